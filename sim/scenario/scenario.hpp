@@ -1,0 +1,150 @@
+// Scenario: everything a user states about one training setup (model, training, cluster, ZeRO config),
+// fully resolved (presets expanded, "auto" resolved, defaults applied). Pure data; parsing lives in
+// scenario_parse.*, validation in scenario_validate.*.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/common/units.hpp"
+
+namespace zsim {
+
+enum class Precision { bf16, fp16, fp32 };
+enum class Checkpointing { none, full };
+enum class MlpKind { plain, gated };  // plain: GPT GeLU MLP (2 matrices); gated: SwiGLU (3 matrices)
+enum class OffloadDevice { none, cpu, nvme };
+
+// Bytes per element of the training precision (weights/grads as seen by forward/backward).
+constexpr Bytes bytes_per_element(Precision p) { return p == Precision::fp32 ? 4 : 2; }
+
+struct ModelSpec {
+  std::string name = "custom";  // preset name, HF config path, or "custom"
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t ffn_hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;           // = heads without grouped-query attention
+  std::int64_t vocab = 0;
+  std::int64_t max_position_embeddings = 0;  // learned absolute positions (GPT-2/3); 0 = rotary / ALiBi
+  bool tie_word_embeddings = false;
+  MlpKind mlp = MlpKind::gated;
+  bool bias = false;                   // linear layers and norms carry biases (GPT-2/3, BLOOM)
+};
+
+struct TrainingSpec {
+  std::int64_t micro_batch = 1;
+  std::int64_t grad_accum = 1;
+  std::int64_t seq_len = 2048;
+  Precision precision = Precision::bf16;
+  Checkpointing activation_checkpointing = Checkpointing::full;
+};
+
+struct GpuSpec {
+  std::string name = "custom";
+  Bytes hbm_bytes = 0;
+  double hbm_GBps = 0;            // peak HBM bandwidth
+  double peak_tflops = 0;         // dense bf16/fp16 tensor-core peak
+  double peak_fp32_tflops = 0;    // dense fp32 (non-tensor) peak, used when precision is fp32
+};
+
+struct HostSpec {                 // per node
+  Bytes memory_bytes = 0;
+  int cores = 0;
+};
+
+struct NvmeSpec {                 // per node
+  Bytes bytes = 0;
+  double read_GBps = 0;
+  double write_GBps = 0;
+};
+
+struct LinkSpec {                 // per GPU, one direction
+  double nvlink_GBps = 0;
+  double pcie_GBps = 0;
+  double ib_GBps = 0;
+  double nvlink_latency_us = 2.0;
+  double pcie_latency_us = 2.0;
+  double ib_latency_us = 5.0;
+  double ib_oversubscription = 1.0;  // fat tree leaf->spine oversubscription ratio (>= 1)
+  int nodes_per_leaf = 0;            // nodes under one leaf switch; 0 = all nodes on one leaf
+};
+
+// Achieved fractions of peak and host throughputs; defaults from the hardware profile, overridable by
+// calibration (timing issue).
+struct EfficiencySpec {
+  double gemm = 0.6;                 // achieved / peak tensor FLOPs for forward/backward GEMMs
+  double hbm = 0.8;                  // achieved / peak HBM bandwidth for memory-bound kernels
+  double cpu_adam_params_per_s_per_core = 1.0e8;
+  double pageable_pcie_fraction = 0.5;  // pageable host memory bandwidth / pinned
+};
+
+struct ClusterSpec {
+  std::string profile;            // hardware profile name it was based on ("" = none)
+  int nodes = 1;
+  int gpus_per_node = 1;
+  GpuSpec gpu;
+  HostSpec host;
+  NvmeSpec nvme;
+  LinkSpec links;
+  EfficiencySpec efficiency;
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::none;
+  bool pin_memory = false;
+  std::string nvme_path;
+  int buffer_count = 4;
+  double ratio = 1.0;             // fraction of the optimizer step done on the CPU
+};
+
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::none;
+  bool pin_memory = false;
+  std::string nvme_path;
+  int buffer_count = 5;
+  Elements buffer_size = 100'000'000;
+  Elements max_in_cpu = 1'000'000'000;
+};
+
+struct LocoConfig {
+  bool enabled = false;           // true when zeropp_loco_param is given
+  double err_beta = 0.8;
+  int reset_T = 1024;
+};
+
+// DeepSpeed's zero_optimization block; same names, same meanings, sizes in elements as DeepSpeed has them.
+struct ZeroConfig {
+  int stage = 0;
+  bool overlap_comm = false;
+  bool contiguous_gradients = true;
+  Elements reduce_bucket_size = 500'000'000;
+  Elements allgather_bucket_size = 500'000'000;
+  bool reduce_scatter = true;
+  Elements stage3_prefetch_bucket_size = 50'000'000;
+  Elements stage3_max_live_parameters = 1'000'000'000;
+  Elements stage3_max_reuse_distance = 1'000'000'000;
+  Elements stage3_param_persistence_threshold = 100'000;
+  Elements sub_group_size = 1'000'000'000;
+  OffloadOptimizerConfig offload_optimizer;
+  OffloadParamConfig offload_param;
+  int zero_hpz_partition_size = 1;
+  bool zero_quantized_weights = false;
+  bool zero_quantized_gradients = false;
+  LocoConfig zeropp_loco_param;
+  bool stage3_allgather_sequential = false;
+};
+
+struct Scenario {
+  std::string source_file;        // the YAML it was read from ("" if built in code)
+  ModelSpec model;
+  TrainingSpec training;
+  ClusterSpec cluster;
+  ZeroConfig zero;
+  std::vector<std::string> warnings;  // keys accepted but not modelled, etc.
+
+  int world_size() const { return cluster.world_size(); }
+};
+
+}  // namespace zsim

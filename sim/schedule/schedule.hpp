@@ -1,0 +1,126 @@
+// The schedule: the SPMD program of one training step (or several) that every rank runs.
+// Both the simulator (sim/engine) and the GPU runtime execute it; memory and communication reports
+// are derived by walking it. Ops are stored in program order, which is a topological order of deps.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/common/units.hpp"
+
+namespace zsim {
+
+inline constexpr const char* kScheduleFormat = "zsim.schedule";
+inline constexpr int kScheduleVersion = 1;
+
+using OpId = std::int32_t;
+
+enum class OpKind { compute, collective, copy, alloc, free };
+enum class Phase { init, forward, backward, step };
+enum class ComputeKind { forward, backward, recompute, optimizer, quantize, dequantize, dequant_reduce };
+enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast };
+enum class CopyKind { h2d, d2h, nvme_read, nvme_write };
+enum class Device { gpu, cpu };
+enum class Tier { gpu, cpu, nvme };
+enum class MemCategory { params, grads, optimizer, activations, buffers };
+enum class DType { fp32, bf16, fp16, int8, int4 };
+
+// A set of ranks that run a collective together, described by shape (all ranks symmetric).
+// Members are `stride` ranks apart; size == ranks_per_node * nodes_spanned().
+struct ProcessGroup {
+  std::string name;        // "world", "hpz", "intra_node", "inter_node", ...
+  int size = 1;
+  int ranks_per_node = 1;  // members that share one node
+  int stride = 1;          // global-rank distance between consecutive members
+  int nodes_spanned() const { return size / ranks_per_node; }
+  bool crosses_nodes() const { return nodes_spanned() > 1; }
+};
+
+struct ComputeOp {
+  ComputeKind what = ComputeKind::forward;
+  Device device = Device::gpu;
+  Flops flops = 0;          // tensor/arith work
+  Bytes hbm_bytes = 0;      // memory traffic (read + write) for memory-bound kernels
+  Elements elements = 0;    // elements processed (optimizer: parameters updated)
+};
+
+// `bytes` follows nccl-tests' "size": all_gather = output size, reduce_scatter = input size,
+// all_reduce/broadcast = buffer size, all_to_all = total send buffer per rank.
+struct CollectiveOp {
+  CollectiveKind what = CollectiveKind::all_gather;
+  int group = 0;            // index into Schedule::groups
+  Bytes bytes = 0;          // total, quantization scales included
+  Bytes scale_bytes = 0;    // part of `bytes` that is quantization scales
+  DType dtype = DType::bf16;
+};
+
+struct CopyOp {
+  CopyKind what = CopyKind::h2d;
+  Bytes bytes = 0;
+  bool pinned = true;       // host side pinned (vs pageable)
+};
+
+// alloc / free of a named buffer on a tier. A free names a buffer allocated earlier and releases it.
+struct MemOp {
+  std::string buffer;
+  Tier tier = Tier::gpu;
+  MemCategory category = MemCategory::buffers;
+  std::string detail;       // sub-category for buffers: "bucket", "prefetch", "hpz", "quant", "loco_error", ...
+  Bytes bytes = 0;
+};
+
+struct Op {
+  OpId id = 0;
+  OpKind kind = OpKind::compute;
+  std::string name;         // e.g. "fwd.L12.all_gather"
+  Phase phase = Phase::forward;
+  int stream = 0;           // index into Schedule::streams
+  int layer = -1;           // transformer layer, -1 if none (embedding, optimizer, ...)
+  int micro_step = 0;       // gradient-accumulation micro-step
+  std::vector<OpId> deps;   // ops (earlier in program order) that must finish first
+  ComputeOp compute;        // valid when kind == compute
+  CollectiveOp collective;  // valid when kind == collective
+  CopyOp copy;              // valid when kind == copy
+  MemOp mem;                // valid when kind == alloc / free
+};
+
+struct ScheduleMeta {
+  std::string scenario;     // where it came from
+  int world_size = 1;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  Elements params = 0;      // model parameters (count)
+  std::int64_t tokens_per_step = 0;  // global tokens per optimizer step
+  int steps = 1;
+};
+
+struct Schedule {
+  ScheduleMeta meta;
+  std::vector<std::string> streams;   // named streams: "compute", "comm", "h2d", "d2h", "nvme", "cpu"
+  std::vector<ProcessGroup> groups;
+  std::vector<Op> ops;                // program order; ops[i].id == i
+
+  // Index of a stream/group by name, adding it if absent.
+  int stream(const std::string& name);
+  int group(const ProcessGroup& g);
+
+  // Appends an op, assigns its id (its index), and returns the id.
+  OpId add(Op op);
+};
+
+// Structural checks: ids are indices, deps point backwards, stream/group indices valid,
+// every free matches a live alloc of the same name, tier and size. Throws std::logic_error.
+void check_schedule(const Schedule& s);
+
+const char* to_string(OpKind);
+const char* to_string(Phase);
+const char* to_string(ComputeKind);
+const char* to_string(CollectiveKind);
+const char* to_string(CopyKind);
+const char* to_string(Device);
+const char* to_string(Tier);
+const char* to_string(MemCategory);
+const char* to_string(DType);
+Bytes dtype_bits(DType);
+
+}  // namespace zsim
