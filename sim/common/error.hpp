@@ -1,6 +1,7 @@
 // The one user-facing error type: a message that names where in the input it comes from.
 // The CLI prints what() and exits with kExitBadInput; nothing else is written.
 #pragma once
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -25,11 +26,13 @@ class InputError : public std::runtime_error {
 
  private:
   static std::string format(const SourceLocation& w, const std::string& message) {
-    std::string s = w.file.empty() ? std::string("<input>") : w.file;
-    if (w.line > 0) s += ":" + std::to_string(w.line) + ":" + std::to_string(w.column);
-    s += ": ";
-    if (!w.key_path.empty()) s += "key '" + w.key_path + "': ";
-    return s + message;
+    std::ostringstream s;
+    s << (w.file.empty() ? std::string("<input>") : w.file);
+    if (w.line > 0) s << ':' << w.line << ':' << w.column;
+    s << ": ";
+    if (!w.key_path.empty()) s << "key '" << w.key_path << "': ";
+    s << message;
+    return s.str();
   }
   SourceLocation where_;
 };

@@ -1,0 +1,105 @@
+#include "sim/sweep/sweep.hpp"
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/sweep/parallel_map.hpp"
+
+namespace zsim {
+
+SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& evaluate, unsigned threads,
+                      const std::function<void(std::size_t, std::size_t)>& progress) {
+  SweepResult r;
+  r.axes = axes;
+  const std::size_t n = grid_size(axes);
+  r.points = parallel_map<SweepPoint>(
+      n, threads,
+      [&](std::size_t i) {
+        auto overrides = grid_point(axes, i);
+        try {
+          SweepPoint p = evaluate(overrides);
+          p.overrides = std::move(overrides);
+          return p;
+        } catch (const std::exception& e) {
+          SweepPoint p;
+          p.overrides = std::move(overrides);
+          p.valid = false;
+          p.invalid_reason = e.what();
+          return p;
+        }
+      },
+      [&](std::size_t done) {
+        if (progress) progress(done, n);
+      });
+  return r;
+}
+
+std::vector<std::size_t> rank_fitting(const SweepResult& r) {
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].valid && r.points[i].fits) idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return r.points[a].tokens_per_s > r.points[b].tokens_per_s;
+  });
+  return idx;
+}
+
+namespace {
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+std::string value_of(const std::string& override_text) {
+  return override_text.substr(override_text.find('=') + 1);
+}
+}  // namespace
+
+void write_sweep_csv(std::ostream& out, const SweepResult& r) {
+  for (const auto& a : r.axes) out << csv_field(a.key) << ',';
+  out << "valid,fits,reason,step_s,tokens_per_s,tflops_per_gpu,gpu_peak_bytes,cpu_peak_bytes_per_node,"
+         "cross_node_bytes_per_gpu\n";
+  for (const auto& p : r.points) {
+    for (const auto& o : p.overrides) out << csv_field(value_of(o)) << ',';
+    const std::string reason = p.valid ? p.rejection : p.invalid_reason;
+    fmt::print(out, "{},{},{},{:.6g},{:.6g},{:.6g},{},{},{}\n", p.valid ? 1 : 0, p.fits ? 1 : 0,
+               csv_field(reason), p.step_s, p.tokens_per_s, p.tflops_per_gpu, p.gpu_peak_bytes,
+               p.cpu_peak_bytes, p.cross_node_bytes_per_gpu);
+  }
+}
+
+void print_sweep_summary(std::ostream& out, const SweepResult& r, std::size_t top) {
+  const auto ranked = rank_fitting(r);
+  fmt::print(out, "{} configurations: {} fit, {} do not fit, {} invalid\n", r.points.size(), ranked.size(),
+             std::count_if(r.points.begin(), r.points.end(), [](auto& p) { return p.valid && !p.fits; }),
+             std::count_if(r.points.begin(), r.points.end(), [](auto& p) { return !p.valid; }));
+  if (!ranked.empty()) {
+    fmt::print(out, "\nBest that fit (by tokens/s):\n");
+    fmt::print(out, "  {:>4}  {:>12}  {:>10}  {:>9}  {:>10}  {}\n", "rank", "tokens/s", "step", "TFLOPS",
+               "GPU peak", "configuration");
+    for (std::size_t k = 0; k < std::min(top, ranked.size()); ++k) {
+      const auto& p = r.points[ranked[k]];
+      std::string cfg;
+      for (const auto& o : p.overrides) cfg += (cfg.empty() ? "" : " ") + o;
+      fmt::print(out, "  {:>4}  {:>12.0f}  {:>9.3f}s  {:>9.1f}  {:>6.1f} GiB  {}\n", k + 1, p.tokens_per_s,
+                 p.step_s, p.tflops_per_gpu, static_cast<double>(p.gpu_peak_bytes) / kGiB, cfg);
+    }
+  }
+  std::map<std::string, std::size_t> reasons;
+  for (const auto& p : r.points) {
+    if (p.valid && p.fits) continue;
+    // Misfits group by the tier that overflows; invalid points by their message.
+    reasons[p.valid ? "does not fit: " + p.overflow_tier + " memory overflows" : "invalid: " + p.invalid_reason]++;
+  }
+  if (!reasons.empty()) {
+    fmt::print(out, "\nRejected:\n");
+    for (const auto& [why, count] : reasons) fmt::print(out, "  {:>6}  {}\n", count, why);
+  }
+}
+
+}  // namespace zsim

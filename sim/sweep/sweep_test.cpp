@@ -1,0 +1,114 @@
+#include "sim/sweep/sweep.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include "sim/common/error.hpp"
+#include "sim/sweep/parallel_map.hpp"
+
+using namespace zsim;
+
+namespace {
+// A fake pipeline: stage and bucket size decide memory and throughput; stage 0 does not fit.
+SweepPoint fake_evaluate(const std::vector<std::string>& overrides) {
+  SweepPoint p;
+  int stage = -1;
+  long bucket = 0;
+  for (const auto& o : overrides) {
+    const auto v = o.substr(o.find('=') + 1);
+    if (o.rfind("stage=", 0) == 0) stage = std::stoi(v);
+    if (o.rfind("bucket=", 0) == 0) bucket = std::stol(v);
+  }
+  if (stage == 9) throw InputError({"s.yaml", 3, 5, "stage"}, "stage must be 0-3");
+  p.valid = true;
+  p.fits = stage != 0;
+  if (!p.fits) {
+    p.overflow_tier = "gpu";
+    p.rejection = "gpu over capacity by 12 GiB";
+  }
+  p.tokens_per_s = 1000.0 * stage + static_cast<double>(bucket);
+  return p;
+}
+}  // namespace
+
+TEST(Grid, ParsesKeyAndCommaSeparatedValues) {
+  auto a = parse_grid_axis("deepspeed.zero_optimization.stage=1,2,3");
+  EXPECT_EQ(a.key, "deepspeed.zero_optimization.stage");
+  EXPECT_EQ(a.values, (std::vector<std::string>{"1", "2", "3"}));
+}
+
+TEST(Grid, RejectsTextWithoutEquals) { EXPECT_THROW(parse_grid_axis("stage"), InputError); }
+
+TEST(Grid, RejectsEmptyValue) { EXPECT_THROW(parse_grid_axis("stage=1,,3"), InputError); }
+
+TEST(Grid, ProductEnumeratesEveryCombinationOnceLastAxisFastest) {
+  std::vector<GridAxis> axes{{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}};
+  ASSERT_EQ(grid_size(axes), 6u);
+  EXPECT_EQ(grid_point(axes, 0), (std::vector<std::string>{"a=1", "b=x"}));
+  EXPECT_EQ(grid_point(axes, 1), (std::vector<std::string>{"a=1", "b=y"}));
+  EXPECT_EQ(grid_point(axes, 5), (std::vector<std::string>{"a=2", "b=z"}));
+}
+
+TEST(ParallelMap, ResultsAreIndependentOfThreadCount) {
+  std::function<long(std::size_t)> f = [](std::size_t i) { return static_cast<long>(i * i); };
+  EXPECT_EQ(parallel_map<long>(1000, 1, f), parallel_map<long>(1000, 4, f));
+}
+
+TEST(ParallelMap, ReportsEveryCompletion) {
+  std::size_t calls = 0, last = 0;
+  std::function<int(std::size_t)> f = [](std::size_t) { return 0; };
+  parallel_map<int>(57, 3, f, [&](std::size_t done) { ++calls; last = done; });
+  EXPECT_EQ(calls, 57u);
+  EXPECT_EQ(last, 57u);
+}
+
+TEST(ParallelMap, PropagatesAnException) {
+  std::function<int(std::size_t)> f = [](std::size_t i) -> int {
+    if (i == 7) throw std::runtime_error("boom");
+    return 0;
+  };
+  EXPECT_THROW(parallel_map<int>(20, 2, f), std::runtime_error);
+}
+
+TEST(Sweep, InvalidPointsAreRecordedNotFatal) {
+  auto r = run_sweep({{"stage", {"3", "9"}}}, fake_evaluate, 2);
+  ASSERT_EQ(r.points.size(), 2u);
+  EXPECT_TRUE(r.points[0].valid);
+  EXPECT_FALSE(r.points[1].valid);
+  EXPECT_NE(r.points[1].invalid_reason.find("stage must be 0-3"), std::string::npos);
+}
+
+TEST(Sweep, RankingKeepsOnlyFittingPointsBestFirst) {
+  auto r = run_sweep({{"stage", {"0", "1", "3", "2"}}, {"bucket", {"5", "7"}}}, fake_evaluate, 3);
+  auto ranked = rank_fitting(r);
+  ASSERT_EQ(ranked.size(), 6u);  // stage 0 (2 points) does not fit
+  EXPECT_EQ(r.points[ranked[0]].overrides, (std::vector<std::string>{"stage=3", "bucket=7"}));
+  for (std::size_t k = 1; k < ranked.size(); ++k)
+    EXPECT_GE(r.points[ranked[k - 1]].tokens_per_s, r.points[ranked[k]].tokens_per_s);
+}
+
+TEST(Sweep, CsvHasHeaderAndOneRowPerPoint) {
+  auto r = run_sweep({{"stage", {"0", "3"}}}, fake_evaluate, 1);
+  std::ostringstream csv;
+  write_sweep_csv(csv, r);
+  std::string line;
+  std::istringstream in(csv.str());
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("stage,valid,fits,reason,step_s,tokens_per_s", 0), 0u);
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("0,1,0,gpu over capacity by 12 GiB,", 0), 0u);
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("3,1,1,,", 0), 0u);
+  EXPECT_FALSE(std::getline(in, line));
+}
+
+TEST(Sweep, SummaryNamesWhyOthersWereRejected) {
+  auto r = run_sweep({{"stage", {"0", "3", "9"}}}, fake_evaluate, 2);
+  std::ostringstream out;
+  print_sweep_summary(out, r, 5);
+  EXPECT_NE(out.str().find("3 configurations: 1 fit, 1 do not fit, 1 invalid"), std::string::npos);
+  EXPECT_NE(out.str().find("1  does not fit: gpu memory overflows"), std::string::npos);
+  EXPECT_NE(out.str().find("invalid: s.yaml:3:5"), std::string::npos);
+}
