@@ -1,0 +1,90 @@
+// Device helpers: float <-> 16-bit conversion by type tag, vector loads/stores of 1..8 16-bit elements,
+// int4 nibble packing, and a block-wide max reduction. Only included by the .cu files.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+namespace zk::dev {
+
+template <class T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+
+// Raw storage of V elements of T as one aligned load/store (V * sizeof(T) bytes: 2, 4, 8 or 16, or 32 for 8 floats).
+template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+
+template <class T, int V>
+__device__ __forceinline__ void load_f(const T* p, float (&out)[V]) {
+  const Vec<T, V> x = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_f<T>(x.v[i]);
+}
+template <class T, int V>
+__device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
+  Vec<T, V> x;
+#pragma unroll
+  for (int i = 0; i < V; ++i) x.v[i] = from_f<T>(in[i]);
+  *reinterpret_cast<Vec<T, V>*>(p) = x;
+}
+
+// Quantize x with multiplier inv (= qmax / absmax, 0 when absmax == 0) to a symmetric integer in [-qmax, qmax].
+__device__ __forceinline__ int quant_sym(float x, float inv, int qmax) {
+  float r = rintf(x * inv);
+  r = fminf(fmaxf(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
+  return static_cast<int>(r);
+}
+
+// V int4 values (V even) packed low nibble first into V/2 bytes.
+template <int V> struct Nibbles { static_assert(V % 2 == 0); uint8_t b[V / 2]; };
+template <int V>
+__device__ __forceinline__ void store_int4(uint8_t* p, const int (&q)[V]) {
+  // V/2 bytes: 1, 2 or 4; write as one store.
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i)
+    word |= ((static_cast<uint32_t>(q[2 * i]) & 0xFu) | ((static_cast<uint32_t>(q[2 * i + 1]) & 0xFu) << 4)) << (8 * i);
+  if constexpr (V == 8) *reinterpret_cast<uint32_t*>(p) = word;
+  else if constexpr (V == 4) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(word);
+  else *p = static_cast<uint8_t>(word);
+}
+template <int V>
+__device__ __forceinline__ void load_int4(const uint8_t* p, int (&q)[V]) {
+  uint32_t word;
+  if constexpr (V == 8) word = *reinterpret_cast<const uint32_t*>(p);
+  else if constexpr (V == 4) word = *reinterpret_cast<const uint16_t*>(p);
+  else word = *p;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int nib = static_cast<int>((word >> (4 * i)) & 0xFu);
+    q[i] = nib >= 8 ? nib - 16 : nib;
+  }
+}
+
+// Max over the thread block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_max[32];
+  __shared__ float result;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int nwarps = (blockDim.x + 31) >> 5;
+    float w = lane < nwarps ? warp_max[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, o));
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  return result;
+}
+
+}  // namespace zk::dev
