@@ -5,11 +5,12 @@
 set -euo pipefail
 dir=${1:?usage: run_bench.sh DIR_WITH_BINARIES}
 here=$(cd "$(dirname "$0")" && pwd)
+py="$here/torch_adam_bench.py"; [ -f "$py" ] || py="$dir/torch_adam_bench.py"
 n=${ZK_CPU_ADAM_N:-33554432}
 "$dir/kernel_bench"
 ours=$("$dir/cpu_adam_bench" "$n" 10)
 echo "$ours"
-theirs=$(python3 "$here/torch_adam_bench.py" "$n" 10)
+theirs=$(python3 "$py" "$n" 10)
 echo "$theirs"
 a=$(echo "$ours" | sed -n 's/.*params_per_s \([0-9.e+]*\).*/\1/p')
 b=$(echo "$theirs" | sed -n 's/.*params_per_s \([0-9.e+]*\).*/\1/p')

@@ -17,8 +17,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 
-// Raw storage of V elements of T as one aligned load/store (V * sizeof(T) bytes: 2, 4, 8 or 16, or 32 for 8 floats).
-template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+// Raw storage of V elements of T, aligned to its size up to 16 bytes: one load/store of up to 16
+// bytes, or several 16-byte ones for larger vectors.
+template <class T, int V> struct alignas(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) Vec { T v[V]; };
 
 template <class T, int V>
 __device__ __forceinline__ void load_f(const T* p, float (&out)[V]) {
@@ -41,28 +42,42 @@ __device__ __forceinline__ int quant_sym(float x, float inv, int qmax) {
   return static_cast<int>(r);
 }
 
-// V int4 values (V even) packed low nibble first into V/2 bytes.
-template <int V> struct Nibbles { static_assert(V % 2 == 0); uint8_t b[V / 2]; };
+// V int4 values (V in 2..32, even) packed low nibble first into V/2 bytes, moved as one access of
+// V/2 bytes (1, 2, 4, 8 or 16).
+template <int V> struct Int4Word;
+template <> struct Int4Word<2> { using type = uint8_t; };
+template <> struct Int4Word<4> { using type = uint16_t; };
+template <> struct Int4Word<8> { using type = uint32_t; };
+template <> struct Int4Word<16> { using type = uint2; };
+template <> struct Int4Word<32> { using type = uint4; };
+
 template <int V>
 __device__ __forceinline__ void store_int4(uint8_t* p, const int (&q)[V]) {
-  // V/2 bytes: 1, 2 or 4; write as one store.
-  uint32_t word = 0;
+  constexpr int kWords = V >= 8 ? V / 8 : 1;
+  uint32_t w[kWords] = {};
 #pragma unroll
-  for (int i = 0; i < V / 2; ++i)
-    word |= ((static_cast<uint32_t>(q[2 * i]) & 0xFu) | ((static_cast<uint32_t>(q[2 * i + 1]) & 0xFu) << 4)) << (8 * i);
-  if constexpr (V == 8) *reinterpret_cast<uint32_t*>(p) = word;
-  else if constexpr (V == 4) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(word);
-  else *p = static_cast<uint8_t>(word);
+  for (int i = 0; i < V; ++i) w[i / 8] |= (static_cast<uint32_t>(q[i]) & 0xFu) << (4 * (i % 8));
+  using W = typename Int4Word<V>::type;
+  if constexpr (V == 32) *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  else if constexpr (V == 16) *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  else *reinterpret_cast<W*>(p) = static_cast<W>(w[0]);
 }
 template <int V>
 __device__ __forceinline__ void load_int4(const uint8_t* p, int (&q)[V]) {
-  uint32_t word;
-  if constexpr (V == 8) word = *reinterpret_cast<const uint32_t*>(p);
-  else if constexpr (V == 4) word = *reinterpret_cast<const uint16_t*>(p);
-  else word = *p;
+  constexpr int kWords = V >= 8 ? V / 8 : 1;
+  uint32_t w[kWords];
+  if constexpr (V == 32) {
+    const uint4 x = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = x.x; w[1] = x.y; w[2] = x.z; w[3] = x.w;
+  } else if constexpr (V == 16) {
+    const uint2 x = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = x.x; w[1] = x.y;
+  } else {
+    w[0] = *reinterpret_cast<const typename Int4Word<V>::type*>(p);
+  }
 #pragma unroll
   for (int i = 0; i < V; ++i) {
-    const int nib = static_cast<int>((word >> (4 * i)) & 0xFu);
+    const int nib = static_cast<int>((w[i / 8] >> (4 * (i % 8))) & 0xFu);
     q[i] = nib >= 8 ? nib - 16 : nib;
   }
 }

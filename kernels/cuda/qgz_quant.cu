@@ -17,7 +17,40 @@ struct LocoArgs {
 // grid = (blocks_per_partition, world): one thread block per (partition p, block b).
 // Input offset p*P + b*block; output slot s = swizzle(p): bytes s*P/2 + b*block/2, step s*nb + b.
 // LOCO: c = g + e (e = 0 at a reset); e <- beta*e + (1-beta)*(c - deQ(Q(c))), e in input order.
+// Each thread holds R vectors of V elements in registers between the absmax pass and the write pass;
+// a block larger than R * blockDim * V re-reads the rest (an L1/L2 hit) in the write pass.
 template <class T, int V, bool LOCO>
+__device__ __forceinline__ void load_compensated(const T* grad, const T* err, LocoArgs loco, int64_t off, float (&x)[V],
+                                                 float (&e)[V]) {
+  dev::load_f<T, V>(grad + off, x);
+  if constexpr (LOCO) {
+    if (!loco.reset) {
+      dev::load_f<T, V>(err + off, e);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) e[j] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] += e[j];
+  }
+}
+
+// Quantize V compensated values, store the nibbles, and (LOCO) store the updated error.
+template <class T, int V, bool LOCO>
+__device__ __forceinline__ void quantize_store(const float (&x)[V], float (&e)[V], float inv, float step, LocoArgs loco,
+                                               uint8_t* dst, T* err_dst) {
+  int qi[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) qi[j] = dev::quant_sym(x[j], inv, kInt4Max);
+  dev::store_int4<V>(dst, qi);
+  if constexpr (LOCO) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) e[j] = loco.beta * e[j] + (1.0f - loco.beta) * (x[j] - static_cast<float>(qi[j]) * step);
+    dev::store_f<T, V>(err_dst, e);
+  }
+}
+
+template <class T, int V, int R, bool LOCO>
 __global__ void swizzled_quant_kernel(const T* __restrict__ grad, T* __restrict__ err, LocoArgs loco, int64_t P,
                                       int64_t block, int nodes, int dpn, uint8_t* __restrict__ q,
                                       float* __restrict__ steps) {
@@ -26,48 +59,38 @@ __global__ void swizzled_quant_kernel(const T* __restrict__ grad, T* __restrict_
   const int64_t len = min(block, P - start);
   const int64_t in_off = p * P + start;
   const int64_t slot = (p % dpn) * nodes + p / dpn;
+  const int64_t i0 = static_cast<int64_t>(threadIdx.x) * V, stride = static_cast<int64_t>(blockDim.x) * V;
+  float x[R][V], e[R][V];
   float amax = 0.0f;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    float x[V];
-    dev::load_f<T, V>(grad + in_off + i, x);
-    if constexpr (LOCO) {
-      if (!loco.reset) {
-        float e[V];
-        dev::load_f<T, V>(err + in_off + i, e);
 #pragma unroll
-        for (int j = 0; j < V; ++j) x[j] += e[j];
-      }
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) {
+      load_compensated<T, V, LOCO>(grad, err, loco, in_off + i, x[r], e[r]);
+#pragma unroll
+      for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(x[r][j]));
     }
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V], eo[V];
+    load_compensated<T, V, LOCO>(grad, err, loco, in_off + i, xo, eo);
 #pragma unroll
-    for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(xo[j]));
   }
   amax = dev::block_max(amax);
   const float step = amax / kInt4Max;
   const float inv = amax > 0.0f ? kInt4Max / amax : 0.0f;
   if (threadIdx.x == 0) steps[slot * nb + b] = step;
   uint8_t* dst = q + slot * (P / 2) + start / 2;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    float x[V], e[V];
-    dev::load_f<T, V>(grad + in_off + i, x);
-    if constexpr (LOCO) {
-      if (!loco.reset) {
-        dev::load_f<T, V>(err + in_off + i, e);
-      } else {
 #pragma unroll
-        for (int j = 0; j < V; ++j) e[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < V; ++j) x[j] += e[j];
-    }
-    int qi[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) qi[j] = dev::quant_sym(x[j], inv, kInt4Max);
-    dev::store_int4<V>(dst + i / 2, qi);
-    if constexpr (LOCO) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) e[j] = loco.beta * e[j] + (1.0f - loco.beta) * (x[j] - static_cast<float>(qi[j]) * step);
-      dev::store_f<T, V>(err + in_off + i, e);
-    }
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) quantize_store<T, V, LOCO>(x[r], e[r], inv, step, loco, dst + i / 2, err + in_off + i);
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V], eo[V];
+    load_compensated<T, V, LOCO>(grad, err, loco, in_off + i, xo, eo);
+    quantize_store<T, V, LOCO>(xo, eo, inv, step, loco, dst + i / 2, err + in_off + i);
   }
 }
 
@@ -81,7 +104,7 @@ __device__ __forceinline__ void reduce_chunks(const uint8_t* __restrict__ q_in, 
   const int64_t chunk_bytes = static_cast<int64_t>(m) * (P / 2);
   const uint8_t* src = q_in + j * (P / 2) + off / 2;
   const float* st = steps_in + j * nb + b;
-#pragma unroll 4
+#pragma unroll 8
   for (int c = 0; c < k; ++c) {
     int qi[V];
     dev::load_int4<V>(src + c * chunk_bytes, qi);
@@ -91,57 +114,65 @@ __device__ __forceinline__ void reduce_chunks(const uint8_t* __restrict__ q_in, 
   }
 }
 
-// grid = (nb, m): one thread block per output (partition j, block b). Pass 2 recomputes the sums
-// (the k int4 chunks of one block are re-read from L1/L2) instead of holding them.
 template <class ET, int V, bool LOCO>
+__device__ __forceinline__ void reduced_compensated(const uint8_t* q_in, const float* steps_in, int k, int m, int64_t P,
+                                                    int64_t nb, int64_t j, int64_t b, int64_t off, const ET* err,
+                                                    LocoArgs loco, float (&x)[V], float (&e)[V]) {
+  reduce_chunks<V>(q_in, steps_in, k, m, P, nb, j, b, off, x);
+  if constexpr (LOCO) {
+    if (!loco.reset) {
+      dev::load_f<ET, V>(err + j * P + off, e);
+    } else {
+#pragma unroll
+      for (int t = 0; t < V; ++t) e[t] = 0.0f;
+    }
+#pragma unroll
+    for (int t = 0; t < V; ++t) x[t] += e[t];
+  }
+}
+
+// grid = (nb, m): one thread block per output (partition j, block b); sums held in registers (R
+// vectors of V per thread), recomputed from the k chunks (L1/L2) only past R * blockDim * V.
+template <class ET, int V, int R, bool LOCO>
 __global__ void reduce_requant_kernel(const uint8_t* __restrict__ q_in, const float* __restrict__ steps_in, int k,
                                       int m, int64_t P, int64_t block, ET* __restrict__ err, LocoArgs loco,
                                       uint8_t* __restrict__ q_out, float* __restrict__ steps_out) {
   const int64_t b = blockIdx.x, j = blockIdx.y, nb = gridDim.x;
   const int64_t start = b * block;
   const int64_t len = min(block, P - start);
+  const int64_t i0 = static_cast<int64_t>(threadIdx.x) * V, stride = static_cast<int64_t>(blockDim.x) * V;
+  float x[R][V], e[R][V];
   float amax = 0.0f;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    float acc[V];
-    reduce_chunks<V>(q_in, steps_in, k, m, P, nb, j, b, start + i, acc);
-    if constexpr (LOCO) {
-      if (!loco.reset) {
-        float e[V];
-        dev::load_f<ET, V>(err + j * P + start + i, e);
 #pragma unroll
-        for (int t = 0; t < V; ++t) acc[t] += e[t];
-      }
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) {
+      reduced_compensated<ET, V, LOCO>(q_in, steps_in, k, m, P, nb, j, b, start + i, err, loco, x[r], e[r]);
+#pragma unroll
+      for (int t = 0; t < V; ++t) amax = fmaxf(amax, fabsf(x[r][t]));
     }
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V], eo[V];
+    reduced_compensated<ET, V, LOCO>(q_in, steps_in, k, m, P, nb, j, b, start + i, err, loco, xo, eo);
 #pragma unroll
-    for (int t = 0; t < V; ++t) amax = fmaxf(amax, fabsf(acc[t]));
+    for (int t = 0; t < V; ++t) amax = fmaxf(amax, fabsf(xo[t]));
   }
   amax = dev::block_max(amax);
   const float step = amax / kInt4Max;
   const float inv = amax > 0.0f ? kInt4Max / amax : 0.0f;
   if (threadIdx.x == 0) steps_out[j * nb + b] = step;
   uint8_t* dst = q_out + j * (P / 2) + start / 2;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    float acc[V], e[V];
-    reduce_chunks<V>(q_in, steps_in, k, m, P, nb, j, b, start + i, acc);
-    if constexpr (LOCO) {
-      if (!loco.reset) {
-        dev::load_f<ET, V>(err + j * P + start + i, e);
-      } else {
+  ET* err_base = err + j * P + start;
 #pragma unroll
-        for (int t = 0; t < V; ++t) e[t] = 0.0f;
-      }
-#pragma unroll
-      for (int t = 0; t < V; ++t) acc[t] += e[t];
-    }
-    int qi[V];
-#pragma unroll
-    for (int t = 0; t < V; ++t) qi[t] = dev::quant_sym(acc[t], inv, kInt4Max);
-    dev::store_int4<V>(dst + i / 2, qi);
-    if constexpr (LOCO) {
-#pragma unroll
-      for (int t = 0; t < V; ++t) e[t] = loco.beta * e[t] + (1.0f - loco.beta) * (acc[t] - static_cast<float>(qi[t]) * step);
-      dev::store_f<ET, V>(err + j * P + start + i, e);
-    }
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) quantize_store<ET, V, LOCO>(x[r], e[r], inv, step, loco, dst + i / 2, err_base + i);
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V], eo[V];
+    reduced_compensated<ET, V, LOCO>(q_in, steps_in, k, m, P, nb, j, b, start + i, err, loco, xo, eo);
+    quantize_store<ET, V, LOCO>(xo, eo, inv, step, loco, dst + i / 2, err_base + i);
   }
 }
 
@@ -169,11 +200,11 @@ void swizzled_typed(const void* grad, void* err, LocoArgs loco, const QgzShape& 
   const bool vec8 = P % 8 == 0 && s.block_elems % 8 == 0 && detail::aligned(grad, 16) && detail::aligned(err, 16) &&
                     detail::aligned(q, 4);
   if (vec8) {
-    swizzled_quant_kernel<T, 8, LOCO><<<grid, detail::group_threads(s.block_elems, 8), 0, st>>>(
+    swizzled_quant_kernel<T, 8, 4, LOCO><<<grid, detail::group_threads(s.block_elems, 8 * 4), 0, st>>>(
         g, e, loco, P, s.block_elems, s.nodes, s.devices_per_node, q, steps);
   } else {
     detail::require(detail::aligned(grad, 4) && detail::aligned(err, 4), "qgZ quantize: grad/err must be 4-byte aligned");
-    swizzled_quant_kernel<T, 2, LOCO><<<grid, detail::group_threads(s.block_elems, 2), 0, st>>>(
+    swizzled_quant_kernel<T, 2, 4, LOCO><<<grid, detail::group_threads(s.block_elems, 2 * 4), 0, st>>>(
         g, e, loco, P, s.block_elems, s.nodes, s.devices_per_node, q, steps);
   }
   ZK_CUDA_CHECK_LAUNCH();
@@ -184,14 +215,14 @@ void reduce_requant_typed(const uint8_t* q_in, const float* steps_in, int k, int
                           void* err, LocoArgs loco, uint8_t* q_out, float* steps_out, cudaStream_t st) {
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(P, block)), static_cast<unsigned>(m));
   auto* e = static_cast<ET*>(err);
-  const bool vec8 = P % 8 == 0 && block % 8 == 0 && detail::aligned(q_in, 4) && detail::aligned(q_out, 4) &&
-                    detail::aligned(err, 16);
-  if (vec8) {
-    reduce_requant_kernel<ET, 8, LOCO><<<grid, detail::group_threads(block, 8), 0, st>>>(
+  const bool vec32 = P % 32 == 0 && block % 32 == 0 && detail::aligned(q_in, 16) && detail::aligned(q_out, 16) &&
+                     detail::aligned(err, 16);
+  if (vec32) {
+    reduce_requant_kernel<ET, 32, 1, LOCO><<<grid, detail::group_threads(block, 32), 0, st>>>(
         q_in, steps_in, k, m, P, block, e, loco, q_out, steps_out);
   } else {
     detail::require(detail::aligned(err, 4), "qgZ reduce-requant: err must be 4-byte aligned");
-    reduce_requant_kernel<ET, 2, LOCO><<<grid, detail::group_threads(block, 2), 0, st>>>(
+    reduce_requant_kernel<ET, 2, 4, LOCO><<<grid, detail::group_threads(block, 2 * 4), 0, st>>>(
         q_in, steps_in, k, m, P, block, e, loco, q_out, steps_out);
   }
   ZK_CUDA_CHECK_LAUNCH();
@@ -202,9 +233,9 @@ void dequant_reduce_typed(const uint8_t* q_in, const float* steps_in, int k, int
                           void* out, cudaStream_t st) {
   constexpr int kThreads = 256;
   auto* o = static_cast<OT*>(out);
-  if (P % 8 == 0 && block % 8 == 0 && detail::aligned(q_in, 4) && detail::aligned(out, 8 * sizeof(OT))) {
-    const int64_t grid = detail::ceil_div(P / 8, kThreads);
-    dequant_reduce_kernel<OT, 8><<<static_cast<unsigned>(grid), kThreads, 0, st>>>(q_in, steps_in, k, P, block, scale, o);
+  if (P % 32 == 0 && block % 32 == 0 && detail::aligned(q_in, 16) && detail::aligned(out, 16)) {
+    const int64_t grid = detail::ceil_div(P / 32, kThreads);
+    dequant_reduce_kernel<OT, 32><<<static_cast<unsigned>(grid), kThreads, 0, st>>>(q_in, steps_in, k, P, block, scale, o);
   } else {
     detail::require(detail::aligned(out, 2 * sizeof(OT)), "qgZ dequant-reduce: out must be aligned to 2 elements");
     const int64_t grid = detail::ceil_div(P / 2, kThreads);

@@ -9,39 +9,68 @@ namespace {
 
 constexpr int kInt8Max = 127;
 
-// One thread block per quantization block. Pass 1 finds absmax; pass 2 re-reads (L1/L2 hit) and writes.
+// V values at src[i..], fewer (rest zero) where the block ends inside the vector (last block only).
 template <class T, int V>
+__device__ __forceinline__ void load_partial(const T* src, int64_t i, int64_t len, float (&x)[V]) {
+  if (i + V <= len) {
+    dev::load_f<T, V>(src + i, x);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = i + j < len ? dev::to_f<T>(src[i + j]) : 0.0f;
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void quantize_store_partial(const float (&x)[V], float inv, int8_t* dst, int64_t i, int64_t len) {
+  dev::Vec<int8_t, V> out;
+#pragma unroll
+  for (int j = 0; j < V; ++j) out.v[j] = static_cast<int8_t>(dev::quant_sym(x[j], inv, kInt8Max));
+  if (i + V <= len) {
+    *reinterpret_cast<dev::Vec<int8_t, V>*>(dst + i) = out;
+  } else {
+    for (int j = 0; j < V && i + j < len; ++j) dst[i + j] = out.v[j];
+  }
+}
+
+// One thread block per quantization block. Each thread keeps R vectors of V values in registers
+// between the absmax pass and the write pass; past R * blockDim * V the write pass re-reads (L1/L2).
+template <class T, int V, int R>
 __global__ void qwz_quant_kernel(const T* __restrict__ in, int64_t n, int64_t block, int8_t* __restrict__ q,
                                  float* __restrict__ steps) {
   const int64_t start = static_cast<int64_t>(blockIdx.x) * block;
   const int64_t len = min(block, n - start);
   const T* src = in + start;
+  int8_t* dst = q + start;
+  const int64_t i0 = static_cast<int64_t>(threadIdx.x) * V, stride = static_cast<int64_t>(blockDim.x) * V;
+  float x[R][V];
   float amax = 0.0f;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    if (i + V <= len) {
-      float x[V];
-      dev::load_f<T, V>(src + i, x);
 #pragma unroll
-      for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(x[j]));
-    } else {
-      for (int64_t j = i; j < len; ++j) amax = fmaxf(amax, fabsf(dev::to_f<T>(src[j])));
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) {
+      load_partial<T, V>(src, i, len, x[r]);
+#pragma unroll
+      for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(x[r][j]));
     }
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V];
+    load_partial<T, V>(src, i, len, xo);
+#pragma unroll
+    for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(xo[j]));
   }
   amax = dev::block_max(amax);
   const float inv = amax > 0.0f ? kInt8Max / amax : 0.0f;
   if (threadIdx.x == 0) steps[blockIdx.x] = amax / kInt8Max;
-  int8_t* dst = q + start;
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * V; i < len; i += static_cast<int64_t>(blockDim.x) * V) {
-    if (i + V <= len) {
-      float x[V];
-      dev::load_f<T, V>(src + i, x);
-      dev::Vec<int8_t, V> out;
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = static_cast<int8_t>(dev::quant_sym(x[j], inv, kInt8Max));
-      *reinterpret_cast<dev::Vec<int8_t, V>*>(dst + i) = out;
-    } else {
-      for (int64_t j = i; j < len; ++j) dst[j] = static_cast<int8_t>(dev::quant_sym(dev::to_f<T>(src[j]), inv, kInt8Max));
-    }
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r * stride;
+    if (i < len) quantize_store_partial<V>(x[r], inv, dst, i, len);
+  }
+  for (int64_t i = i0 + R * stride; i < len; i += stride) {
+    float xo[V];
+    load_partial<T, V>(src, i, len, xo);
+    quantize_store_partial<V>(xo, inv, dst, i, len);
   }
 }
 
@@ -68,9 +97,9 @@ void quantize_typed(const void* in, int64_t n, int64_t block, int8_t* q, float* 
   const auto* src = static_cast<const T*>(in);
   const int64_t nb = qwz_num_blocks(n, block);
   if (block % 8 == 0 && detail::aligned(in, 16) && detail::aligned(q, 8)) {
-    qwz_quant_kernel<T, 8><<<static_cast<unsigned>(nb), detail::group_threads(block, 8), 0, st>>>(src, n, block, q, steps);
+    qwz_quant_kernel<T, 8, 4><<<static_cast<unsigned>(nb), detail::group_threads(block, 8 * 4), 0, st>>>(src, n, block, q, steps);
   } else {
-    qwz_quant_kernel<T, 1><<<static_cast<unsigned>(nb), detail::group_threads(block, 1), 0, st>>>(src, n, block, q, steps);
+    qwz_quant_kernel<T, 1, 4><<<static_cast<unsigned>(nb), detail::group_threads(block, 1 * 4), 0, st>>>(src, n, block, q, steps);
   }
   ZK_CUDA_CHECK_LAUNCH();
 }

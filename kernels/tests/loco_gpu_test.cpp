@@ -39,7 +39,8 @@ TEST(LocoGpu, ErrorUpdateFollowsTheRuleForTheQuantizedValue) {
       const double deq = unpack_int4(qh.data(), i) * step;
       ASSERT_LE(std::fabs(deq - c), 0.5 * step * (1 + 1e-5) + 1e-30) << i;
       const double want = 0.8 * bf16_to_float(e[i]) + 0.2 * (c - deq);
-      ASSERT_NEAR(bf16_to_float(eh[i]), want, std::fabs(want) / 128 + 1e-7) << "error of " << i;
+      // bf16 rounding of the stored error plus fp32 rounding of c - deQ.
+      ASSERT_NEAR(bf16_to_float(eh[i]), want, std::fabs(want) / 128 + 1e-6 * std::fabs(c)) << "error of " << i;
     }
   }
 }
@@ -64,7 +65,7 @@ TEST(LocoGpu, ResetStepIgnoresTheStoredError) {
   for (int64_t i = 0; i < n; ++i) {
     const double c = fp16_to_float(g[i]);
     const double want = 0.2 * (c - unpack_int4(qh.data(), i) * sh[i / 2048]);
-    ASSERT_NEAR(fp16_to_float(eh[i]), want, std::fabs(want) / 512 + 1e-7) << i;
+    ASSERT_NEAR(fp16_to_float(eh[i]), want, std::fabs(want) / 1024 + 1e-6 * std::fabs(c) + 3e-8) << i;  // 3e-8: half the fp16 subnormal step
   }
 }
 
@@ -94,7 +95,7 @@ TEST(LocoGpu, ReduceRequantErrorUpdateFollowsTheRule) {
       const double deq = unpack_int4(qh.data() + j * (P / 2), i) * step;
       ASSERT_LE(std::fabs(deq - c), 0.5 * step * (1 + 1e-4) + 1e-6) << j << "," << i;
       const double want = 0.5 * bf16_to_float(e[j * P + i]) + 0.5 * (c - deq);
-      ASSERT_NEAR(bf16_to_float(eh[j * P + i]), want, std::fabs(want) / 128 + 1e-6) << j << "," << i;
+      ASSERT_NEAR(bf16_to_float(eh[j * P + i]), want, std::fabs(want) / 128 + 1e-6 * std::fabs(c)) << j << "," << i;
     }
 }
 

@@ -36,12 +36,13 @@ inline double block_step(const double* x, int64_t len, int qmax) {
 // One Adam/AdamW step in double from the given fp32 state; returns new (p, m, v) and the magnitude
 // of the terms that make up p (|p| + |decay term| + |Adam term with m's terms taken by absolute value|),
 // the scale against which fp32 rounding of the update is judged.
-struct AdamOut { double p, m, v, p_terms; };
+struct AdamOut { double p, m, v, p_terms, m_terms, v_terms; };
 inline AdamOut adam(double p, double m, double v, double g, const AdamHyper& h) {
   g *= h.grad_scale;
   if (!h.adamw) g += h.weight_decay * p;
   const double m_terms = std::fabs(h.beta1 * m) + std::fabs((1.0 - h.beta1) * g);
   const double p_old = std::fabs(p);
+  const double v_terms = std::fabs(h.beta2 * v) + (1.0 - h.beta2) * g * g;
   m = h.beta1 * m + (1.0 - h.beta1) * g;
   v = h.beta2 * v + (1.0 - h.beta2) * g * g;
   const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
@@ -50,11 +51,13 @@ inline AdamOut adam(double p, double m, double v, double g, const AdamHyper& h) 
   const double decay = h.adamw ? static_cast<double>(h.lr) * h.weight_decay * p : 0.0;
   p -= decay;
   p -= (h.lr / bc1) * m / denom;
-  return {p, m, v, p_old + std::fabs(decay) + (h.lr / bc1) * m_terms / denom};
+  return {p, m, v, p_old + std::fabs(decay) + (h.lr / bc1) * m_terms / denom, m_terms, v_terms};
 }
 
 // fp32-rounding tolerance for the new parameter: about 8 ulps of the magnitude of its terms.
 inline double adam_tolerance(const AdamOut& r) { return 1e-6 * r.p_terms + 1e-30; }
+inline double adam_m_tolerance(const AdamOut& r) { return 1e-6 * r.m_terms + 1e-30; }
+inline double adam_v_tolerance(const AdamOut& r) { return 1e-6 * r.v_terms + 1e-30; }
 
 // Reference qgZ LoCo quantization of x (one block-partitioned vector, blocks of `block`), in double:
 // returns the dequantized values and updates err (as doubles; the kernels store err rounded to 16 bits).
