@@ -93,7 +93,16 @@ int main(int argc, char** argv) {
   Dev a(n * 2), b(n * 2);
   fill_random_half(a.p, n, 1);
   const double copy_ms = median_ms([&] { ZK_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, n * 2, cudaMemcpyDeviceToDevice)); }, reps);
-  const double copy_gbps = 2.0 * n * 2 / (copy_ms * 1e6);
+  // A second copy of 4x the size; the better of the two is the ceiling (the stricter share).
+  double copy_big_ms = 0, copy_big_gbps = 0;
+  {
+    Dev c(n * 8), d(n * 8);
+    ZK_CUDA_CHECK(cudaMemset(c.p, 0x5A, n * 8));
+    copy_big_ms = median_ms([&] { ZK_CUDA_CHECK(cudaMemcpyAsync(d.p, c.p, n * 8, cudaMemcpyDeviceToDevice)); }, reps);
+    copy_big_gbps = 2.0 * n * 8 / (copy_big_ms * 1e6);
+  }
+  const double copy_small_gbps = 2.0 * n * 2 / (copy_ms * 1e6);
+  const double copy_gbps = std::max(copy_small_gbps, copy_big_gbps);
 
   std::vector<Row> rows;
   {  // qwZ
@@ -150,7 +159,11 @@ int main(int argc, char** argv) {
   ZK_CUDA_CHECK(cudaDeviceSynchronize());
 
   std::printf("\n%-40s %10s %9s %9s %8s %7s\n", "kernel", "MiB moved", "ms", "GB/s", "of copy", "target");
-  std::printf("%-40s %10.0f %9.3f %9.0f %7.0f%% %7s\n", "device-to-device copy (ceiling)", 4.0 * n / MiB, copy_ms, copy_gbps, 100.0, "");
+  std::printf("%-40s %10.0f %9.3f %9.0f %7.0f%% %7s\n", "device-to-device copy", 4.0 * n / MiB, copy_ms, copy_small_gbps,
+              100.0 * copy_small_gbps / copy_gbps, "");
+  std::printf("%-40s %10.0f %9.3f %9.0f %7.0f%% %7s\n", "device-to-device copy, 4x larger", 16.0 * n / MiB, copy_big_ms,
+              copy_big_gbps, 100.0 * copy_big_gbps / copy_gbps, "");
+  std::printf("(ceiling = the faster copy: %.0f GB/s)\n", copy_gbps);
   bool all_ok = true;
   for (const auto& r : rows) {
     const double gbps = r.bytes / (r.ms * 1e6);

@@ -51,19 +51,38 @@ template <> struct Int4Word<8> { using type = uint32_t; };
 template <> struct Int4Word<16> { using type = uint2; };
 template <> struct Int4Word<32> { using type = uint4; };
 
+// Nibble i of word w as a float, without the quarter-rate integer->float convert: the biased nibble
+// (0..15) goes into the mantissa of 2^23, and 2^23 + 8 is subtracted.
+__device__ __forceinline__ float nibble_to_float(uint32_t w, int shift) {
+  const uint32_t u = ((w >> shift) & 0xFu) ^ 0x8u;
+  return __uint_as_float(0x4B000000u | u) - 8388616.0f;
+}
+
+// Symmetric int4 quantization of x with multiplier inv: clamps x*inv to [-7, 7], rounds to nearest even by
+// adding 1.5 * 2^23 (no float->int convert); returns the two's-complement nibble and sets qf to its value.
+__device__ __forceinline__ uint32_t quant_nibble(float x, float inv, float& qf) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: multiple of 16, so its low mantissa bits are the integer's
+  const float y = fminf(fmaxf(x * inv, -7.0f), 7.0f);
+  const float big = y + kMagic;
+  qf = big - kMagic;
+  return __float_as_uint(big) & 0xFu;
+}
+
 template <int V>
-__device__ __forceinline__ void store_int4(uint8_t* p, const int (&q)[V]) {
+__device__ __forceinline__ void store_nibbles(uint8_t* p, const uint32_t (&nib)[V]) {
   constexpr int kWords = V >= 8 ? V / 8 : 1;
   uint32_t w[kWords] = {};
 #pragma unroll
-  for (int i = 0; i < V; ++i) w[i / 8] |= (static_cast<uint32_t>(q[i]) & 0xFu) << (4 * (i % 8));
+  for (int i = 0; i < V; ++i) w[i / 8] |= nib[i] << (4 * (i % 8));
   using W = typename Int4Word<V>::type;
   if constexpr (V == 32) *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
   else if constexpr (V == 16) *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   else *reinterpret_cast<W*>(p) = static_cast<W>(w[0]);
 }
+
+// V int4 values at p (V/2 bytes, one access) as floats.
 template <int V>
-__device__ __forceinline__ void load_int4(const uint8_t* p, int (&q)[V]) {
+__device__ __forceinline__ void load_int4_f(const uint8_t* p, float (&q)[V]) {
   constexpr int kWords = V >= 8 ? V / 8 : 1;
   uint32_t w[kWords];
   if constexpr (V == 32) {
@@ -76,10 +95,7 @@ __device__ __forceinline__ void load_int4(const uint8_t* p, int (&q)[V]) {
     w[0] = *reinterpret_cast<const typename Int4Word<V>::type*>(p);
   }
 #pragma unroll
-  for (int i = 0; i < V; ++i) {
-    const int nib = static_cast<int>((w[i / 8] >> (4 * (i % 8))) & 0xFu);
-    q[i] = nib >= 8 ? nib - 16 : nib;
-  }
+  for (int i = 0; i < V; ++i) q[i] = nibble_to_float(w[i / 8], 4 * (i % 8));
 }
 
 // Max over the thread block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.

@@ -39,13 +39,14 @@ __device__ __forceinline__ void load_compensated(const T* grad, const T* err, Lo
 template <class T, int V, bool LOCO>
 __device__ __forceinline__ void quantize_store(const float (&x)[V], float (&e)[V], float inv, float step, LocoArgs loco,
                                                uint8_t* dst, T* err_dst) {
-  int qi[V];
+  uint32_t nib[V];
+  float qf[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) qi[j] = dev::quant_sym(x[j], inv, kInt4Max);
-  dev::store_int4<V>(dst, qi);
+  for (int j = 0; j < V; ++j) nib[j] = dev::quant_nibble(x[j], inv, qf[j]);
+  dev::store_nibbles<V>(dst, nib);
   if constexpr (LOCO) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) e[j] = loco.beta * e[j] + (1.0f - loco.beta) * (x[j] - static_cast<float>(qi[j]) * step);
+    for (int j = 0; j < V; ++j) e[j] = loco.beta * e[j] + (1.0f - loco.beta) * (x[j] - qf[j] * step);
     dev::store_f<T, V>(err_dst, e);
   }
 }
@@ -106,11 +107,11 @@ __device__ __forceinline__ void reduce_chunks(const uint8_t* __restrict__ q_in, 
   const float* st = steps_in + j * nb + b;
 #pragma unroll 8
   for (int c = 0; c < k; ++c) {
-    int qi[V];
-    dev::load_int4<V>(src + c * chunk_bytes, qi);
+    float qf[V];
+    dev::load_int4_f<V>(src + c * chunk_bytes, qf);
     const float s = __ldg(st + static_cast<int64_t>(c) * m * nb);
 #pragma unroll
-    for (int t = 0; t < V; ++t) acc[t] = fmaf(static_cast<float>(qi[t]), s, acc[t]);
+    for (int t = 0; t < V; ++t) acc[t] = fmaf(qf[t], s, acc[t]);
   }
 }
 
