@@ -111,6 +111,9 @@ double kernel_accumulated_error(bool feedback, int steps, int64_t n) {
   for (int t = 0; t < steps; ++t) {
     const auto g = ref::random_half16(rng, n, true);
     gd.upload(g);
+    q.poison();
+    st.poison();
+    deq.poison();
     if (feedback)
       qgz_swizzled_quantize_loco(gd.get(), Half16::bf16, err.get(), LocoParams{0.8f, 1024, t}, s, q.get(), st.get(), nullptr);
     else
