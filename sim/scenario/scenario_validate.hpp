@@ -1,0 +1,34 @@
+// Range and consistency checks of a resolved Scenario (0 GPUs, stage outside 0-3, hpZ not dividing the
+// node, ZeRO++ without stage 3, ...). Pure: where a key was written comes from the caller's lookup.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "sim/common/error.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace zsim {
+
+using LocateKey = std::function<SourceLocation(const std::string& dotted_path)>;
+
+// Sanity limits (beyond them sizes overflow 64-bit byte counts, or the input is not a real setup).
+inline constexpr std::int64_t kMaxLayers = 100'000;
+inline constexpr std::int64_t kMaxHidden = 1 << 20;
+inline constexpr std::int64_t kMaxVocab = 1 << 24;
+inline constexpr std::int64_t kMaxSeqLen = 1 << 24;
+inline constexpr std::int64_t kMaxMicroBatch = 1 << 20;
+inline constexpr std::int64_t kMaxGradAccum = 1 << 20;
+inline constexpr int kMaxNodes = 1 << 16;
+inline constexpr int kMaxGpusPerNode = 1024;
+
+// Each throws InputError (located by `locate`) at the first violated rule of its part.
+void validate_model(const ModelSpec& m, const LocateKey& locate);
+void validate_cluster(const ClusterSpec& c, const LocateKey& locate);
+void validate_training(const TrainingSpec& t, const ClusterSpec& c, const LocateKey& locate);
+// All parts, then the ZeRO block and the rules that span parts.
+void validate_scenario(const Scenario& s, const LocateKey& locate);
+
+// Without locations (scenarios built in code): messages carry the key path only.
+void validate_scenario(const Scenario& s);
+
+}  // namespace zsim
