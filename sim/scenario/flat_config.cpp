@@ -34,8 +34,9 @@ void FlatConfig::add_block(const YAML::Node& block, const std::string& path, con
   if (!path.empty()) record(path, block, loc(block, path));
   std::set<std::string> seen;
   for (auto it = block.begin(); it != block.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+    // Copies: the iterator's pair is a temporary, references to its members would dangle.
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
     if (!key_node.IsScalar())
       throw InputError(loc(key_node, path), "a key must be a plain name, got " + describe_node(key_node));
     const std::string key = key_node.Scalar();

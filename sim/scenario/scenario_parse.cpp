@@ -80,9 +80,10 @@ FlatConfig load_profile(const FlatConfig& scenario, const std::string& scenario_
     YAML::Node root = parse_yaml_text(read_input_file(file, "hardware profile", at), file);
     if (!root.IsMap()) throw InputError({file, 1, 1, ""}, "a hardware profile is a block with a 'cluster:' key");
     for (auto it = root.begin(); it != root.end(); ++it) {
-      std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+      const YAML::Node key_node = it->first;  // a copy: the iterator's pair is a temporary
+      std::string key = key_node.IsScalar() ? key_node.Scalar() : "";
       if (key != "cluster" && key != "description")
-        throw InputError(location_of(it->first, file, key),
+        throw InputError(location_of(key_node, file, key),
                          "a hardware profile holds only 'cluster:' (and 'description:'), got '" + key + "'");
     }
     YAML::Node cluster = root["cluster"];
