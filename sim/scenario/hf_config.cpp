@@ -5,6 +5,7 @@
 
 #include "sim/common/error.hpp"
 #include "sim/scenario/scalar_values.hpp"
+#include "sim/scenario/scenario_validate.hpp"
 #include "sim/scenario/yaml_document.hpp"
 
 namespace zsim {
@@ -87,7 +88,8 @@ ModelSpec model_from_hf_config(const YAML::Node& root, const std::string& file, 
   m.kv_heads = hf.integer({"num_key_value_heads", "num_kv_heads"}).value_or(m.heads);
   m.mlp = kGatedMlp.count(model_type) ? MlpKind::gated : MlpKind::plain;
   // GPT-2's n_inner is null for the default 4 x hidden.
-  m.ffn_hidden = hf.integer({"intermediate_size", "n_inner", "ffn_dim", "d_ff"}).value_or(4 * m.hidden);
+  m.ffn_hidden = hf.integer({"intermediate_size", "n_inner", "ffn_dim", "d_ff"})
+                     .value_or(m.hidden >= 0 && m.hidden <= kMaxHidden ? 4 * m.hidden : 0);  // bad hidden: fails validation
   // PretrainedConfig defaults tie_word_embeddings to true; Llama-family configs write false.
   m.tie_word_embeddings = hf.boolean("tie_word_embeddings").value_or(true);
   if (kLearnedPositions.count(model_type))

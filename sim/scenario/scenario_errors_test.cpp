@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/scenario/scenario_test_util.hpp"
+#include "sim/scenario/scenario_validate.hpp"
 
 namespace zsim {
 using testing::error_of;
@@ -154,6 +155,19 @@ TEST(ScenarioErrors, ErrorMessageFormatIsFileLineColumnKey) {
   ASSERT_TRUE(e);
   EXPECT_EQ(std::string(e->what()).rfind(kTestFile + ":15:25: key 'deepspeed.zero_optimization.reduce_bucket_size': ", 0), 0u)
       << e->what();
+}
+
+TEST(ScenarioErrors, ValidateWithoutLocationsNamesTheKeyForScenariosBuiltInCode) {
+  Scenario s = testing::parse(kBase);
+  s.source_file = "";
+  s.zero.stage = 4;
+  try {
+    validate_scenario(s);
+    ADD_FAILURE() << "stage 4 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key_path, "deepspeed.zero_optimization.stage");
+    EXPECT_EQ(e.where().line, 0);
+  }
 }
 
 }  // namespace zsim

@@ -156,7 +156,7 @@ ModelSpec resolve_model(const FlatConfig& f) {
   else if (!have_base) {
     if (m.mlp == MlpKind::gated)
       throw InputError(f.where("model.ffn_hidden"), "missing: a gated (SwiGLU) MLP needs model.ffn_hidden");
-    m.ffn_hidden = 4 * m.hidden;
+    m.ffn_hidden = m.hidden >= 0 && m.hidden <= kMaxHidden ? 4 * m.hidden : 0;  // an out-of-range hidden fails validation
   }
   // kv_heads: explicit; else a multi-head base (kv = heads) follows a changed head count, a GQA base keeps
   // its kv heads; else (no base) = heads.

@@ -101,6 +101,9 @@ void validate_training(const TrainingSpec& t, const ClusterSpec& cl, const Locat
   c.in_range<std::int64_t>(t.micro_batch, 1, kMaxMicroBatch, "training.micro_batch");
   c.in_range<std::int64_t>(t.grad_accum, 1, kMaxGradAccum, "training.grad_accum");
   c.in_range<std::int64_t>(t.seq_len, 1, kMaxSeqLen, "training.seq_len");
+  c.that(t.micro_batch * t.seq_len <= kMaxTokensPerMicroBatch, "training.seq_len",
+         "micro_batch x seq_len = " + std::to_string(t.micro_batch * t.seq_len) + " tokens exceeds the limit of " +
+             std::to_string(kMaxTokensPerMicroBatch));
   c.that(t.precision != Precision::fp32 || cl.gpu.peak_fp32_tflops > 0, "cluster.gpu.peak_fp32_tflops",
          "fp32 training needs the GPU's fp32 peak (cluster.gpu.peak_fp32_tflops)");
 }

@@ -11,13 +11,15 @@ namespace zsim {
 
 using LocateKey = std::function<SourceLocation(const std::string& dotted_path)>;
 
-// Sanity limits (beyond them sizes overflow 64-bit byte counts, or the input is not a real setup).
-inline constexpr std::int64_t kMaxLayers = 100'000;
+// Sanity limits, far above real setups, that keep downstream byte and element counts (parameters x 16
+// bytes, micro batch x tokens x hidden x layers) inside 64 bits.
+inline constexpr std::int64_t kMaxLayers = 16'384;
 inline constexpr std::int64_t kMaxHidden = 1 << 20;
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
 inline constexpr std::int64_t kMaxSeqLen = 1 << 24;
-inline constexpr std::int64_t kMaxMicroBatch = 1 << 20;
-inline constexpr std::int64_t kMaxGradAccum = 1 << 20;
+inline constexpr std::int64_t kMaxMicroBatch = 1 << 16;
+inline constexpr std::int64_t kMaxGradAccum = 1 << 16;
+inline constexpr std::int64_t kMaxTokensPerMicroBatch = 1 << 27;  // micro_batch x seq_len
 inline constexpr int kMaxNodes = 1 << 16;
 inline constexpr int kMaxGpusPerNode = 1024;
 

@@ -11,6 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   zsim::LoadOptions options;
+  options.profile_dirs = {"sim/scenario/testdata"};  // the test-hgx fixture profile
   std::size_t pos = 0;
   while (text.compare(pos, 3, "#! ") == 0) {
     std::size_t end = text.find('\n', pos);
