@@ -48,4 +48,25 @@ TEST(BundledScenarios, TheZeroPlusPlusScenarioUsesAllThreeOn100GbpsInfiniBand) {
   EXPECT_DOUBLE_EQ(s.cluster.links.ib_GBps, 12.5);  // 100 Gbit/s = 12.5 GB/s per GPU
 }
 
+// The profiles in scenarios/hardware/ (written by the timing work) load through cluster.profile.
+TEST(BundledScenarios, EveryHardwareProfileLoads) {
+  std::vector<std::string> names;
+  if (fs::is_directory("scenarios/hardware"))
+    for (const auto& entry : fs::directory_iterator("scenarios/hardware"))
+      if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  if (names.empty()) GTEST_SKIP() << "no scenarios/hardware/*.yaml in this tree yet";
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    try {
+      Scenario s = parse_scenario("model: {preset: llama2-7b}\ncluster: {profile: " + name + ", nodes: 2}\n",
+                                  "scenarios/profile-check.yaml");
+      EXPECT_EQ(s.cluster.profile, name);
+      EXPECT_GT(s.cluster.gpu.hbm_bytes, 0);
+      EXPECT_GT(s.cluster.links.ib_GBps, 0);
+    } catch (const InputError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
 }  // namespace zsim
