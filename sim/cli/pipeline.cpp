@@ -6,9 +6,13 @@
 namespace zsim {
 
 ReportOutputs scenario_to_report(const Scenario& scenario) {
-  // ---- WIRE HERE (lead): Plan plan = make_plan(scenario); Schedule schedule = make_schedule(scenario,
-  // plan); Report report = make_report(scenario, schedule); return {print_report(report),
-  // report_to_json(report).dump(2)}. Until then: the scenario as zsim understood it.
+  // ---- WIRE HERE (lead), with the names on the plan / report / timing branches:
+  //   Plan plan = make_plan(scenario);                        // sim/plan/plan.hpp
+  //   Schedule schedule = make_schedule(scenario, plan);      // sim/plan/schedule_builder.hpp
+  //   Report report = make_report(scenario, schedule);        // sim/report/report.hpp
+  //   return {scenario_summary(scenario) + format_report(report) /* + format_timing(...) */,
+  //           report_to_json(report).dump(2) + "\n"};        // sim/report/report_{print,json}.hpp
+  // Until then: the scenario as zsim understood it.
   ReportOutputs out;
   out.terminal = scenario_summary(scenario) +
                  "\n(memory and communication report: not in this build yet; this is the resolved scenario)\n";
@@ -21,7 +25,8 @@ ReportOutputs scenario_to_report(const Scenario& scenario) {
 }
 
 std::optional<std::string> scenario_to_schedule_json(const Scenario& scenario) {
-  // ---- WIRE HERE (lead): return schedule_to_json(make_schedule(scenario, make_plan(scenario))).dump(2);
+  // ---- WIRE HERE (lead): return schedule_to_json_text(make_schedule(scenario, make_plan(scenario)));
+  //   (sim/schedule/schedule_json.hpp on the report branch)
   (void)scenario;
   return std::nullopt;
 }
