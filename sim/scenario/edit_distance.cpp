@@ -27,7 +27,7 @@ std::string nearest_name(std::string_view name, const std::vector<std::string>& 
     // Cap the work on absurdly long (fuzzed) names: a suggestion is only useful for short ones.
     if (name.size() > 256) break;
     int d = edit_distance(name, c);
-    if (d < best_distance) {
+    if (d < best_distance && d < static_cast<int>(name.size())) {  // not "a" -> "aio"
       best_distance = d;
       best = c;
     }

@@ -41,6 +41,7 @@ TEST(EditDistance, SuggestsTheClosestNameOnlyWhenClose) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
   EXPECT_EQ(nearest_name("stgae", {"stage", "overlap_comm"}), "stage");
   EXPECT_EQ(nearest_name("completely_different", {"stage", "overlap_comm"}), "");
+  EXPECT_EQ(nearest_name("a", {"aio", "amp"}), "");
 }
 
 }  // namespace zsim
