@@ -127,6 +127,13 @@ TEST(DeepSpeedSemantics, DeepSpeedFieldAliasesAreAccepted) {
   EXPECT_EQ(s.zero.stage3_max_live_parameters, 2000);
 }
 
+TEST(DeepSpeedSemantics, AKeyAndItsAliasTogetherIsAnError) {
+  auto e = error_of(kBase + "    stage3_prefetch_bucket_size: 1000\n    prefetch_bucket_size: 2000\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().line, 16);
+  EXPECT_NE(std::string(e->what()).find("same DeepSpeed key"), std::string::npos) << e->what();
+}
+
 TEST(DeepSpeedSemantics, ZeroPlusPlusAndLocoAndOffloadBlocks) {
   Scenario s = parse(kBase + R"(    zero_hpz_partition_size: 8
     zero_quantized_weights: true

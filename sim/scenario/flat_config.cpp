@@ -33,6 +33,7 @@ void FlatConfig::add_block(const YAML::Node& block, const std::string& path, con
     throw InputError(loc(block, path), "expected a block of keys, got " + describe_node(block));
   if (!path.empty()) record(path, block, loc(block, path));
   std::set<std::string> seen;
+  std::map<std::string, std::string> canonical_seen;  // canonical path -> the name it was written as
   for (auto it = block.begin(); it != block.end(); ++it) {
     // Copies: the iterator's pair is a temporary, references to its members would dangle.
     const YAML::Node key_node = it->first;
@@ -54,6 +55,10 @@ void FlatConfig::add_block(const YAML::Node& block, const std::string& path, con
     }
     if (value.IsNull()) continue;  // "key:" or JSON null: as if absent (DeepSpeed's Optional = None)
     const std::string& canonical = info->canonical_path;
+    auto [prior, fresh] = canonical_seen.emplace(canonical, key);
+    if (!fresh)
+      throw InputError(loc(key_node, written_path),
+                       "'" + key + "' and '" + prior->second + "' are the same DeepSpeed key; give one");
     if (info->kind == KeyKind::map) {
       add_block(value, canonical, file, overridden, warnings);
     } else if (info->kind == KeyKind::scalar_or_map) {
