@@ -109,6 +109,20 @@ TEST(DeepSpeedSemantics, PrecisionFollowsDeepSpeedBlocksWhenTrainingDoesNotSayIt
   EXPECT_EQ(parse(kBase + "  bf16: {enabled: false}\n").training.precision, Precision::fp32);
 }
 
+TEST(DeepSpeedSemantics, Bf16AndFp16BothEnabledIsAnError) {
+  auto e = error_of(kBase + "  bf16: {enabled: true}\n  fp16: {enabled: true}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.fp16.enabled");
+  EXPECT_EQ(e->where().line, 16);
+}
+
+TEST(DeepSpeedSemantics, Fp32TrainingNeedsTheGpusFp32Peak) {
+  auto e = error_of(kBase, {"training.precision=fp32", "cluster.gpu.peak_fp32_tflops=0"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.gpu.peak_fp32_tflops");
+  EXPECT_EQ(parse(kBase, {"training.precision=fp32"}).training.precision, Precision::fp32);
+}
+
 TEST(DeepSpeedSemantics, UnmodelledKeysWarnNamingTheKey) {
   Scenario s = parse(kBase + "    round_robin_gradients: true\n    memory_efficient_linear: false\n"
                              "  gradient_clipping: 1.0\n  optimizer: {type: AdamW, params: {lr: 1e-4}}\n"
