@@ -24,7 +24,11 @@ echo "building $out/scenario_fuzzer"
   -fno-sanitize-recover=undefined -I. -DZSIM_SOURCE_DIR="\"$PWD\"" \
   "${sources[@]}" "$yaml_lib" -o "$out/scenario_fuzzer"
 echo "replaying past findings (tests/fuzz/regressions)"
-"$out/scenario_fuzzer" tests/fuzz/regressions/* 2>&1 | tail -1
+for f in tests/fuzz/regressions/*; do
+  [ "${f##*.}" = md ] && continue
+  "$out/scenario_fuzzer" "$f" >"$out/replay.log" 2>&1 || { cat "$out/replay.log"; echo "regression $f fails"; exit 1; }
+  echo "  ok $f"
+done
 echo "fuzzing for ${seconds}s"
 "$out/scenario_fuzzer" "$out/corpus" tests/fuzz/corpus \
   -dict=tests/fuzz/scenario.dict -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
