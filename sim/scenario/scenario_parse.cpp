@@ -67,6 +67,7 @@ FlatConfig load_profile(const FlatConfig& scenario, const std::string& scenario_
   fs::path scenario_dir = fs::path(scenario_file).parent_path();
   std::vector<fs::path> dirs = {scenario_dir / "hardware", scenario_dir};
   for (const auto& d : options.profile_dirs) dirs.emplace_back(d);
+  dirs.emplace_back(fs::path("scenarios") / "hardware");  // the current directory's (a repo checkout)
   dirs.emplace_back(fs::path(ZSIM_SOURCE_DIR) / "scenarios" / "hardware");
   std::string searched;
   for (const auto& d : dirs) {

@@ -12,7 +12,7 @@ namespace zsim {
 struct LoadOptions {
   std::vector<std::string> overrides;       // "dotted.key=value", applied in order
   // Extra directories searched for cluster.profile NAME.yaml, after <scenario dir>/hardware and
-  // <scenario dir>; the built-in scenarios/hardware of the source tree is always searched last.
+  // <scenario dir>; then ./scenarios/hardware and the source tree's scenarios/hardware (always).
   std::vector<std::string> profile_dirs;
 };
 
