@@ -238,6 +238,12 @@ std::vector<std::string> child_key_names(const std::string& parent_path) {
   return names;
 }
 
+std::vector<std::string> all_key_paths() {
+  std::vector<std::string> paths;
+  for (const auto& e : kEntries) paths.emplace_back(e.path);
+  return paths;
+}
+
 std::string unknown_key_message(const std::string& parent_path, const std::string& key) {
   std::string msg = "unknown key '" + key + "'";
   std::string near = nearest_name(key, child_key_names(parent_path));

@@ -27,6 +27,9 @@ std::optional<KeyInfo> find_key(const std::string& dotted_path);
 // The names one level below `parent_path` ("" = the top level), modelled and unmodelled.
 std::vector<std::string> child_key_names(const std::string& parent_path);
 
+// Every dotted path of the schema (modelled, unmodelled and aliases), in schema order.
+std::vector<std::string> all_key_paths();
+
 // "unknown key 'x'" plus ", did you mean 'y'?" when a sibling is close.
 std::string unknown_key_message(const std::string& parent_path, const std::string& key);
 
