@@ -1,0 +1,11 @@
+// The `zsim` command line: argument parsing (CLI11), loading the scenario, calling the pipeline, writing
+// outputs atomically. Exit codes: 0 ok, 1 feature not in this build, 2 bad input (any InputError or bad
+// arguments; nothing is written).
+#pragma once
+#include <iosfwd>
+
+namespace zsim {
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+}  // namespace zsim

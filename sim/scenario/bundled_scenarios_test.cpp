@@ -1,0 +1,72 @@
+// Every scenario shipped in scenarios/ loads and validates (tests run from the source root).
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "sim/scenario/scenario_parse.hpp"
+
+namespace zsim {
+namespace fs = std::filesystem;
+
+static std::vector<fs::path> bundled() {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator("scenarios"))
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(BundledScenarios, EveryScenarioLoads) {
+  auto files = bundled();
+  ASSERT_GE(files.size(), 7u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    try {
+      Scenario s = load_scenario(f.string());
+      EXPECT_GT(s.world_size(), 0);
+      EXPECT_TRUE(s.warnings.empty() || f.filename().string().find("ds-config") != std::string::npos)
+          << s.warnings.front();
+    } catch (const InputError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+TEST(BundledScenarios, TheReadmeScenarioIsLlama2_70bZero3On64H100) {
+  Scenario s = load_scenario("scenarios/llama2-70b-zero3-64xh100.yaml");
+  EXPECT_EQ(s.model.name, "llama2-70b");
+  EXPECT_EQ(s.world_size(), 64);
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 80 * kGiB);
+  EXPECT_EQ(s.zero.stage, 3);
+}
+
+TEST(BundledScenarios, TheZeroPlusPlusScenarioUsesAllThreeOn100GbpsInfiniBand) {
+  Scenario s = load_scenario("scenarios/llama2-70b-zeropp-ib100.yaml");
+  EXPECT_TRUE(s.zero.zero_quantized_weights);
+  EXPECT_TRUE(s.zero.zero_quantized_gradients);
+  EXPECT_EQ(s.zero.zero_hpz_partition_size, s.cluster.gpus_per_node);
+  EXPECT_DOUBLE_EQ(s.cluster.links.ib_GBps, 12.5);  // 100 Gbit/s = 12.5 GB/s per GPU
+}
+
+// The profiles in scenarios/hardware/ (written by the timing work) load through cluster.profile.
+TEST(BundledScenarios, EveryHardwareProfileLoads) {
+  std::vector<std::string> names;
+  if (fs::is_directory("scenarios/hardware"))
+    for (const auto& entry : fs::directory_iterator("scenarios/hardware"))
+      if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  if (names.empty()) GTEST_SKIP() << "no scenarios/hardware/*.yaml in this tree yet";
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    try {
+      Scenario s = parse_scenario("model: {preset: llama2-7b}\ncluster: {profile: " + name + ", nodes: 2}\n",
+                                  "scenarios/profile-check.yaml");
+      EXPECT_EQ(s.cluster.profile, name);
+      EXPECT_GT(s.cluster.gpu.hbm_bytes, 0);
+      EXPECT_GT(s.cluster.links.ib_GBps, 0);
+    } catch (const InputError& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+}  // namespace zsim

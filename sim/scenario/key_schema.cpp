@@ -1,0 +1,262 @@
+#include "sim/scenario/key_schema.hpp"
+
+#include <map>
+
+#include "sim/scenario/edit_distance.hpp"
+
+namespace zsim {
+namespace {
+
+struct Entry {
+  const char* path;
+  KeyKind kind;
+  KeyStatus status;
+  const char* alias_of = nullptr;  // canonical path when this is an alias
+};
+
+constexpr KeyKind M = KeyKind::map, S = KeyKind::scalar, SM = KeyKind::scalar_or_map, A = KeyKind::any;
+constexpr KeyStatus Y = KeyStatus::modelled, N = KeyStatus::unmodelled;
+
+const Entry kEntries[] = {
+    {"model", M, Y},
+    {"model.preset", S, Y},
+    {"model.hf_config", S, Y},
+    {"model.name", S, Y},
+    {"model.layers", S, Y},
+    {"model.hidden", S, Y},
+    {"model.ffn_hidden", S, Y},
+    {"model.heads", S, Y},
+    {"model.kv_heads", S, Y},
+    {"model.vocab", S, Y},
+    {"model.max_position_embeddings", S, Y},
+    {"model.tie_word_embeddings", S, Y},
+    {"model.mlp", S, Y},
+    {"model.bias", S, Y},
+
+    {"training", M, Y},
+    {"training.micro_batch", S, Y},
+    {"training.grad_accum", S, Y},
+    {"training.seq_len", S, Y},
+    {"training.precision", S, Y},
+    {"training.activation_checkpointing", S, Y},
+
+    {"cluster", M, Y},
+    {"cluster.profile", S, Y},
+    {"cluster.nodes", S, Y},
+    {"cluster.gpus_per_node", S, Y},
+    {"cluster.gpu", SM, Y},
+    {"cluster.gpu.preset", S, Y},
+    {"cluster.gpu.name", S, Y},
+    {"cluster.gpu.hbm_bytes", S, Y},
+    {"cluster.gpu.hbm_GBps", S, Y},
+    {"cluster.gpu.peak_tflops", S, Y},
+    {"cluster.gpu.peak_fp32_tflops", S, Y},
+    {"cluster.host", M, Y},
+    {"cluster.host.memory_bytes", S, Y},
+    {"cluster.host.cores", S, Y},
+    {"cluster.nvme", M, Y},
+    {"cluster.nvme.bytes", S, Y},
+    {"cluster.nvme.read_GBps", S, Y},
+    {"cluster.nvme.write_GBps", S, Y},
+    {"cluster.links", M, Y},
+    {"cluster.links.nvlink_GBps", S, Y},
+    {"cluster.links.pcie_GBps", S, Y},
+    {"cluster.links.ib_GBps", S, Y},
+    {"cluster.links.nvlink_latency_us", S, Y},
+    {"cluster.links.pcie_latency_us", S, Y},
+    {"cluster.links.ib_latency_us", S, Y},
+    {"cluster.links.ib_oversubscription", S, Y},
+    {"cluster.links.nodes_per_leaf", S, Y},
+    {"cluster.efficiency", M, Y},
+    {"cluster.efficiency.gemm", S, Y},
+    {"cluster.efficiency.hbm", S, Y},
+    {"cluster.efficiency.cpu_adam_params_per_s_per_core", S, Y},
+    {"cluster.efficiency.pageable_pcie_fraction", S, Y},
+
+    {"deepspeed", M, Y},
+    {"deepspeed.ds_config", S, Y},
+    {"deepspeed.train_micro_batch_size_per_gpu", S, Y},
+    {"deepspeed.gradient_accumulation_steps", S, Y},
+    {"deepspeed.train_batch_size", S, Y},
+    {"deepspeed.bf16", M, Y},
+    {"deepspeed.bf16.enabled", S, Y},
+    {"deepspeed.bf16.immediate_grad_update", A, N},
+    {"deepspeed.bf16.check_grad_overflow", A, N},
+    {"deepspeed.fp16", M, Y},
+    {"deepspeed.fp16.enabled", S, Y},
+    {"deepspeed.fp16.auto_cast", A, N},
+    {"deepspeed.fp16.loss_scale", A, N},
+    {"deepspeed.fp16.initial_scale_power", A, N},
+    {"deepspeed.fp16.loss_scale_window", A, N},
+    {"deepspeed.fp16.hysteresis", A, N},
+    {"deepspeed.fp16.consecutive_hysteresis", A, N},
+    {"deepspeed.fp16.min_loss_scale", A, N},
+    {"deepspeed.fp16.fp16_master_weights_and_grads", A, N},
+    {"deepspeed.zero_optimization", M, Y},
+    {"deepspeed.zero_optimization.stage", S, Y},
+    {"deepspeed.zero_optimization.overlap_comm", S, Y},
+    {"deepspeed.zero_optimization.contiguous_gradients", S, Y},
+    {"deepspeed.zero_optimization.reduce_bucket_size", S, Y},
+    {"deepspeed.zero_optimization.allgather_bucket_size", S, Y},
+    {"deepspeed.zero_optimization.reduce_scatter", S, Y},
+    {"deepspeed.zero_optimization.stage3_prefetch_bucket_size", S, Y},
+    {"deepspeed.zero_optimization.stage3_max_live_parameters", S, Y},
+    {"deepspeed.zero_optimization.stage3_max_reuse_distance", S, Y},
+    {"deepspeed.zero_optimization.stage3_param_persistence_threshold", S, Y},
+    {"deepspeed.zero_optimization.sub_group_size", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer", M, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.device", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.pin_memory", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.nvme_path", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.buffer_count", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.ratio", S, Y},
+    {"deepspeed.zero_optimization.offload_optimizer.pipeline_read", A, N},
+    {"deepspeed.zero_optimization.offload_optimizer.pipeline_write", A, N},
+    {"deepspeed.zero_optimization.offload_optimizer.fast_init", A, N},
+    {"deepspeed.zero_optimization.offload_param", M, Y},
+    {"deepspeed.zero_optimization.offload_param.device", S, Y},
+    {"deepspeed.zero_optimization.offload_param.pin_memory", S, Y},
+    {"deepspeed.zero_optimization.offload_param.nvme_path", S, Y},
+    {"deepspeed.zero_optimization.offload_param.buffer_count", S, Y},
+    {"deepspeed.zero_optimization.offload_param.buffer_size", S, Y},
+    {"deepspeed.zero_optimization.offload_param.max_in_cpu", S, Y},
+    {"deepspeed.zero_optimization.zero_hpz_partition_size", S, Y},
+    {"deepspeed.zero_optimization.zero_quantized_weights", S, Y},
+    {"deepspeed.zero_optimization.zero_quantized_gradients", S, Y},
+    {"deepspeed.zero_optimization.zeropp_loco_param", M, Y},
+    {"deepspeed.zero_optimization.zeropp_loco_param.err_beta", S, Y},
+    {"deepspeed.zero_optimization.zeropp_loco_param.reset_T", S, Y},
+    {"deepspeed.zero_optimization.stage3_allgather_sequential", S, Y},
+    // DeepSpeed's field names that the stage3_* keys alias (pydantic populate_by_name).
+    {"deepspeed.zero_optimization.prefetch_bucket_size", S, Y,
+     "deepspeed.zero_optimization.stage3_prefetch_bucket_size"},
+    {"deepspeed.zero_optimization.param_persistence_threshold", S, Y,
+     "deepspeed.zero_optimization.stage3_param_persistence_threshold"},
+    {"deepspeed.zero_optimization.max_live_parameters", S, Y,
+     "deepspeed.zero_optimization.stage3_max_live_parameters"},
+    {"deepspeed.zero_optimization.max_reuse_distance", S, Y,
+     "deepspeed.zero_optimization.stage3_max_reuse_distance"},
+    {"deepspeed.zero_optimization.allgather_sequential", S, Y,
+     "deepspeed.zero_optimization.stage3_allgather_sequential"},
+    // zero_optimization keys DeepSpeed accepts and zsim does not model.
+    {"deepspeed.zero_optimization.round_robin_gradients", A, N},
+    {"deepspeed.zero_optimization.ignore_unused_parameters", A, N},
+    {"deepspeed.zero_optimization.memory_efficient_linear", A, N},
+    {"deepspeed.zero_optimization.load_from_fp32_weights", A, N},
+    {"deepspeed.zero_optimization.elastic_checkpoint", A, N},
+    {"deepspeed.zero_optimization.allgather_partitions", A, N},
+    {"deepspeed.zero_optimization.use_multi_rank_bucket_allreduce", A, N},
+    {"deepspeed.zero_optimization.stage3_gather_16bit_weights_on_model_save", A, N},
+    {"deepspeed.zero_optimization.gather_16bit_weights_on_model_save", A, N},
+    {"deepspeed.zero_optimization.stage3_gather_fp16_weights_on_model_save", A, N},
+    {"deepspeed.zero_optimization.stage3_model_persistence_threshold", A, N},
+    {"deepspeed.zero_optimization.model_persistence_threshold", A, N},
+    {"deepspeed.zero_optimization.stage3_module_granularity_threshold", A, N},
+    {"deepspeed.zero_optimization.module_granularity_threshold", A, N},
+    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", A, N},
+    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", A, N},
+    {"deepspeed.zero_optimization.zero_quantized_nontrainable_weights", A, N},
+    {"deepspeed.zero_optimization.mics_shard_size", A, N},
+    {"deepspeed.zero_optimization.mics_hierarchical_params_gather", A, N},
+    {"deepspeed.zero_optimization.pipeline_loading_checkpoint", A, N},
+    {"deepspeed.zero_optimization.override_module_apply", A, N},
+    {"deepspeed.zero_optimization.legacy_stage1", A, N},
+    {"deepspeed.zero_optimization.log_trace_cache_warnings", A, N},
+    {"deepspeed.zero_optimization.cpu_offload", A, N},
+    {"deepspeed.zero_optimization.cpu_offload_param", A, N},
+    {"deepspeed.zero_optimization.cpu_offload_use_pin_memory", A, N},
+    // Top-level DeepSpeed blocks and keys zsim does not model.
+    {"deepspeed.optimizer", A, N},
+    {"deepspeed.scheduler", A, N},
+    {"deepspeed.gradient_clipping", A, N},
+    {"deepspeed.wall_clock_breakdown", A, N},
+    {"deepspeed.steps_per_print", A, N},
+    {"deepspeed.prescale_gradients", A, N},
+    {"deepspeed.gradient_predivide_factor", A, N},
+    {"deepspeed.sparse_gradients", A, N},
+    {"deepspeed.zero_allow_untested_optimizer", A, N},
+    {"deepspeed.zero_force_ds_cpu_optimizer", A, N},
+    {"deepspeed.activation_checkpointing", A, N},
+    {"deepspeed.flops_profiler", A, N},
+    {"deepspeed.tensorboard", A, N},
+    {"deepspeed.wandb", A, N},
+    {"deepspeed.csv_monitor", A, N},
+    {"deepspeed.comet", A, N},
+    {"deepspeed.comms_logger", A, N},
+    {"deepspeed.communication_data_type", A, N},
+    {"deepspeed.seq_parallel_communication_data_type", A, N},
+    {"deepspeed.memory_breakdown", A, N},
+    {"deepspeed.dump_state", A, N},
+    {"deepspeed.elasticity", A, N},
+    {"deepspeed.autotuning", A, N},
+    {"deepspeed.data_efficiency", A, N},
+    {"deepspeed.curriculum_learning", A, N},
+    {"deepspeed.compression_training", A, N},
+    {"deepspeed.checkpoint", A, N},
+    {"deepspeed.data_types", A, N},
+    {"deepspeed.aio", A, N},
+    {"deepspeed.amp", A, N},
+    {"deepspeed.sparse_attention", A, N},
+    {"deepspeed.pipeline", A, N},
+    {"deepspeed.eigenvalue", A, N},
+    {"deepspeed.progressive_layer_drop", A, N},
+    {"deepspeed.hybrid_engine", A, N},
+    {"deepspeed.torch_autocast", A, N},
+    {"deepspeed.graph_harvesting", A, N},
+    {"deepspeed.nebula", A, N},
+    {"deepspeed.disable_allgather", A, N},
+};
+
+const std::map<std::string, const Entry*>& index() {
+  static const std::map<std::string, const Entry*> idx = [] {
+    std::map<std::string, const Entry*> m;
+    for (const auto& e : kEntries) m.emplace(e.path, &e);
+    return m;
+  }();
+  return idx;
+}
+
+}  // namespace
+
+std::optional<KeyInfo> find_key(const std::string& dotted_path) {
+  const auto& idx = index();
+  auto it = idx.find(dotted_path);
+  if (it == idx.end()) return std::nullopt;
+  const Entry& e = *it->second;
+  return KeyInfo{e.kind, e.status, e.alias_of ? e.alias_of : e.path};
+}
+
+std::vector<std::string> child_key_names(const std::string& parent_path) {
+  std::vector<std::string> names;
+  std::string prefix = parent_path.empty() ? "" : parent_path + ".";
+  for (const auto& e : kEntries) {
+    std::string p = e.path;
+    if (p.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = p.substr(prefix.size());
+    if (!rest.empty() && rest.find('.') == std::string::npos) names.push_back(rest);
+  }
+  return names;
+}
+
+std::vector<std::string> all_key_paths() {
+  std::vector<std::string> paths;
+  for (const auto& e : kEntries) paths.emplace_back(e.path);
+  return paths;
+}
+
+std::string unknown_key_message(const std::string& parent_path, const std::string& key) {
+  std::string msg = "unknown key '" + key + "'";
+  std::string near = nearest_name(key, child_key_names(parent_path));
+  if (!near.empty()) msg += ", did you mean '" + near + "'?";
+  else {
+    auto names = child_key_names(parent_path);
+    if (!names.empty() && names.size() <= 12) {
+      msg += " (valid here:";
+      for (const auto& n : names) msg += " " + n;
+      msg += ")";
+    }
+  }
+  return msg;
+}
+
+}  // namespace zsim

@@ -1,0 +1,173 @@
+// Bad input: one InputError with file:line:column, the key path, and a message that says what to fix.
+#include <gtest/gtest.h>
+
+#include "sim/scenario/scenario_test_util.hpp"
+#include "sim/scenario/scenario_validate.hpp"
+
+namespace zsim {
+using testing::error_of;
+using testing::kBase;
+using testing::kTestFile;
+
+#define EXPECT_ERROR_AT(err, line_, col_, key_, text_)                                 \
+  do {                                                                                 \
+    ASSERT_TRUE(err.has_value()) << "expected an InputError";                          \
+    EXPECT_EQ(err->where().file, kTestFile) << err->what();                            \
+    EXPECT_EQ(err->where().line, line_) << err->what();                                \
+    EXPECT_EQ(err->where().column, col_) << err->what();                               \
+    EXPECT_EQ(err->where().key_path, key_) << err->what();                             \
+    EXPECT_NE(std::string(err->what()).find(text_), std::string::npos) << err->what(); \
+  } while (0)
+
+TEST(ScenarioErrors, YamlSyntaxErrorHasLineAndColumn) {
+  auto e = error_of("model:\n  preset: [llama2-7b\ncluster: {}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().file, kTestFile);
+  EXPECT_GE(e->where().line, 2);
+  EXPECT_NE(std::string(e->what()).find("syntax error"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, UnknownKeySuggestsTheNearestValidKey) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb}\ndeepspeed:\n  zero_optimization:\n"
+                    "    stgae: 3\n");
+  EXPECT_ERROR_AT(e, 5, 5, "deepspeed.zero_optimization.stgae", "did you mean 'stage'?");
+}
+
+TEST(ScenarioErrors, UnknownTopLevelSection) {
+  auto e = error_of(kBase + "trainig: {}\n");
+  EXPECT_ERROR_AT(e, 15, 1, "trainig", "did you mean 'training'?");
+}
+
+TEST(ScenarioErrors, WrongTypeNamesTheValue) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb}\ndeepspeed:\n  zero_optimization:\n"
+                    "    stage: three\n");
+  EXPECT_ERROR_AT(e, 5, 12, "deepspeed.zero_optimization.stage", "expected an integer, got 'three'");
+}
+
+TEST(ScenarioErrors, ABlockWhereAValueBelongs) {
+  auto e = error_of("model: {preset: {name: x}}\ncluster: {gpu: a100-80gb}\n");
+  EXPECT_ERROR_AT(e, 1, 17, "model.preset", "expected a single value");
+}
+
+TEST(ScenarioErrors, DuplicateKey) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb}\nmodel: {preset: llama2-13b}\n");
+  EXPECT_ERROR_AT(e, 3, 1, "model", "duplicate key");
+}
+
+TEST(ScenarioErrors, ZeroGpus) {
+  auto e = error_of(kBase, {"cluster.gpus_per_node=0"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.gpus_per_node");
+  EXPECT_EQ(e->where().file, "--set");
+  auto e2 = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  nodes: 0\n");
+  EXPECT_ERROR_AT(e2, 4, 10, "cluster.nodes", "between 1 and");
+}
+
+TEST(ScenarioErrors, StageOutsideZeroToThree) {
+  auto e = error_of(kBase + "    overlap_comm: true\n", {"deepspeed.zero_optimization.stage=4"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.stage");
+  EXPECT_NE(std::string(e->what()).find("between 0 and 3"), std::string::npos) << e->what();
+  auto e3 = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb}\ndeepspeed:\n  zero_optimization:\n"
+                     "    stage: 5\n");
+  EXPECT_ERROR_AT(e3, 5, 12, "deepspeed.zero_optimization.stage", "between 0 and 3");
+}
+
+TEST(ScenarioErrors, HpzMustDivideGpusPerNode) {
+  auto e = error_of(kBase, {"deepspeed.zero_optimization.stage=3", "deepspeed.zero_optimization.zero_hpz_partition_size=3"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.zero_hpz_partition_size");
+  EXPECT_NE(std::string(e->what()).find("must divide gpus_per_node (8)"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, ZeroPlusPlusNeedsStage3) {
+  for (const char* key : {"zero_quantized_weights=true", "zero_quantized_gradients=true", "zero_hpz_partition_size=8"}) {
+    auto e = error_of(kBase, {std::string("deepspeed.zero_optimization.") + key});
+    ASSERT_TRUE(e) << key;
+    EXPECT_NE(std::string(e->what()).find("needs ZeRO stage 3"), std::string::npos) << e->what();
+  }
+}
+
+TEST(ScenarioErrors, LocoNeedsQuantizedGradients) {
+  auto e = error_of(kBase + "    zeropp_loco_param: {err_beta: 0.8}\n", {"deepspeed.zero_optimization.stage=3"});
+  EXPECT_ERROR_AT(e, 15, 24, "deepspeed.zero_optimization.zeropp_loco_param", "needs zero_quantized_gradients");
+}
+
+TEST(ScenarioErrors, NonPositiveBucketSize) {
+  auto e = error_of(kBase + "    reduce_bucket_size: 0\n");
+  EXPECT_ERROR_AT(e, 15, 25, "deepspeed.zero_optimization.reduce_bucket_size", "must be positive");
+}
+
+TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
+  auto e = error_of(kBase, {"model.heads=48"});
+  ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find("heads (48) must divide hidden (4096)"), std::string::npos) << e->what();
+  auto e2 = error_of(kBase, {"model.kv_heads=5"});
+  ASSERT_TRUE(e2);
+  EXPECT_NE(std::string(e2->what()).find("kv_heads (5) must divide heads (32)"), std::string::npos) << e2->what();
+}
+
+TEST(ScenarioErrors, UnknownPresetSuggestsAKnownOne) {
+  auto e = error_of("model: {preset: llama2-7B}\ncluster: {gpu: a100-80gb}\n");
+  EXPECT_ERROR_AT(e, 1, 17, "model.preset", "did you mean 'llama2-7b'?");
+  auto e2 = error_of("model: {preset: llama2-7b}\ncluster: {gpu: h100}\n");
+  EXPECT_ERROR_AT(e2, 2, 16, "cluster.gpu.preset", "unknown GPU preset 'h100'");
+}
+
+TEST(ScenarioErrors, ParameterOffloadNeedsStage3) {
+  auto e = error_of(kBase + "    offload_param: {device: cpu}\n");
+  EXPECT_ERROR_AT(e, 15, 29, "deepspeed.zero_optimization.offload_param.device", "needs ZeRO stage 3");
+}
+
+TEST(ScenarioErrors, NvmeOffloadNeedsAnNvmeDevice) {
+  auto e = error_of(kBase + "    offload_optimizer: {device: nvme}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.nvme");
+}
+
+TEST(ScenarioErrors, MissingGpuSaysHowToGiveOne) {
+  auto e = error_of("model: {preset: llama2-7b}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.gpu");
+  EXPECT_NE(std::string(e->what()).find("h100-80gb"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, MultiNodeNeedsAnInterNodeBandwidth) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb, nodes: 2}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.links.ib_GBps");
+}
+
+TEST(ScenarioErrors, EmptyAndNonMapDocuments) {
+  EXPECT_TRUE(error_of(""));
+  EXPECT_TRUE(error_of("- a\n- b\n"));
+  EXPECT_TRUE(error_of("just a string"));
+}
+
+TEST(ScenarioErrors, DeepNestingIsRejectedBeforeParsing) {
+  auto e = error_of(std::string(10000, '[') + std::string(10000, ']'));
+  ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find("nesting"), std::string::npos);
+}
+
+TEST(ScenarioErrors, ErrorMessageFormatIsFileLineColumnKey) {
+  auto e = error_of(kBase + "    reduce_bucket_size: 0\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(std::string(e->what()).rfind(kTestFile + ":15:25: key 'deepspeed.zero_optimization.reduce_bucket_size': ", 0), 0u)
+      << e->what();
+}
+
+TEST(ScenarioErrors, ValidateWithoutLocationsNamesTheKeyForScenariosBuiltInCode) {
+  Scenario s = testing::parse(kBase);
+  s.source_file = "";
+  s.zero.stage = 4;
+  try {
+    validate_scenario(s);
+    ADD_FAILURE() << "stage 4 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key_path, "deepspeed.zero_optimization.stage");
+    EXPECT_EQ(e.where().line, 0);
+  }
+}
+
+}  // namespace zsim

@@ -1,0 +1,86 @@
+#include "sim/scenario/scenario_json.hpp"
+
+namespace zsim {
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp32: return "fp32";
+  }
+  return "?";
+}
+const char* to_string(Checkpointing c) { return c == Checkpointing::full ? "full" : "none"; }
+const char* to_string(MlpKind m) { return m == MlpKind::gated ? "gated" : "plain"; }
+const char* to_string(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::none: return "none";
+    case OffloadDevice::cpu: return "cpu";
+    case OffloadDevice::nvme: return "nvme";
+  }
+  return "?";
+}
+
+nlohmann::ordered_json scenario_to_json(const Scenario& s) {
+  using J = nlohmann::ordered_json;
+  const ModelSpec& m = s.model;
+  const TrainingSpec& t = s.training;
+  const ClusterSpec& c = s.cluster;
+  const ZeroConfig& z = s.zero;
+  J j;
+  j["source_file"] = s.source_file;
+  j["model"] = {{"name", m.name},       {"layers", m.layers},     {"hidden", m.hidden},
+                {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+                {"vocab", m.vocab},     {"max_position_embeddings", m.max_position_embeddings},
+                {"tie_word_embeddings", m.tie_word_embeddings}, {"mlp", to_string(m.mlp)}, {"bias", m.bias}};
+  j["training"] = {{"micro_batch", t.micro_batch}, {"grad_accum", t.grad_accum}, {"seq_len", t.seq_len},
+                   {"precision", to_string(t.precision)},
+                   {"activation_checkpointing", to_string(t.activation_checkpointing)}};
+  j["cluster"] = {
+      {"profile", c.profile},
+      {"nodes", c.nodes},
+      {"gpus_per_node", c.gpus_per_node},
+      {"gpu", {{"name", c.gpu.name}, {"hbm_bytes", c.gpu.hbm_bytes}, {"hbm_GBps", c.gpu.hbm_GBps},
+               {"peak_tflops", c.gpu.peak_tflops}, {"peak_fp32_tflops", c.gpu.peak_fp32_tflops}}},
+      {"host", {{"memory_bytes", c.host.memory_bytes}, {"cores", c.host.cores}}},
+      {"nvme", {{"bytes", c.nvme.bytes}, {"read_GBps", c.nvme.read_GBps}, {"write_GBps", c.nvme.write_GBps}}},
+      {"links", {{"nvlink_GBps", c.links.nvlink_GBps}, {"pcie_GBps", c.links.pcie_GBps},
+                 {"ib_GBps", c.links.ib_GBps}, {"nvlink_latency_us", c.links.nvlink_latency_us},
+                 {"pcie_latency_us", c.links.pcie_latency_us}, {"ib_latency_us", c.links.ib_latency_us},
+                 {"ib_oversubscription", c.links.ib_oversubscription}, {"nodes_per_leaf", c.links.nodes_per_leaf}}},
+      {"efficiency", {{"gemm", c.efficiency.gemm}, {"hbm", c.efficiency.hbm},
+                      {"cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core},
+                      {"pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction}}}};
+  J zj = {{"stage", z.stage},
+          {"overlap_comm", z.overlap_comm},
+          {"contiguous_gradients", z.contiguous_gradients},
+          {"reduce_bucket_size", z.reduce_bucket_size},
+          {"allgather_bucket_size", z.allgather_bucket_size},
+          {"reduce_scatter", z.reduce_scatter},
+          {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
+          {"stage3_max_live_parameters", z.stage3_max_live_parameters},
+          {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},
+          {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
+          {"sub_group_size", z.sub_group_size},
+          {"offload_optimizer",
+           {{"device", to_string(z.offload_optimizer.device)}, {"pin_memory", z.offload_optimizer.pin_memory},
+            {"nvme_path", z.offload_optimizer.nvme_path}, {"buffer_count", z.offload_optimizer.buffer_count},
+            {"ratio", z.offload_optimizer.ratio}}},
+          {"offload_param",
+           {{"device", to_string(z.offload_param.device)}, {"pin_memory", z.offload_param.pin_memory},
+            {"nvme_path", z.offload_param.nvme_path}, {"buffer_count", z.offload_param.buffer_count},
+            {"buffer_size", z.offload_param.buffer_size}, {"max_in_cpu", z.offload_param.max_in_cpu}}},
+          {"zero_hpz_partition_size", z.zero_hpz_partition_size},
+          {"zero_quantized_weights", z.zero_quantized_weights},
+          {"zero_quantized_gradients", z.zero_quantized_gradients},
+          {"stage3_allgather_sequential", z.stage3_allgather_sequential}};
+  if (z.zeropp_loco_param.enabled)
+    zj["zeropp_loco_param"] = {{"err_beta", z.zeropp_loco_param.err_beta}, {"reset_T", z.zeropp_loco_param.reset_T}};
+  else
+    zj["zeropp_loco_param"] = nullptr;
+  j["zero_optimization"] = zj;
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+}  // namespace zsim

@@ -1,0 +1,113 @@
+// The scenario format: presets, explicit fields, defaults, profiles.
+#include <gtest/gtest.h>
+
+#include "sim/scenario/scenario_test_util.hpp"
+
+namespace zsim {
+using testing::kBase;
+using testing::parse;
+
+TEST(ScenarioParse, BaseScenarioResolvesPresetsAndBlocks) {
+  Scenario s = parse(kBase);
+  EXPECT_EQ(s.source_file, testing::kTestFile);
+  EXPECT_EQ(s.model.name, "llama2-7b");
+  EXPECT_EQ(s.model.layers, 32);
+  EXPECT_EQ(s.model.hidden, 4096);
+  EXPECT_EQ(s.cluster.gpu.name, "a100-80gb");
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 80 * kGiB);
+  EXPECT_EQ(s.cluster.host.memory_bytes, 1'000'000'000'000);
+  EXPECT_EQ(s.world_size(), 8);
+  EXPECT_EQ(s.training.seq_len, 4096);
+  EXPECT_EQ(s.zero.stage, 2);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(ScenarioParse, ExplicitModelFieldsOverrideThePreset) {
+  Scenario s = parse(kBase + "", {"model.layers=4", "model.vocab=1000"});
+  EXPECT_EQ(s.model.layers, 4);
+  EXPECT_EQ(s.model.vocab, 1000);
+  EXPECT_EQ(s.model.hidden, 4096);  // still the preset's
+}
+
+TEST(ScenarioParse, FullyExplicitModelNeedsNoPreset) {
+  Scenario s = parse(R"(model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, mlp: plain, bias: true}
+cluster: {gpu: h100-80gb}
+)");
+  EXPECT_EQ(s.model.name, "custom");
+  EXPECT_EQ(s.model.ffn_hidden, 1024);  // plain MLP default: 4 x hidden
+  EXPECT_EQ(s.model.kv_heads, 4);       // no GQA unless asked
+  EXPECT_TRUE(s.model.bias);
+  EXPECT_EQ(s.world_size(), 1);
+}
+
+TEST(ScenarioParse, ChangingHeadsOfAMultiHeadPresetKeepsKvEqualToHeads) {
+  EXPECT_EQ(parse(kBase, {"model.heads=16"}).model.kv_heads, 16);   // llama2-7b: MHA
+  EXPECT_EQ(parse(kBase, {"model.preset=llama2-70b", "model.heads=32"}).model.kv_heads, 8);  // GQA kept
+}
+
+TEST(ScenarioParse, ExplicitGpuBlockWithPresetOverridesFieldByField) {
+  Scenario s = parse(kBase, {"cluster.gpu.hbm_bytes=40GiB"});
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 40 * kGiB);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.hbm_GBps, 2039);  // rest from a100-80gb
+}
+
+TEST(ScenarioParse, TrainingDefaults) {
+  Scenario s = parse(R"(model: {preset: gpt2-1.5b}
+cluster: {gpu: v100-32gb}
+)");
+  EXPECT_EQ(s.training.micro_batch, 1);
+  EXPECT_EQ(s.training.grad_accum, 1);
+  EXPECT_EQ(s.training.seq_len, 2048);
+  EXPECT_EQ(s.training.precision, Precision::bf16);
+  EXPECT_EQ(s.training.activation_checkpointing, Checkpointing::full);
+  EXPECT_EQ(s.zero.stage, 0);
+}
+
+TEST(ScenarioParse, TrainingEnums) {
+  Scenario s = parse(kBase, {"training.precision=fp16", "training.activation_checkpointing=none"});
+  EXPECT_EQ(s.training.precision, Precision::fp16);
+  EXPECT_EQ(s.training.activation_checkpointing, Checkpointing::none);
+}
+
+TEST(ScenarioParse, HardwareProfileIsTheBaseOfTheClusterBlock) {
+  Scenario s = parse(R"(model: {preset: llama2-7b}
+cluster:
+  profile: test-hgx
+  nodes: 2
+  links: {ib_GBps: 25}
+)");
+  const ClusterSpec& c = s.cluster;
+  EXPECT_EQ(c.profile, "test-hgx");
+  EXPECT_EQ(c.nodes, 2);
+  EXPECT_EQ(c.gpus_per_node, 8);
+  EXPECT_EQ(c.gpu.name, "fixture-gpu");
+  EXPECT_EQ(c.gpu.hbm_bytes, 1000);
+  EXPECT_EQ(c.host.memory_bytes, 2'000'000'000'000);
+  EXPECT_EQ(c.host.cores, 96);
+  EXPECT_EQ(c.nvme.bytes, 30'000'000'000'000);
+  EXPECT_DOUBLE_EQ(c.nvme.read_GBps, 25);
+  EXPECT_DOUBLE_EQ(c.nvme.write_GBps, 12);
+  EXPECT_DOUBLE_EQ(c.links.nvlink_GBps, 450);
+  EXPECT_DOUBLE_EQ(c.links.pcie_GBps, 55);
+  EXPECT_DOUBLE_EQ(c.links.ib_GBps, 25);  // the scenario's, over the profile's 50
+  EXPECT_DOUBLE_EQ(c.links.nvlink_latency_us, 1.5);
+  EXPECT_DOUBLE_EQ(c.links.pcie_latency_us, 2.5);
+  EXPECT_DOUBLE_EQ(c.links.ib_latency_us, 4.5);
+  EXPECT_DOUBLE_EQ(c.links.ib_oversubscription, 2);
+  EXPECT_EQ(c.links.nodes_per_leaf, 16);
+  EXPECT_DOUBLE_EQ(c.efficiency.gemm, 0.7);
+  EXPECT_DOUBLE_EQ(c.efficiency.hbm, 0.85);
+  EXPECT_DOUBLE_EQ(c.efficiency.cpu_adam_params_per_s_per_core, 2.0e8);
+  EXPECT_DOUBLE_EQ(c.efficiency.pageable_pcie_fraction, 0.4);
+}
+
+TEST(ScenarioParse, AGpuPresetInTheScenarioReplacesTheProfilesGpu) {
+  Scenario s = parse(R"(model: {preset: llama2-7b}
+cluster: {profile: test-hgx, gpu: h200-141gb}
+)");
+  EXPECT_EQ(s.cluster.gpu.name, "h200-141gb");
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 141 * kGiB);
+  EXPECT_DOUBLE_EQ(s.cluster.links.nvlink_GBps, 450);  // the rest of the profile stays
+}
+
+}  // namespace zsim

@@ -1,0 +1,174 @@
+#include "sim/scenario/scenario_validate.hpp"
+
+#include <cmath>
+
+namespace zsim {
+namespace {
+
+class Check {
+ public:
+  explicit Check(const LocateKey& locate) : locate_(locate) {}
+  void that(bool ok, const std::string& path, const std::string& message) const {
+    if (!ok) throw InputError(locate_(path), message);
+  }
+  template <typename T>
+  void in_range(T value, T lo, T hi, const std::string& path) const {
+    that(value >= lo && value <= hi, path,
+         "must be between " + num(lo) + " and " + num(hi) + ", got " + num(value));
+  }
+  void positive(double value, const std::string& path) const {
+    that(std::isfinite(value) && value > 0, path, "must be positive, got " + num(value));
+  }
+  void non_negative(double value, const std::string& path) const {
+    that(std::isfinite(value) && value >= 0, path, "must not be negative, got " + num(value));
+  }
+
+  template <typename T>
+  static std::string num(T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      std::string s = std::to_string(v);
+      while (s.size() > 1 && s.back() == '0') s.pop_back();
+      if (!s.empty() && s.back() == '.') s.pop_back();
+      return s;
+    } else {
+      return std::to_string(v);
+    }
+  }
+
+ private:
+  const LocateKey& locate_;
+};
+
+const std::string kZ = "deepspeed.zero_optimization.";
+
+}  // namespace
+
+void validate_model(const ModelSpec& m, const LocateKey& locate) {
+  Check c(locate);
+  c.in_range<std::int64_t>(m.layers, 1, kMaxLayers, "model.layers");
+  c.in_range<std::int64_t>(m.hidden, 1, kMaxHidden, "model.hidden");
+  c.in_range<std::int64_t>(m.ffn_hidden, 1, 16 * kMaxHidden, "model.ffn_hidden");
+  c.in_range<std::int64_t>(m.heads, 1, m.hidden, "model.heads");
+  c.in_range<std::int64_t>(m.kv_heads, 1, m.heads, "model.kv_heads");
+  c.in_range<std::int64_t>(m.vocab, 1, kMaxVocab, "model.vocab");
+  c.in_range<std::int64_t>(m.max_position_embeddings, 0, kMaxSeqLen, "model.max_position_embeddings");
+  c.that(m.hidden % m.heads == 0, "model.heads",
+         "heads (" + std::to_string(m.heads) + ") must divide hidden (" + std::to_string(m.hidden) + ")");
+  c.that(m.heads % m.kv_heads == 0, "model.kv_heads",
+         "kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" + std::to_string(m.heads) + ")");
+}
+
+void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
+  Check c(locate);
+  c.in_range(cl.nodes, 1, kMaxNodes, "cluster.nodes");
+  c.in_range(cl.gpus_per_node, 1, kMaxGpusPerNode, "cluster.gpus_per_node");
+  c.that(cl.gpu.hbm_bytes > 0, "cluster.gpu",
+         "no GPU memory size: give cluster.gpu as a preset (e.g. h100-80gb), cluster.gpu.hbm_bytes, or a "
+         "cluster.profile");
+  c.positive(cl.gpu.hbm_GBps, "cluster.gpu.hbm_GBps");
+  c.positive(cl.gpu.peak_tflops, "cluster.gpu.peak_tflops");
+  c.non_negative(cl.gpu.peak_fp32_tflops, "cluster.gpu.peak_fp32_tflops");
+  c.non_negative(static_cast<double>(cl.host.memory_bytes), "cluster.host.memory_bytes");
+  c.in_range(cl.host.cores, 0, 1 << 20, "cluster.host.cores");
+  c.non_negative(static_cast<double>(cl.nvme.bytes), "cluster.nvme.bytes");
+  c.non_negative(cl.nvme.read_GBps, "cluster.nvme.read_GBps");
+  c.non_negative(cl.nvme.write_GBps, "cluster.nvme.write_GBps");
+  c.non_negative(cl.links.nvlink_GBps, "cluster.links.nvlink_GBps");
+  c.non_negative(cl.links.pcie_GBps, "cluster.links.pcie_GBps");
+  c.non_negative(cl.links.ib_GBps, "cluster.links.ib_GBps");
+  c.non_negative(cl.links.nvlink_latency_us, "cluster.links.nvlink_latency_us");
+  c.non_negative(cl.links.pcie_latency_us, "cluster.links.pcie_latency_us");
+  c.non_negative(cl.links.ib_latency_us, "cluster.links.ib_latency_us");
+  c.that(std::isfinite(cl.links.ib_oversubscription) && cl.links.ib_oversubscription >= 1,
+         "cluster.links.ib_oversubscription", "must be at least 1 (1 = non-blocking fat tree)");
+  c.in_range(cl.links.nodes_per_leaf, 0, kMaxNodes, "cluster.links.nodes_per_leaf");
+  c.that(cl.gpus_per_node == 1 || cl.links.nvlink_GBps > 0, "cluster.links.nvlink_GBps",
+         "a node with several GPUs needs an intra-node bandwidth (cluster.links.nvlink_GBps, or a "
+         "cluster.profile)");
+  c.that(cl.nodes == 1 || cl.links.ib_GBps > 0, "cluster.links.ib_GBps",
+         "several nodes need an inter-node bandwidth per GPU (cluster.links.ib_GBps, or a cluster.profile)");
+  auto fraction = [&](double v, const std::string& path) {
+    c.that(std::isfinite(v) && v > 0 && v <= 1, path, "must be a fraction in (0, 1], got " + Check::num(v));
+  };
+  fraction(cl.efficiency.gemm, "cluster.efficiency.gemm");
+  fraction(cl.efficiency.hbm, "cluster.efficiency.hbm");
+  fraction(cl.efficiency.pageable_pcie_fraction, "cluster.efficiency.pageable_pcie_fraction");
+  c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
+}
+
+void validate_training(const TrainingSpec& t, const ClusterSpec& cl, const LocateKey& locate) {
+  Check c(locate);
+  c.in_range<std::int64_t>(t.micro_batch, 1, kMaxMicroBatch, "training.micro_batch");
+  c.in_range<std::int64_t>(t.grad_accum, 1, kMaxGradAccum, "training.grad_accum");
+  c.in_range<std::int64_t>(t.seq_len, 1, kMaxSeqLen, "training.seq_len");
+  c.that(t.micro_batch * t.seq_len <= kMaxTokensPerMicroBatch, "training.seq_len",
+         "micro_batch x seq_len = " + std::to_string(t.micro_batch * t.seq_len) + " tokens exceeds the limit of " +
+             std::to_string(kMaxTokensPerMicroBatch));
+  c.that(t.precision != Precision::fp32 || cl.gpu.peak_fp32_tflops > 0, "cluster.gpu.peak_fp32_tflops",
+         "fp32 training needs the GPU's fp32 peak (cluster.gpu.peak_fp32_tflops)");
+}
+
+void validate_scenario(const Scenario& s, const LocateKey& locate) {
+  validate_model(s.model, locate);
+  validate_cluster(s.cluster, locate);
+  validate_training(s.training, s.cluster, locate);
+  Check c(locate);
+  const ZeroConfig& z = s.zero;
+  c.in_range(z.stage, 0, 3, kZ + "stage");
+  c.positive(static_cast<double>(z.reduce_bucket_size), kZ + "reduce_bucket_size");
+  c.positive(static_cast<double>(z.allgather_bucket_size), kZ + "allgather_bucket_size");
+  c.positive(static_cast<double>(z.sub_group_size), kZ + "sub_group_size");
+  // DeepSpeed accepts 0 for these (0 prefetch = no prefetch; 0 persistence = partition everything).
+  c.non_negative(static_cast<double>(z.stage3_prefetch_bucket_size), kZ + "stage3_prefetch_bucket_size");
+  c.non_negative(static_cast<double>(z.stage3_max_live_parameters), kZ + "stage3_max_live_parameters");
+  c.non_negative(static_cast<double>(z.stage3_max_reuse_distance), kZ + "stage3_max_reuse_distance");
+  c.non_negative(static_cast<double>(z.stage3_param_persistence_threshold),
+                 kZ + "stage3_param_persistence_threshold");
+
+  const bool stage3 = z.stage == 3;
+  c.in_range(z.zero_hpz_partition_size, 1, s.cluster.gpus_per_node, kZ + "zero_hpz_partition_size");
+  c.that(s.cluster.gpus_per_node % z.zero_hpz_partition_size == 0, kZ + "zero_hpz_partition_size",
+         "hpZ partition size " + std::to_string(z.zero_hpz_partition_size) + " must divide gpus_per_node (" +
+             std::to_string(s.cluster.gpus_per_node) + ")");
+  c.that(stage3 || z.zero_hpz_partition_size == 1, kZ + "zero_hpz_partition_size",
+         "hpZ (zero_hpz_partition_size > 1) needs ZeRO stage 3");
+  c.that(stage3 || !z.zero_quantized_weights, kZ + "zero_quantized_weights", "qwZ needs ZeRO stage 3");
+  c.that(stage3 || !z.zero_quantized_gradients, kZ + "zero_quantized_gradients", "qgZ needs ZeRO stage 3");
+  c.that(!z.zeropp_loco_param.enabled || z.zero_quantized_gradients, kZ + "zeropp_loco_param",
+         "LoCo (zeropp_loco_param) needs zero_quantized_gradients: true");
+  c.that(std::isfinite(z.zeropp_loco_param.err_beta) && z.zeropp_loco_param.err_beta >= 0 &&
+             z.zeropp_loco_param.err_beta <= 1,
+         kZ + "zeropp_loco_param.err_beta", "must be in [0, 1]");
+  c.in_range(z.zeropp_loco_param.reset_T, 1, 1 << 30, kZ + "zeropp_loco_param.reset_T");
+  c.that(stage3 || !z.stage3_allgather_sequential, kZ + "stage3_allgather_sequential",
+         "sequential all-gather is a ZeRO stage 3 option");
+
+  const auto& oo = z.offload_optimizer;
+  const auto& op = z.offload_param;
+  c.that(oo.device == OffloadDevice::none || z.stage >= 1, kZ + "offload_optimizer.device",
+         "optimizer offload needs ZeRO stage 1, 2 or 3");
+  c.that(op.device == OffloadDevice::none || stage3, kZ + "offload_param.device",
+         "parameter offload needs ZeRO stage 3");
+  c.that(std::isfinite(oo.ratio) && oo.ratio >= 0 && oo.ratio <= 1, kZ + "offload_optimizer.ratio",
+         "must be in [0, 1]");
+  c.that(oo.ratio >= 1 || stage3, kZ + "offload_optimizer.ratio",
+         "partial optimizer offload (ratio < 1) needs ZeRO stage 3");
+  c.in_range(oo.buffer_count, 0, 1 << 20, kZ + "offload_optimizer.buffer_count");
+  c.in_range(op.buffer_count, 0, 1 << 20, kZ + "offload_param.buffer_count");
+  c.non_negative(static_cast<double>(op.buffer_size), kZ + "offload_param.buffer_size");
+  c.non_negative(static_cast<double>(op.max_in_cpu), kZ + "offload_param.max_in_cpu");
+  const bool to_cpu = oo.device != OffloadDevice::none || op.device != OffloadDevice::none;
+  const bool to_nvme = oo.device == OffloadDevice::nvme || op.device == OffloadDevice::nvme;
+  c.that(!to_cpu || s.cluster.host.memory_bytes > 0, "cluster.host.memory_bytes",
+         "offloading needs the host's memory size (cluster.host.memory_bytes, or a cluster.profile)");
+  c.that(!to_cpu || s.cluster.links.pcie_GBps > 0, "cluster.links.pcie_GBps",
+         "offloading needs the GPU-host bandwidth (cluster.links.pcie_GBps, or a cluster.profile)");
+  c.that(!to_nvme || (s.cluster.nvme.bytes > 0 && s.cluster.nvme.read_GBps > 0 && s.cluster.nvme.write_GBps > 0),
+         "cluster.nvme", "NVMe offload needs cluster.nvme {bytes, read_GBps, write_GBps} (or a cluster.profile)");
+}
+
+void validate_scenario(const Scenario& s) {
+  validate_scenario(s, [&](const std::string& path) { return SourceLocation{s.source_file, 0, 0, path}; });
+}
+
+}  // namespace zsim
