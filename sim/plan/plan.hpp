@@ -1,0 +1,96 @@
+// Plan: the decisions one scenario implies before any op exists: data-parallel degree, process groups,
+// what each rank owns (partitions), gradient buckets, the stage-3 fetch trace (prefetch, max-live,
+// reuse, persistence), optimizer sub-groups and where offloaded state lives. make_schedule expands it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/common/units.hpp"
+#include "sim/plan/activation_model.hpp"
+#include "sim/plan/model_shapes.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zsim {
+
+// A group of parameters used (and, in stage 3, gathered and released) together: the embeddings,
+// one transformer layer, or the head. Units are numbered in forward order.
+struct FetchUnit {
+  std::string name;                  // "embedding", "L12", "head"
+  int layer = -1;                    // transformer layer index, -1 for embedding/head
+  std::vector<TensorShape> tensors;
+  Elements params = 0;               // all parameters of the unit
+  Elements persistent = 0;           // stage 3: tensors <= stage3_param_persistence_threshold, kept whole
+  Elements gathered = 0;             // stage 3: params that are partitioned and all-gathered (= params - persistent)
+  Elements partition = 0;            // stage 3: this rank's share of `gathered` (sum of ceil(numel / dp))
+  std::vector<TensorShape> gathered_tensors;  // the tensors behind `gathered`
+};
+
+// A gradient bucket: reduced (stages 0-2: all-reduce / reduce-scatter; stage 3: reduce-scatter or
+// qgZ) once the backward of unit `closes_after` has produced all its gradients.
+struct GradBucket {
+  int opens_at = 0;                  // unit index whose backward produces the bucket's first gradient
+  int closes_after = 0;              // unit index whose backward completes the bucket
+  Elements elements = 0;
+  std::vector<TensorShape> tensors;  // the gradients in the bucket (stage 3 qgZ sizes need shapes)
+};
+
+// One use of parameters in a micro-step's trace (stage 3): which unit computes, which units must be
+// gathered for it, which to prefetch after issuing those, and which to release after the compute.
+struct FetchStep {
+  int unit = 0;                      // unit that computes
+  Phase phase = Phase::forward;      // forward or backward (backward includes the recompute)
+  std::vector<int> fetch;            // units gathered now (compute waits for them)
+  std::vector<int> prefetch;         // units gathered ahead of their use
+  std::vector<int> release;          // units freed after the compute
+};
+
+struct Plan {
+  int stage = 0;
+  int dp = 1;                        // data-parallel degree (= world size: no tensor/pipeline parallelism)
+  int nodes = 1;
+  int gpus_per_node = 1;
+  DType dtype = DType::bf16;         // training dtype of params, grads and their collectives
+  Bytes elem_bytes = 2;
+
+  ProcessGroup world;                // all ranks
+  ProcessGroup hpz;                  // zero_hpz_partition_size consecutive ranks within a node
+  ProcessGroup intra_node;           // the ranks of one node
+  ProcessGroup inter_node;           // one rank per node (same local rank)
+
+  ModelShapes shapes;
+  ActivationBytes activations;
+  Elements params = 0;               // model parameters
+  Elements largest_module_params = 0;
+  std::vector<FetchUnit> units;      // forward order: embedding, L0..L{n-1}, head
+  bool tied_head = false;            // the head use also needs the embedding unit
+
+  // What each rank holds persistently, in elements.
+  Elements param_partition = 0;      // stages 1-2: ceil(params / dp); stage 3: sum of unit partitions
+  Elements persistent_params = 0;    // stage 3: sum of unit persistent params (kept whole on every rank)
+  Elements optimizer_partition = 0;  // params whose optimizer state this rank holds (stage 0: all;
+                                     // 1-2: ceil(params / dp); 3: sum over tensors of ceil(numel / dp))
+
+  std::vector<GradBucket> buckets;   // backward order
+  std::vector<Elements> allgather_chunks;  // stages 1-2: post-step parameter all-gathers
+  std::vector<Elements> sub_groups;  // optimizer sub-groups over this rank's partition (sub_group_size)
+  std::vector<FetchStep> trace;      // stage 3: one micro-step's fetch trace (forward then backward)
+
+  // ZeRO++ / LoCo / sequential all-gather, as they apply (stage 3 only; qgZ also needs > 1 node).
+  bool qwz = false;
+  bool qgz = false;
+  bool hpz_enabled = false;          // zero_hpz_partition_size > 1
+  bool loco = false;
+  bool sequential_allgather = false;
+  bool overlap_comm = false;
+  bool reduce_scatter = true;
+
+  OffloadDevice optimizer_device = OffloadDevice::none;
+  OffloadDevice param_device = OffloadDevice::none;  // stage 3 only
+};
+
+// Throws std::invalid_argument for a scenario the plan cannot express (the scenario validator should
+// have rejected it first: zero GPUs, hpZ size not dividing gpus_per_node, ...).
+Plan make_plan(const Scenario& s);
+
+}  // namespace zsim

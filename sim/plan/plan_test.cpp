@@ -1,0 +1,119 @@
+#include "sim/plan/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "sim/plan/test_scenarios.hpp"
+
+using namespace zsim;
+
+TEST(Plan, ProcessGroupsDescribeWorldHpzIntraAndInterNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 4, 8);
+  s.zero.zero_hpz_partition_size = 4;
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.dp, 32);
+  EXPECT_EQ(p.world.size, 32);
+  EXPECT_EQ(p.world.nodes_spanned(), 4);
+  EXPECT_EQ(p.hpz.size, 4);
+  EXPECT_FALSE(p.hpz.crosses_nodes());
+  EXPECT_EQ(p.intra_node.size, 8);
+  EXPECT_EQ(p.inter_node.size, 4);
+  EXPECT_EQ(p.inter_node.stride, 8);
+  EXPECT_EQ(p.inter_node.nodes_spanned(), 4);
+}
+
+TEST(Plan, HpzSizeMustDivideGpusPerNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 2, 8);
+  s.zero.zero_hpz_partition_size = 3;
+  EXPECT_THROW(make_plan(s), std::invalid_argument);
+}
+
+TEST(Plan, UnitsAreEmbeddingLayersHeadInForwardOrder) {
+  const Plan p = make_plan(test::scenario(test::small_llama(3), 3, 1, 8));
+  ASSERT_EQ(p.units.size(), 5u);
+  EXPECT_EQ(p.units.front().name, "embedding");
+  EXPECT_EQ(p.units[2].layer, 1);
+  EXPECT_EQ(p.units.back().name, "head");
+  Elements sum = 0;
+  for (const auto& u : p.units) sum += u.params;
+  EXPECT_EQ(sum, p.params);
+}
+
+TEST(Plan, PersistenceThresholdKeepsSmallTensorsWhole) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.stage3_param_persistence_threshold = 512;  // the two 512-wide RMSNorm weights per layer
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.units[1].persistent, 2 * 512);
+  EXPECT_EQ(p.units[1].gathered, p.units[1].params - 2 * 512);
+  EXPECT_EQ(p.persistent_params, 2 * (2 * 512) + 512);  // 2 layers + the final norm
+}
+
+TEST(Plan, GradientBucketsRespectReduceBucketSize) {
+  Scenario s = test::scenario(test::small_llama(4), 2, 1, 8);
+  const Plan one = make_plan(s);
+  EXPECT_EQ(one.buckets.size(), 1u);  // 500M elements hold the whole small model
+  s.zero.reduce_bucket_size = one.units[1].params;  // one layer per bucket
+  const Plan p = make_plan(s);
+  Elements sum = 0;
+  for (const auto& b : p.buckets) {
+    EXPECT_LE(b.elements, s.zero.reduce_bucket_size);
+    EXPECT_LE(b.closes_after, b.opens_at);  // backward runs from high units to low
+    sum += b.elements;
+  }
+  EXPECT_EQ(sum, p.params);
+  EXPECT_GE(static_cast<Elements>(p.buckets.size()), (p.params + s.zero.reduce_bucket_size - 1) / s.zero.reduce_bucket_size);
+}
+
+TEST(Plan, AllgatherChunksCoverThePaddedParams) {
+  Scenario s = test::scenario(test::small_llama(4), 1, 1, 8);
+  s.zero.allgather_bucket_size = 1'000'000;
+  const Plan p = make_plan(s);
+  Elements sum = 0;
+  for (Elements c : p.allgather_chunks) sum += c;
+  EXPECT_EQ(sum, p.param_partition * 8);
+  EXPECT_EQ(p.allgather_chunks.size(), static_cast<size_t>((p.param_partition * 8 + 999'999) / 1'000'000));
+}
+
+// Without prefetch every use gathers its unit and releases it, except the head: its backward follows
+// its forward directly (reuse distance 0), so it stays gathered in between.
+TEST(Plan, WithoutPrefetchEveryUseFetchesAndReleasesItsUnit) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  const Plan p = make_plan(s);
+  const int head = static_cast<int>(p.units.size()) - 1;
+  ASSERT_EQ(p.trace.size(), 2 * p.units.size());
+  for (size_t i = 0; i < p.trace.size(); ++i) {
+    const FetchStep& st = p.trace[i];
+    const bool head_bwd = st.unit == head && st.phase == Phase::backward;
+    const bool head_fwd = st.unit == head && st.phase == Phase::forward;
+    EXPECT_EQ(st.fetch, head_bwd ? std::vector<int>{} : std::vector<int>{st.unit}) << i;
+    EXPECT_TRUE(st.prefetch.empty());
+    EXPECT_EQ(st.release, head_fwd ? std::vector<int>{} : std::vector<int>{st.unit}) << i;
+  }
+}
+
+TEST(Plan, PrefetchGathersAheadWithinBucketAndMaxLive) {
+  Scenario s = test::scenario(test::small_llama(6), 3, 1, 8);
+  const Plan base = make_plan(s);
+  const Elements layer = base.units[1].gathered;
+  s.zero.stage3_prefetch_bucket_size = 2 * layer;  // two layers ahead
+  s.zero.stage3_max_reuse_distance = 0;
+  const Plan p = make_plan(s);
+  // At layer L0 (use 1) L0 was prefetched by the embedding use; L1 and L2 are prefetched now.
+  EXPECT_TRUE(p.trace[1].fetch.empty());
+  EXPECT_EQ(p.trace[1].prefetch, (std::vector<int>{3}));
+  s.zero.stage3_max_live_parameters = layer;  // nothing beyond the layer in use may be live
+  const Plan tight = make_plan(s);
+  for (size_t i = 1; i + 1 < tight.units.size(); ++i) EXPECT_TRUE(tight.trace[i].prefetch.empty());
+}
+
+TEST(Plan, QgzNeedsStage3AndMoreThanOneNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 1, 8);
+  s.zero.zero_quantized_gradients = true;
+  EXPECT_FALSE(make_plan(s).qgz);
+  s.cluster.nodes = 2;
+  EXPECT_TRUE(make_plan(s).qgz);
+  s.zero.stage = 2;
+  EXPECT_FALSE(make_plan(s).qgz);
+}

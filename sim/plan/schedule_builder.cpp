@@ -1,0 +1,500 @@
+#include "sim/plan/schedule_builder.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "sim/plan/quantization.hpp"
+
+namespace zsim {
+
+namespace {
+
+Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
+
+// Bytes per element of the fp32 optimizer state: master copy + exp_avg + exp_avg_sq (ZeRO's K = 12).
+constexpr Bytes kOptimizerBytesPerParam = 12;
+constexpr Bytes kFp32 = 4;
+
+class Builder {
+ public:
+  Builder(const Scenario& s, const Plan& p) : s_(s), p_(p), e_(p.elem_bytes) {
+    compute_ = sch_.stream("compute");
+    comm_ = sch_.stream("comm");
+    rs_ = p.overlap_comm ? sch_.stream("comm_rs") : comm_;
+    world_ = sch_.group(p.world);
+    if (p.hpz_enabled) hpz_ = sch_.group(p.hpz);
+    if (p.qgz) {
+      intra_ = sch_.group(p.intra_node);
+      inter_ = sch_.group(p.inter_node);
+    }
+    const auto& t = s.training;
+    tokens_ = t.micro_batch * t.seq_len;
+    ckpt_ = t.activation_checkpointing == Checkpointing::full;
+  }
+
+  Schedule build(int steps) {
+    ScheduleMeta& m = sch_.meta;
+    m.scenario = s_.source_file.empty() ? s_.model.name : s_.source_file;
+    m.world_size = p_.dp;
+    m.nodes = p_.nodes;
+    m.gpus_per_node = p_.gpus_per_node;
+    m.params = p_.params;
+    m.tokens_per_step = tokens_ * s_.training.grad_accum * p_.dp;
+    m.steps = steps;
+    init();
+    for (int step = 0; step < steps; ++step) {
+      step_ = step;
+      for (int micro = 0; micro < s_.training.grad_accum; ++micro) {
+        micro_ = micro;
+        last_micro_ = micro + 1 == s_.training.grad_accum;
+        forward_backward();
+      }
+      optimizer_step();
+    }
+    return std::move(sch_);
+  }
+
+ private:
+  // ---- op helpers -------------------------------------------------------------------------------
+  Op base(OpKind k, std::string name, Phase ph, int stream, std::vector<OpId> deps, int layer = -1) {
+    Op op;
+    op.kind = k;
+    op.name = std::move(name);
+    op.phase = ph;
+    op.stream = stream;
+    op.layer = layer;
+    op.micro_step = micro_;
+    op.deps = std::move(deps);
+    std::erase(op.deps, -1);
+    return op;
+  }
+  OpId alloc(const std::string& buffer, Tier tier, MemCategory cat, const std::string& detail, Bytes bytes,
+             Phase ph, int stream, std::vector<OpId> deps = {}, int layer = -1) {
+    Op op = base(OpKind::alloc, "alloc." + buffer, ph, stream, std::move(deps), layer);
+    op.mem = {buffer, tier, cat, detail, bytes};
+    return sch_.add(std::move(op));
+  }
+  OpId release(OpId alloc_id, Phase ph, int stream, std::vector<OpId> deps = {}) {
+    const Op& a = sch_.ops[alloc_id];
+    Op op = base(OpKind::free, "free." + a.mem.buffer, ph, stream, std::move(deps), a.layer);
+    op.mem = a.mem;
+    return sch_.add(std::move(op));
+  }
+  OpId compute(const std::string& name, ComputeKind what, Phase ph, std::vector<OpId> deps, Flops flops,
+               Bytes hbm, Elements elements, int layer = -1, Device dev = Device::gpu, int stream = -1) {
+    Op op = base(OpKind::compute, name, ph, stream < 0 ? compute_ : stream, std::move(deps), layer);
+    op.compute = {what, dev, flops, hbm, elements};
+    return sch_.add(std::move(op));
+  }
+  OpId collective(const std::string& name, CollectiveKind what, int group, Bytes bytes, Bytes scale_bytes,
+                  DType dt, Phase ph, int stream, std::vector<OpId> deps, int layer = -1) {
+    Op op = base(OpKind::collective, name, ph, stream, std::move(deps), layer);
+    op.collective = {what, group, bytes, scale_bytes, dt};
+    return sch_.add(std::move(op));
+  }
+  OpId copy(const std::string& name, CopyKind what, Bytes bytes, bool pinned, Phase ph, int stream,
+            std::vector<OpId> deps, int layer = -1) {
+    Op op = base(OpKind::copy, name, ph, stream, std::move(deps), layer);
+    op.copy = {what, bytes, pinned};
+    return sch_.add(std::move(op));
+  }
+  int stream(const char* name) { return sch_.stream(name); }
+  std::string tag() const { return ".s" + std::to_string(step_) + ".m" + std::to_string(micro_); }
+  Tier tier_of(OffloadDevice d) const {
+    return d == OffloadDevice::nvme ? Tier::nvme : d == OffloadDevice::cpu ? Tier::cpu : Tier::gpu;
+  }
+  bool optimizer_offloaded() const { return p_.optimizer_device != OffloadDevice::none; }
+
+  // ---- init: persistent model states -------------------------------------------------------------
+  void init() {
+    const Phase ph = Phase::init;
+    const Elements opt = p_.optimizer_partition;
+    if (p_.stage < 3) {
+      alloc("params", Tier::gpu, MemCategory::params, "", e_ * p_.params, ph, compute_);
+    } else {
+      alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "", e_ * p_.param_partition, ph,
+            compute_);
+      if (p_.persistent_params > 0)
+        alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent", e_ * p_.persistent_params, ph,
+              compute_);
+    }
+    // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
+    // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
+    if (p_.stage <= 1)
+      alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * p_.params, ph, compute_);
+    else if (!optimizer_offloaded())
+      alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
+    if (optimizer_offloaded()) {
+      alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
+      alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", kOptimizerBytesPerParam * opt,
+            ph, compute_);
+    } else {
+      alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", kOptimizerBytesPerParam * opt, ph, compute_);
+    }
+    if (p_.loco) {
+      // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
+      // and of the inter-node error (1/gpus_per_node of it), each with fp32 scales per quant group.
+      Bytes bytes = 0;
+      for (const auto& u : p_.units)
+        for (const auto& t : u.tensors)
+          if (qgz_applies(t.rows, t.cols, p_.dp)) {
+            const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
+            bytes += 2 * q.intra.data + q.intra.scales + 2 * q.inter.data + q.inter.scales;
+          }
+      alloc("loco_error", Tier::gpu, MemCategory::buffers, "loco_error", bytes, ph, compute_);
+    }
+  }
+
+  // ---- per-unit compute figures -------------------------------------------------------------------
+  bool is_layer(int u) const { return p_.units[u].layer >= 0; }
+  bool is_head(int u) const { return u + 1 == static_cast<int>(p_.units.size()); }
+  Flops forward_flops(int u) const {
+    const auto& m = s_.model;
+    if (is_layer(u)) {
+      const double s = static_cast<double>(s_.training.seq_len);
+      return 2.0 * tokens_ * p_.shapes.layer.matrix_params() + 4.0 * s_.training.micro_batch * s * s * m.hidden;
+    }
+    if (is_head(u)) return 2.0 * tokens_ * m.hidden * m.vocab;
+    return 0;  // embedding lookup: memory-bound
+  }
+  Bytes forward_hbm(int u) const { return is_layer(u) || is_head(u) ? 0 : 2 * tokens_ * s_.model.hidden * e_; }
+  Bytes saved_activations(int u) const {
+    if (is_layer(u)) return ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute;
+    if (is_head(u)) return p_.activations.head_logits;
+    return 0;
+  }
+
+  // ---- stage 3 gathers ----------------------------------------------------------------------------
+  struct Live {
+    OpId done = -1;   // op after which the gathered params are usable
+    OpId buffer = -1; // alloc of the gathered buffer
+  };
+
+  // All-gathers unit u's partitioned params for a use in phase `ph`; returns the op that completes it.
+  Live gather(int u, Phase ph, bool prefetch) {
+    const FetchUnit& U = p_.units[u];
+    const std::string name = (ph == Phase::forward ? "fwd." : "bwd.") + U.name;
+    const int layer = U.layer;
+    std::vector<OpId> deps;
+    std::optional<OpId> cpu_swap, staging;
+    const Bytes part_bytes = e_ * U.partition;
+    if (p_.param_device == OffloadDevice::nvme) {
+      cpu_swap = alloc("param_swap." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::cpu,
+                       MemCategory::buffers, "param_swap", part_bytes, ph, stream("nvme"), {}, layer);
+      deps = {copy(name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"), {*cpu_swap}, layer)};
+    }
+    if (p_.param_device != OffloadDevice::none) {
+      staging = alloc("param_h2d." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
+                      MemCategory::buffers, "prefetch", part_bytes, ph, stream("h2d"), deps, layer);
+      deps = {copy(name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph, stream("h2d"),
+                   {*staging}, layer)};
+      if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), deps);
+    }
+    Live live;
+    live.buffer = alloc("gathered." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
+                        MemCategory::buffers, prefetch ? "prefetch" : "gathered", e_ * U.gathered, ph, comm_,
+                        deps, layer);
+    deps.push_back(live.buffer);
+    const bool secondary = ph == Phase::backward && p_.hpz_enabled;
+    const int group = secondary ? hpz_ : world_;
+    const int n = secondary ? p_.hpz.size : p_.dp;
+    const bool quantized = p_.qwz && !secondary;
+    // Coalesced all-gather (DeepSpeed's default) goes through flat buffers: the input partition is
+    // copied into one; sequential all-gather gathers each tensor on its own, without them.
+    std::vector<std::vector<TensorShape>> calls;
+    if (p_.sequential_allgather)
+      for (const auto& t : U.gathered_tensors) calls.push_back({t});
+    else
+      calls.push_back(U.gathered_tensors);
+    OpId last = -1;
+    for (const auto& call : calls) {
+      Elements part = 0, full = 0;
+      for (const auto& t : call) {
+        part += ceil_div(t.numel(), n);
+        full += t.numel();
+      }
+      std::vector<OpId> cdeps = deps;
+      std::optional<OpId> flat;
+      if (!p_.sequential_allgather) {
+        flat = alloc("flat." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu, MemCategory::buffers,
+                     "gathered", e_ * part, ph, comm_, cdeps, layer);
+        cdeps.push_back(*flat);
+      }
+      if (quantized) {
+        const QuantizedSize q = qwz_partition_bytes(part);
+        const OpId qbuf = alloc("qwz." + U.name + tag() + std::to_string(last + 1), Tier::gpu, MemCategory::buffers,
+                                "quant", q.total() * (n + 1), ph, comm_, cdeps, layer);
+        const OpId qz = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, part * (e_ + 1), part, layer,
+                                Device::gpu, comm_);
+        const OpId ag = collective(name + ".all_gather", CollectiveKind::all_gather, group, q.total() * n,
+                                   q.scales * n, DType::int8, ph, comm_, {qz}, layer);
+        last = compute(name + ".dequantize", ComputeKind::dequantize, ph, {ag}, 0, full * (1 + e_), full, layer,
+                       Device::gpu, comm_);
+        release(qbuf, ph, comm_, {last});
+      } else {
+        last = collective(name + ".all_gather", CollectiveKind::all_gather, group, e_ * part * n, 0, p_.dtype, ph,
+                          comm_, cdeps, layer);
+      }
+      if (flat) release(*flat, ph, comm_, {last});
+    }
+    if (staging) release(*staging, ph, comm_, {last});
+    if (ph == Phase::forward && p_.hpz_enabled && micro_ == 0 && !hpz_buffers_.count(u)) {
+      // hpZ: keep a secondary partition (1/hpz of the unit) for the backward all-gathers of this step.
+      Elements sec = 0;
+      for (const auto& t : U.gathered_tensors) sec += ceil_div(t.numel(), p_.hpz.size);
+      hpz_buffers_[u] = alloc("hpz." + U.name + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers, "hpz",
+                              e_ * sec, ph, comm_, {last}, layer);
+    }
+    live.done = last;
+    return live;
+  }
+
+  // ---- gradient reduction -------------------------------------------------------------------------
+  bool reduces_this_micro_step() const { return p_.stage >= 2 || last_micro_; }
+
+  void open_buckets_for(int u) {
+    if (p_.stage < 2) return;  // stages 0-1 reduce in place in the whole gradient buffer
+    for (; next_open_ < p_.buckets.size() && p_.buckets[next_open_].opens_at == u; ++next_open_)
+      open_[next_open_] = alloc("bucket." + std::to_string(next_open_) + tag(), Tier::gpu, MemCategory::buffers,
+                                "bucket", e_ * p_.buckets[next_open_].elements, Phase::backward, compute_, {},
+                                p_.units[u].layer);
+  }
+
+  void reduce_buckets_after(int u, OpId bwd) {
+    for (size_t i = next_reduce_; i < p_.buckets.size() && p_.buckets[i].closes_after == u; ++i, ++next_reduce_) {
+      const GradBucket& b = p_.buckets[i];
+      const std::string name = "bwd.bucket" + std::to_string(i);
+      const int layer = p_.units[u].layer;
+      const Phase ph = Phase::backward;
+      if (!reduces_this_micro_step()) continue;
+      OpId done;
+      if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
+        done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
+                          rs_, {bwd}, layer);
+      } else if (p_.qgz) {
+        done = qgz_reduce(b, name, bwd, layer);
+      } else {
+        done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
+                          e_ * ceil_div(b.elements, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer);
+      }
+      if (optimizer_offloaded() && p_.stage >= 1) {
+        // The reduced partition goes to the fp32 gradient copy in host memory.
+        done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
+                    ph, stream("d2h"), {done}, layer);
+      }
+      if (open_.count(i)) {
+        release(open_[i], ph, rs_, {done});
+        open_.erase(i);
+      }
+      reduce_done_.push_back(done);
+      if (!p_.overlap_comm) serial_dep_ = done;
+    }
+  }
+
+  // qgZ: int4 quantize -> intra-node all-to-all -> dequant-reduce + requantize -> inter-node all-to-all ->
+  // dequant-reduce, for the matrices DeepSpeed sends that way; the rest is reduce-scattered.
+  OpId qgz_reduce(const GradBucket& b, const std::string& name, OpId bwd, int layer) {
+    const Phase ph = Phase::backward;
+    QuantizedSize intra, inter;
+    Elements quant_elems = 0, plain = 0;
+    for (const auto& t : b.tensors) {
+      if (qgz_applies(t.rows, t.cols, p_.dp)) {
+        const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
+        intra.data += q.intra.data;
+        intra.scales += q.intra.scales;
+        inter.data += q.inter.data;
+        inter.scales += q.inter.scales;
+        quant_elems += t.numel();
+      } else {
+        plain += t.numel();
+      }
+    }
+    std::vector<OpId> ends;
+    if (quant_elems > 0) {
+      const Elements mid = quant_elems / p_.gpus_per_node;
+      const OpId qbuf = alloc(name + ".qgz" + tag(), Tier::gpu, MemCategory::buffers, "quant",
+                              2 * intra.total() + 2 * inter.total(), ph, rs_, {bwd}, layer);
+      const OpId q = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0,
+                             quant_elems * e_ + intra.total(), quant_elems, layer, Device::gpu, rs_);
+      const OpId a1 = collective(name + ".all_to_all.intra", CollectiveKind::all_to_all, intra_, intra.total(),
+                                 intra.scales, DType::int4, ph, rs_, {q}, layer);
+      const OpId r1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1}, 0,
+                              intra.total() + inter.total(), quant_elems, layer, Device::gpu, rs_);
+      const OpId a2 = collective(name + ".all_to_all.inter", CollectiveKind::all_to_all, inter_, inter.total(),
+                                 inter.scales, DType::int4, ph, rs_, {r1}, layer);
+      const OpId r2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
+                              inter.total() + ceil_div(mid, p_.nodes) * e_, mid, layer, Device::gpu, rs_);
+      ends.push_back(release(qbuf, ph, rs_, {r2}));
+    }
+    if (plain > 0)
+      ends.push_back(collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
+                                e_ * ceil_div(plain, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer));
+    return ends.back();
+  }
+
+  // ---- forward / backward of one micro-step ---------------------------------------------------------
+  std::vector<OpId> compute_deps(std::vector<OpId> deps) {
+    if (serial_dep_ >= 0) deps.push_back(serial_dep_);
+    serial_dep_ = -1;
+    return deps;
+  }
+
+  void forward_backward() {
+    const int n = static_cast<int>(p_.units.size());
+    next_open_ = next_reduce_ = 0;
+    std::map<int, Live> live;
+    std::map<int, OpId> acts;
+    auto use_deps = [&](int u) {
+      std::vector<OpId> d;
+      if (p_.stage == 3) {
+        if (live.count(u)) d.push_back(live[u].done);
+        if (p_.tied_head && is_head(u) && live.count(0)) d.push_back(live[0].done);
+      }
+      return d;
+    };
+    auto run_unit = [&](int u, Phase ph) {
+      const FetchUnit& U = p_.units[u];
+      const int layer = U.layer;
+      const std::string sfx = "." + U.name;
+      if (ph == Phase::forward) {
+        const OpId act = saved_activations(u) > 0
+                             ? alloc("act" + sfx + tag(), Tier::gpu, MemCategory::activations, "", saved_activations(u),
+                                     ph, compute_, {}, layer)
+                             : -1;
+        if (act >= 0) acts[u] = act;
+        return compute("fwd" + sfx, ComputeKind::forward, ph, compute_deps(use_deps(u)), forward_flops(u),
+                       forward_hbm(u), 0, layer);
+      }
+      open_buckets_for(u);
+      std::vector<OpId> deps = compute_deps(use_deps(u));
+      OpId work = -1;
+      if (ckpt_ && is_layer(u)) {
+        work = alloc("recompute" + sfx + tag(), Tier::gpu, MemCategory::activations, "recompute",
+                     p_.activations.per_layer_no_recompute, ph, compute_, {}, layer);
+        deps = {compute("recompute" + sfx, ComputeKind::recompute, ph, deps, forward_flops(u), forward_hbm(u), 0, layer)};
+      }
+      const OpId bwd = compute("bwd" + sfx, ComputeKind::backward, ph, deps, 2 * forward_flops(u), 2 * forward_hbm(u),
+                               0, layer);
+      if (work >= 0) release(work, ph, compute_, {bwd});
+      if (acts.count(u)) release(acts[u], ph, compute_, {bwd});
+      reduce_buckets_after(u, bwd);
+      return bwd;
+    };
+
+    if (p_.stage < 3) {
+      for (int u = 0; u < n; ++u) run_unit(u, Phase::forward);
+      for (int u = n - 1; u >= 0; --u) run_unit(u, Phase::backward);
+      return;
+    }
+    for (const FetchStep& st : p_.trace) {
+      for (int u : st.fetch) live[u] = gather(u, st.phase, false);
+      for (int u : st.prefetch) live[u] = gather(u, trace_phase_of_next_use(st, u), true);
+      const OpId c = run_unit(st.unit, st.phase);
+      for (int u : st.release) {
+        release(live[u].buffer, st.phase, compute_, {c});
+        live.erase(u);
+      }
+    }
+  }
+
+  // The phase in which a prefetched unit is next used (decides world vs hpZ group).
+  Phase trace_phase_of_next_use(const FetchStep& from, int u) const {
+    bool after = false;
+    for (const FetchStep& st : p_.trace) {
+      if (&st == &from) {
+        after = true;
+        continue;
+      }
+      if (!after) continue;
+      if (st.unit == u || (p_.tied_head && u == 0 && is_head(st.unit))) return st.phase;
+    }
+    return from.phase;
+  }
+
+  // ---- optimizer step -----------------------------------------------------------------------------
+  void optimizer_step() {
+    const Phase ph = Phase::step;
+    micro_ = s_.training.grad_accum - 1;
+    std::vector<OpId> ready = reduce_done_;
+    reduce_done_.clear();
+    if (serial_dep_ >= 0) ready.push_back(serial_dep_);
+    serial_dep_ = -1;
+    std::vector<OpId> param_ready;
+    int g = 0;
+    for (Elements sub : p_.sub_groups) {
+      const std::string name = "step.sub" + std::to_string(g++);
+      if (!optimizer_offloaded()) {
+        // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
+        const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
+                                 sub * (2 * kOptimizerBytesPerParam + 2 * e_), sub);
+        param_ready.push_back(opt);
+        if (p_.param_device != OffloadDevice::none)
+          param_ready.back() = write_back_params(name, sub, opt);
+        continue;
+      }
+      std::vector<OpId> deps = ready;
+      std::optional<OpId> swap;
+      const Bytes state = kOptimizerBytesPerParam * sub;
+      if (p_.optimizer_device == OffloadDevice::nvme) {
+        swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
+                     "nvme_swap", state, ph, stream("nvme"), deps);
+        deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
+      }
+      OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, deps, 10.0 * sub, 0, sub, -1, Device::cpu,
+                         stream("cpu"));
+      if (swap) {
+        const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
+        release(*swap, ph, stream("nvme"), {w});
+      }
+      if (p_.param_device == OffloadDevice::none)
+        opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
+                   {opt});
+      else if (p_.param_device == OffloadDevice::nvme)
+        opt = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {opt});
+      param_ready.push_back(opt);
+    }
+    if (p_.stage == 1 || p_.stage == 2) {
+      int c = 0;
+      for (Elements chunk : p_.allgather_chunks)
+        collective("step.all_gather" + std::to_string(c++), CollectiveKind::all_gather, world_, e_ * chunk, 0,
+                   p_.dtype, ph, comm_, param_ready);
+    }
+    for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
+    hpz_buffers_.clear();
+  }
+
+  // GPU optimizer with offloaded params: the updated 16-bit partition goes back to CPU / NVMe.
+  OpId write_back_params(const std::string& name, Elements sub, OpId opt) {
+    OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, Phase::step,
+                  stream("d2h"), {opt});
+    if (p_.param_device == OffloadDevice::nvme)
+      d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, Phase::step, stream("nvme"), {d});
+    return d;
+  }
+
+  const Scenario& s_;
+  const Plan& p_;
+  const Bytes e_;
+  Schedule sch_;
+  int compute_ = 0, comm_ = 0, rs_ = 0;
+  int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;
+  std::int64_t tokens_ = 0;
+  bool ckpt_ = false;
+  int step_ = 0, micro_ = 0;
+  bool last_micro_ = true;
+  std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
+  std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
+  size_t next_open_ = 0, next_reduce_ = 0;
+  std::vector<OpId> reduce_done_;
+  OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
+};
+
+}  // namespace
+
+Schedule make_schedule(const Scenario& s, const Plan& p, int steps) {
+  return Builder(s, p).build(std::max(1, steps));
+}
+
+}  // namespace zsim
