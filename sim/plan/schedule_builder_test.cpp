@@ -1,0 +1,280 @@
+#include "sim/plan/schedule_builder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+
+#include "sim/plan/test_scenarios.hpp"
+
+using namespace zsim;
+
+namespace {
+
+Schedule build(const Scenario& s, int steps = 1) { return make_schedule(s, make_plan(s), steps); }
+
+std::vector<const Op*> ops_where(const Schedule& s, const std::function<bool(const Op&)>& pred) {
+  std::vector<const Op*> out;
+  for (const Op& op : s.ops)
+    if (pred(op)) out.push_back(&op);
+  return out;
+}
+bool is_collective(const Op& op, CollectiveKind k) { return op.kind == OpKind::collective && op.collective.what == k; }
+const std::string& group_of(const Schedule& s, const Op& op) { return s.groups[op.collective.group].name; }
+
+}  // namespace
+
+TEST(ScheduleBuilder, EveryConfigurationPassesCheckSchedule) {
+  for (int stage = 0; stage <= 3; ++stage)
+    for (bool overlap : {false, true})
+      for (int accum : {1, 3})
+        for (Checkpointing ck : {Checkpointing::none, Checkpointing::full})
+          for (OffloadDevice off : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
+            Scenario s = test::scenario(test::small_llama(3), stage, 2, 4);
+            s.zero.overlap_comm = overlap;
+            s.training.grad_accum = accum;
+            s.training.activation_checkpointing = ck;
+            s.zero.offload_optimizer.device = off;
+            s.zero.offload_param.device = stage == 3 ? off : OffloadDevice::none;
+            s.zero.reduce_bucket_size = 1'000'000;
+            s.zero.stage3_prefetch_bucket_size = 3'000'000;
+            s.zero.sub_group_size = 2'000'000;
+            if (stage == 3) {
+              s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+              s.zero.zero_hpz_partition_size = 4;
+              s.zero.zeropp_loco_param.enabled = accum == 3;
+              s.zero.stage3_allgather_sequential = overlap;
+            }
+            const Schedule sch = build(s, 2);
+            EXPECT_NO_THROW(check_schedule(sch)) << "stage " << stage << " overlap " << overlap << " accum " << accum;
+          }
+}
+
+TEST(ScheduleBuilder, MetaDescribesTheRun) {
+  Scenario s = test::scenario(test::small_llama(), 3, 2, 8);
+  s.training.grad_accum = 4;
+  const Schedule sch = build(s, 3);
+  EXPECT_EQ(sch.meta.world_size, 16);
+  EXPECT_EQ(sch.meta.nodes, 2);
+  EXPECT_EQ(sch.meta.gpus_per_node, 8);
+  EXPECT_EQ(sch.meta.steps, 3);
+  EXPECT_EQ(sch.meta.params, make_plan(s).params);
+  EXPECT_EQ(sch.meta.tokens_per_step, 1 * 1024 * 4 * 16);
+}
+
+TEST(ScheduleBuilder, Stage3GathersEachUnitForForwardAndBackward) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  const Schedule sch = build(s);
+  const auto fwd = ops_where(sch, [](const Op& op) {
+    return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::forward;
+  });
+  const auto bwd = ops_where(sch, [](const Op& op) {
+    return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::backward;
+  });
+  EXPECT_EQ(fwd.size(), 6u);  // embedding, 4 layers, head
+  EXPECT_EQ(bwd.size(), 5u);  // the head stays gathered from its forward into its backward
+}
+
+TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
+  const Schedule sch = build(test::scenario(test::small_llama(2), 3, 1, 8));
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
+    bool waits_for_gather = false;
+    for (OpId d : op.deps) waits_for_gather |= is_collective(sch.ops[d], CollectiveKind::all_gather);
+    EXPECT_TRUE(waits_for_gather) << op.name;
+  }
+}
+
+TEST(ScheduleBuilder, PersistentParamsAreNotGathered) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  const Elements all = make_plan(s).params;
+  s.zero.stage3_param_persistence_threshold = 1'000'000'000;  // everything persists
+  const Schedule sch = build(s);
+  EXPECT_TRUE(ops_where(sch, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
+  const auto persistent = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "persistent"; });
+  ASSERT_EQ(persistent.size(), 1u);
+  EXPECT_EQ(persistent[0]->mem.bytes, 2 * all);
+}
+
+TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  s.zero.reduce_bucket_size = 500'000;
+  s.zero.overlap_comm = true;
+  const Schedule over = build(s);
+  for (const Op* op : ops_where(over, [](const Op& o) { return is_collective(o, CollectiveKind::reduce_scatter); }))
+    EXPECT_EQ(over.streams[op->stream], "comm_rs");
+  s.zero.overlap_comm = false;
+  const Schedule serial = build(s);
+  // Serialised: the backward compute after a reduction waits for it.
+  int waits = 0;
+  for (const Op& op : serial.ops)
+    if (op.kind == OpKind::compute && op.phase == Phase::backward)
+      for (OpId d : op.deps) waits += is_collective(serial.ops[d], CollectiveKind::reduce_scatter);
+  EXPECT_GT(waits, 0);
+}
+
+TEST(ScheduleBuilder, Stages0And1ReduceOnlyOnTheLastMicroStepStage2EveryMicroStep) {
+  for (int stage : {0, 1, 2}) {
+    Scenario s = test::scenario(test::small_llama(2), stage, 1, 8);
+    s.training.grad_accum = 4;
+    const Schedule sch = build(s);
+    const auto red = ops_where(sch, [](const Op& op) {
+      return op.kind == OpKind::collective && op.phase == Phase::backward;
+    });
+    const Plan p = make_plan(s);
+    EXPECT_EQ(red.size(), p.buckets.size() * (stage == 2 ? 4 : 1)) << "stage " << stage;
+    for (const Op* op : red)
+      if (stage < 2) EXPECT_EQ(op->micro_step, 3);
+  }
+}
+
+TEST(ScheduleBuilder, Stage0AllReducesStages1And2ReduceScatterThenAllGather) {
+  const Schedule s0 = build(test::scenario(test::small_llama(2), 0, 1, 8));
+  EXPECT_FALSE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
+  EXPECT_TRUE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
+  const Schedule s2 = build(test::scenario(test::small_llama(2), 2, 1, 8));
+  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  const auto ag = ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); });
+  ASSERT_FALSE(ag.empty());
+  for (const Op* op : ag) EXPECT_EQ(op->phase, Phase::step);
+}
+
+TEST(ScheduleBuilder, HpzBackwardGathersStayInsideTheHpzGroup) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_hpz_partition_size = 8;
+  const Schedule sch = build(s);
+  for (const Op* op : ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); }))
+    EXPECT_EQ(group_of(sch, *op), op->phase == Phase::backward ? "hpz" : "world") << op->name;
+  const auto hpz = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "hpz"; });
+  Bytes secondary = 0;
+  for (const Op* op : hpz) secondary += op->mem.bytes;
+  EXPECT_EQ(secondary, 2 * make_plan(s).params / 8);  // 16-bit params / hpZ size
+}
+
+TEST(ScheduleBuilder, QwzGathersInt8WithScalesBetweenQuantizeAndDequantize) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_quantized_weights = true;
+  const Schedule sch = build(s);
+  const auto ag = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); });
+  ASSERT_FALSE(ag.empty());
+  for (const Op* op : ag) {
+    EXPECT_EQ(op->collective.dtype, DType::int8);
+    EXPECT_GT(op->collective.scale_bytes, 0);
+    EXPECT_EQ(sch.ops[op->deps[0]].compute.what, ComputeKind::quantize);
+    EXPECT_EQ(sch.ops[op->id + 1].compute.what, ComputeKind::dequantize);
+  }
+}
+
+TEST(ScheduleBuilder, QgzReducesIntraNodeThenInterNodeInInt4) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 4, 8);
+  s.zero.zero_quantized_gradients = true;
+  const Schedule sch = build(s);
+  const auto a2a = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_to_all); });
+  ASSERT_FALSE(a2a.empty());
+  ASSERT_EQ(a2a.size() % 2, 0u);
+  for (size_t i = 0; i < a2a.size(); i += 2) {
+    EXPECT_EQ(group_of(sch, *a2a[i]), "intra_node");
+    EXPECT_EQ(group_of(sch, *a2a[i + 1]), "inter_node");
+    EXPECT_EQ(a2a[i]->collective.dtype, DType::int4);
+    EXPECT_EQ(sch.ops[a2a[i + 1]->deps[0]].compute.what, ComputeKind::dequant_reduce);
+  }
+}
+
+TEST(ScheduleBuilder, LocoKeepsInt8ErrorBuffersForTheWholeRun) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_quantized_gradients = true;
+  s.zero.zeropp_loco_param.enabled = true;
+  const Schedule sch = build(s);
+  const auto loco = ops_where(sch, [](const Op& op) { return op.mem.detail == "loco_error"; });
+  ASSERT_EQ(loco.size(), 1u);  // allocated once, never freed
+  EXPECT_EQ(loco[0]->phase, Phase::init);
+  // About one byte per matrix parameter (intra error) + 1/8 of it (inter error), plus scales.
+  const Plan p = make_plan(s);
+  EXPECT_GT(loco[0]->mem.bytes, p.params);
+  EXPECT_LT(loco[0]->mem.bytes, p.params * 9 / 8 + p.params / 100);
+}
+
+TEST(ScheduleBuilder, SequentialAllgatherIssuesOneCollectivePerTensor) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_allgather_sequential = true;
+  const Schedule sch = build(s);
+  const auto fwd = ops_where(sch, [](const Op& o) {
+    return is_collective(o, CollectiveKind::all_gather) && o.phase == Phase::forward;
+  });
+  const Plan p = make_plan(s);
+  size_t tensors = 0;
+  for (const auto& u : p.units) tensors += u.gathered_tensors.size();
+  EXPECT_EQ(fwd.size(), tensors);
+  EXPECT_TRUE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::alloc && o.name.rfind("alloc.flat.", 0) == 0; }).empty());
+}
+
+TEST(ScheduleBuilder, CpuOffloadCopiesGradsDownRunsAdamOnCpuAndCopiesParamsUp) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const Schedule sch = build(s);
+  const auto adam = ops_where(sch, [](const Op& o) { return o.kind == OpKind::compute && o.compute.what == ComputeKind::optimizer; });
+  ASSERT_EQ(adam.size(), 1u);
+  EXPECT_EQ(adam[0]->compute.device, Device::cpu);
+  EXPECT_EQ(sch.streams[adam[0]->stream], "cpu");
+  EXPECT_EQ(adam[0]->compute.elements, make_plan(s).optimizer_partition);
+  EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::d2h; }).empty());
+  EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::h2d; }).empty());
+}
+
+TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStatePerSubGroup) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::nvme;
+  s.zero.sub_group_size = 200'000;
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const auto reads = ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::nvme_read; });
+  ASSERT_EQ(reads.size(), p.sub_groups.size());
+  Bytes total = 0;
+  for (const Op* op : reads) total += op->copy.bytes;
+  EXPECT_EQ(total, 12 * p.optimizer_partition);
+}
+
+TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  const Schedule sch = build(s);
+  for (const Op* op : ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); })) {
+    // The gather waits (through the gathered buffer's alloc) for an h2d copy.
+    bool after_h2d = false;
+    for (OpId d : op->deps)
+      for (OpId dd : sch.ops[d].deps) after_h2d |= sch.ops[dd].kind == OpKind::copy && sch.ops[dd].copy.what == CopyKind::h2d;
+    for (OpId d : op->deps) after_h2d |= sch.ops[d].kind == OpKind::copy && sch.ops[d].copy.what == CopyKind::h2d;
+    EXPECT_TRUE(after_h2d) << op->name;
+  }
+}
+
+TEST(ScheduleBuilder, ComputeFlopsFollowTheConvention) {
+  Scenario s = test::scenario(test::small_llama(1), 3, 1, 8);
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const double tokens = 1024, sq = 1024.0 * 1024.0;
+  const double fwd = 2 * tokens * p.shapes.layer.matrix_params() + 4 * 1 * sq * 512;
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::compute || op.layer != 0) continue;
+    if (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::recompute)
+      EXPECT_DOUBLE_EQ(op.compute.flops, fwd);
+    if (op.compute.what == ComputeKind::backward) EXPECT_DOUBLE_EQ(op.compute.flops, 2 * fwd);
+  }
+}
+
+TEST(ScheduleBuilder, Gpt3On1024GpusBuildsWellUnder100ms) {
+  Scenario s = test::scenario(test::gpt3_175b(), 3, 128, 8);
+  s.zero.stage3_param_persistence_threshold = 100'000;
+  s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+  s.zero.zero_hpz_partition_size = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NO_THROW(check_schedule(sch));
+  EXPECT_LT(ms, 100.0) << sch.ops.size() << " ops";
+  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms, %zu ops\n", ms, sch.ops.size());
+}
