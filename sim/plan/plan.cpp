@@ -47,8 +47,8 @@ std::vector<int> fetch_units(const Plan& p, int unit) {
 // The stage-3 fetch trace of one micro-step: forward over the units, then backward in reverse.
 // Prefetch: after the blocking fetches of a use, gather the next uses' units while the gathered
 // elements ahead of this use stay within stage3_prefetch_bucket_size and everything gathered within
-// stage3_max_live_parameters. Release after a use unless the unit's next use comes within
-// min(stage3_max_reuse_distance, stage3_prefetch_bucket_size) gathered elements.
+// stage3_max_live_parameters. Release after a use unless the unit's next use comes within fewer than
+// min(stage3_max_reuse_distance, stage3_prefetch_bucket_size) gathered elements (0 disables reuse).
 std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
@@ -95,7 +95,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
       if (!live.count(u)) continue;
       Elements distance = 0;
       bool reused = false;
-      for (size_t k = i + 1; k < trace.size() && distance <= keep_window; ++k) {
+      for (size_t k = i + 1; k < trace.size() && distance < keep_window; ++k) {
         const auto& nk = needs[k];
         if (std::find(nk.begin(), nk.end(), u) != nk.end()) {
           reused = true;
@@ -103,7 +103,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
         }
         for (int v : nk) distance += p.units[v].gathered;
       }
-      if (!(reused && distance <= keep_window)) {
+      if (!(reused && distance < keep_window)) {
         st.release.push_back(u);
         live.erase(u);
         live_elems -= p.units[u].gathered;

@@ -75,22 +75,29 @@ TEST(Plan, AllgatherChunksCoverThePaddedParams) {
   EXPECT_EQ(p.allgather_chunks.size(), static_cast<size_t>((p.param_partition * 8 + 999'999) / 1'000'000));
 }
 
-// Without prefetch every use gathers its unit and releases it, except the head: its backward follows
-// its forward directly (reuse distance 0), so it stays gathered in between.
+// Without prefetch (and so no reuse window) every use gathers its unit and releases it.
 TEST(Plan, WithoutPrefetchEveryUseFetchesAndReleasesItsUnit) {
   Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
   s.zero.stage3_prefetch_bucket_size = 0;
   const Plan p = make_plan(s);
-  const int head = static_cast<int>(p.units.size()) - 1;
   ASSERT_EQ(p.trace.size(), 2 * p.units.size());
-  for (size_t i = 0; i < p.trace.size(); ++i) {
-    const FetchStep& st = p.trace[i];
-    const bool head_bwd = st.unit == head && st.phase == Phase::backward;
-    const bool head_fwd = st.unit == head && st.phase == Phase::forward;
-    EXPECT_EQ(st.fetch, head_bwd ? std::vector<int>{} : std::vector<int>{st.unit}) << i;
+  for (const auto& st : p.trace) {
+    EXPECT_EQ(st.fetch, std::vector<int>{st.unit});
     EXPECT_TRUE(st.prefetch.empty());
-    EXPECT_EQ(st.release, head_fwd ? std::vector<int>{} : std::vector<int>{st.unit}) << i;
+    EXPECT_EQ(st.release, std::vector<int>{st.unit});
   }
+}
+
+// With a reuse window the head, whose backward directly follows its forward, stays gathered.
+TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
+  const Plan p = make_plan(test::scenario(test::small_llama(3), 3, 1, 8));
+  const int head = static_cast<int>(p.units.size()) - 1;
+  const FetchStep& head_fwd = p.trace[head];
+  const FetchStep& head_bwd = p.trace[head + 1];
+  ASSERT_EQ(head_fwd.unit, head);
+  EXPECT_TRUE(head_fwd.release.empty());
+  EXPECT_TRUE(head_bwd.fetch.empty());
+  EXPECT_EQ(head_bwd.release, std::vector<int>{head});
 }
 
 TEST(Plan, PrefetchGathersAheadWithinBucketAndMaxLive) {
