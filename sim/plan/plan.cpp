@@ -125,7 +125,9 @@ std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
         cur = GradBucket{};
       }
       if (cur.elements == 0) cur.opens_at = u;
+      if (cur.elements == 0 || cur.closes_after != u) cur.closing_elements = 0;
       cur.elements += n;
+      cur.closing_elements += n;
       cur.tensors.push_back(*it);
       cur.closes_after = u;
     }

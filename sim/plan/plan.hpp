@@ -31,6 +31,7 @@ struct FetchUnit {
 struct GradBucket {
   int opens_at = 0;                  // unit index whose backward produces the bucket's first gradient
   int closes_after = 0;              // unit index whose backward completes the bucket
+  Elements closing_elements = 0;     // the bucket's elements that unit `closes_after` produces
   Elements elements = 0;
   std::vector<TensorShape> tensors;  // the gradients in the bucket (stage 3 qgZ sizes need shapes)
 };

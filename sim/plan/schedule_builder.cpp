@@ -254,43 +254,53 @@ class Builder {
   // ---- gradient reduction -------------------------------------------------------------------------
   bool reduces_this_micro_step() const { return p_.stage >= 2 || last_micro_; }
 
-  void open_buckets_for(int u) {
-    if (p_.stage < 2) return;  // stages 0-1 reduce in place in the whole gradient buffer
-    for (; next_open_ < p_.buckets.size() && p_.buckets[next_open_].opens_at == u; ++next_open_)
-      open_[next_open_] = alloc("bucket." + std::to_string(next_open_) + tag(), Tier::gpu, MemCategory::buffers,
-                                "bucket", e_ * p_.buckets[next_open_].elements, Phase::backward, compute_, {},
+  // The bucket now filling (the first one not yet reduced) gets its buffer when its first gradient is
+  // produced (stages 2-3; stages 0-1 reduce in place in the whole gradient buffer).
+  void open_current_bucket(int u) {
+    if (p_.stage < 2 || next_reduce_ >= p_.buckets.size() || open_.count(next_reduce_)) return;
+    open_[next_reduce_] = alloc("bucket." + std::to_string(next_reduce_) + tag(), Tier::gpu, MemCategory::buffers,
+                                "bucket", e_ * p_.buckets[next_reduce_].elements, Phase::backward, compute_, {},
                                 p_.units[u].layer);
+    flush_bucket_free();
   }
 
-  void reduce_buckets_after(int u, OpId bwd) {
-    for (size_t i = next_reduce_; i < p_.buckets.size() && p_.buckets[i].closes_after == u; ++i, ++next_reduce_) {
-      const GradBucket& b = p_.buckets[i];
-      const std::string name = "bwd.bucket" + std::to_string(i);
-      const int layer = p_.units[u].layer;
-      const Phase ph = Phase::backward;
-      if (!reduces_this_micro_step()) continue;
-      OpId done;
-      if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
-        done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
-                          rs_, {bwd}, layer);
-      } else if (p_.qgz) {
-        done = qgz_reduce(b, name, bwd, layer);
-      } else {
-        done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
-                          e_ * ceil_div(b.elements, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer);
-      }
-      if (optimizer_offloaded() && p_.stage >= 1) {
-        // The reduced partition goes to the fp32 gradient copy in host memory.
-        done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
-                    ph, stream("d2h"), {done}, layer);
-      }
-      if (open_.count(i)) {
-        release(open_[i], ph, rs_, {done});
-        open_.erase(i);
-      }
-      reduce_done_.push_back(done);
-      if (!p_.overlap_comm) serial_dep_ = done;
+  // With overlap_comm a bucket's buffer is still being reduced while the next one fills (double
+  // buffering): its free is placed after the next bucket's alloc. Without it the free follows at once.
+  void flush_bucket_free() {
+    if (pending_free_) release(pending_free_->first, Phase::backward, rs_, {pending_free_->second});
+    pending_free_.reset();
+  }
+
+  // Reduces the bucket now filling, which the backward segment `bwd` of unit u has completed.
+  void reduce_current_bucket(int u, OpId bwd) {
+    const size_t i = next_reduce_++;
+    const GradBucket& b = p_.buckets[i];
+    const std::string name = "bwd.bucket" + std::to_string(i);
+    const int layer = p_.units[u].layer;
+    const Phase ph = Phase::backward;
+    if (!reduces_this_micro_step()) return;
+    OpId done;
+    if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
+      done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
+                        rs_, {bwd}, layer);
+    } else if (p_.qgz) {
+      done = qgz_reduce(b, name, bwd, layer);
+    } else {
+      done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
+                        e_ * ceil_div(b.elements, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer);
     }
+    if (optimizer_offloaded() && p_.stage >= 1) {
+      // The reduced partition goes to the fp32 gradient copy in host memory.
+      done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
+                  ph, stream("d2h"), {done}, layer);
+    }
+    if (open_.count(i)) {
+      pending_free_ = {open_[i], done};
+      if (!p_.overlap_comm) flush_bucket_free();
+      open_.erase(i);
+    }
+    reduce_done_.push_back(done);
+    if (!p_.overlap_comm) serial_dep_ = done;
   }
 
   // qgZ: int4 quantize -> intra-node all-to-all -> dequant-reduce + requantize -> inter-node all-to-all ->
@@ -343,7 +353,7 @@ class Builder {
 
   void forward_backward() {
     const int n = static_cast<int>(p_.units.size());
-    next_open_ = next_reduce_ = 0;
+    next_reduce_ = 0;
     std::map<int, Live> live;
     std::map<int, OpId> acts;
     auto use_deps = [&](int u) {
@@ -367,7 +377,6 @@ class Builder {
         return compute("fwd" + sfx, ComputeKind::forward, ph, compute_deps(use_deps(u)), forward_flops(u),
                        forward_hbm(u), 0, layer);
       }
-      open_buckets_for(u);
       std::vector<OpId> deps = compute_deps(use_deps(u));
       OpId work = -1;
       if (ckpt_ && is_layer(u)) {
@@ -375,17 +384,35 @@ class Builder {
                      p_.activations.per_layer_no_recompute, ph, compute_, {}, layer);
         deps = {compute("recompute" + sfx, ComputeKind::recompute, ph, deps, forward_flops(u), forward_hbm(u), 0, layer)};
       }
-      const OpId bwd = compute("bwd" + sfx, ComputeKind::backward, ph, deps, 2 * forward_flops(u), 2 * forward_hbm(u),
-                               0, layer);
+      // The backward runs in segments cut where a gradient bucket fills, so that each bucket is reduced
+      // (and its buffer reused) while the rest of the unit's backward goes on, as DeepSpeed's hooks do.
+      Elements left = U.params;
+      OpId bwd = -1;
+      for (int part = 0; left > 0; ++part) {
+        Elements seg = left;
+        bool closes = false;
+        if (next_reduce_ < p_.buckets.size() && p_.buckets[next_reduce_].closes_after == u) {
+          seg = std::min(left, p_.buckets[next_reduce_].closing_elements);
+          closes = true;
+        }
+        open_current_bucket(u);
+        const double share = static_cast<double>(seg) / static_cast<double>(U.params);
+        const bool whole = part == 0 && seg == left;
+        bwd = compute(whole ? "bwd" + sfx : "bwd" + sfx + ".part" + std::to_string(part), ComputeKind::backward, ph,
+                      part == 0 ? deps : compute_deps({}), 2 * forward_flops(u) * share,
+                      static_cast<Bytes>(2 * forward_hbm(u) * share), 0, layer);
+        left -= seg;
+        if (closes) reduce_current_bucket(u, bwd);
+      }
       if (work >= 0) release(work, ph, compute_, {bwd});
       if (acts.count(u)) release(acts[u], ph, compute_, {bwd});
-      reduce_buckets_after(u, bwd);
       return bwd;
     };
 
     if (p_.stage < 3) {
       for (int u = 0; u < n; ++u) run_unit(u, Phase::forward);
       for (int u = n - 1; u >= 0; --u) run_unit(u, Phase::backward);
+      flush_bucket_free();
       return;
     }
     for (const FetchStep& st : p_.trace) {
@@ -397,6 +424,7 @@ class Builder {
         live.erase(u);
       }
     }
+    flush_bucket_free();
   }
 
   // The phase in which a prefetched unit is next used (decides world vs hpZ group).
@@ -486,8 +514,9 @@ class Builder {
   bool last_micro_ = true;
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
-  size_t next_open_ = 0, next_reduce_ = 0;
+  size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
   std::vector<OpId> reduce_done_;
+  std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release
   OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
 };
 

@@ -114,6 +114,45 @@ TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
   EXPECT_GT(waits, 0);
 }
 
+// Buckets fill and reduce in order; with overlap_comm the next bucket fills while the previous one is
+// reduced (two buffers live), without it one at a time.
+TEST(ScheduleBuilder, OverlapCommDoubleBuffersGradientBuckets) {
+  for (bool overlap : {false, true}) {
+    Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+    s.zero.overlap_comm = overlap;
+    s.zero.reduce_bucket_size = make_plan(s).units[1].params / 3;  // several buckets per layer
+    const Schedule sch = build(s);
+    int live = 0, most = 0;
+    for (const Op& op : sch.ops) {
+      if (op.mem.detail != "bucket") continue;
+      live += op.kind == OpKind::alloc ? 1 : op.kind == OpKind::free ? -1 : 0;
+      most = std::max(most, live);
+    }
+    EXPECT_EQ(live, 0);
+    EXPECT_EQ(most, overlap ? 2 : 1) << "overlap " << overlap;
+  }
+}
+
+TEST(ScheduleBuilder, BackwardIsCutWhereBucketsFill) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  const Plan whole = make_plan(s);
+  s.zero.reduce_bucket_size = whole.units[1].params / 3;
+  const Schedule sch = build(s);
+  double flops = 0;
+  int parts = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward && op.layer == 1) {
+      flops += op.compute.flops;
+      ++parts;
+    }
+  EXPECT_GE(parts, 3);
+  const Schedule one = build(test::scenario(test::small_llama(2), 2, 1, 8));
+  double one_flops = 0;
+  for (const Op& op : one.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward && op.layer == 1) one_flops += op.compute.flops;
+  EXPECT_DOUBLE_EQ(flops, one_flops);
+}
+
 TEST(ScheduleBuilder, Stages0And1ReduceOnlyOnTheLastMicroStepStage2EveryMicroStep) {
   for (int stage : {0, 1, 2}) {
     Scenario s = test::scenario(test::small_llama(2), stage, 1, 8);
