@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "sim/plan/test_scenarios.hpp"
+#include "sim/schedule/schedule_json.hpp"
 
 using namespace zsim;
 
@@ -316,4 +317,16 @@ TEST(ScheduleBuilder, Gpt3On1024GpusBuildsWellUnder100ms) {
   EXPECT_NO_THROW(check_schedule(sch));
   EXPECT_LT(ms, 100.0) << sch.ops.size() << " ops";
   std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms, %zu ops\n", ms, sch.ops.size());
+}
+
+// The builder's output survives the versioned JSON format unchanged (every op kind, ZeRO++, offload).
+TEST(ScheduleBuilder, BuiltSchedulesRoundTripThroughJson) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 4);
+  s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+  s.zero.zero_hpz_partition_size = 4;
+  s.zero.zeropp_loco_param.enabled = true;
+  s.zero.offload_optimizer.device = OffloadDevice::nvme;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  const Schedule sch = build(s, 2);
+  EXPECT_EQ(schedule_from_json_text(schedule_to_json_text(sch)), sch);
 }
