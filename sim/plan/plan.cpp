@@ -202,6 +202,8 @@ Plan make_plan(const Scenario& s) {
   p.reduce_scatter = z.reduce_scatter;
   p.optimizer_device = p.stage == 0 ? OffloadDevice::none : z.offload_optimizer.device;
   p.param_device = p.stage == 3 ? z.offload_param.device : OffloadDevice::none;
+  p.optimizer_bytes_per_param =
+      s.training.precision == Precision::fp32 && p.optimizer_device == OffloadDevice::none ? 8 : 12;
   if (p.stage == 3) {
     p.qwz = z.zero_quantized_weights;
     p.hpz_enabled = hpz > 1;

@@ -86,6 +86,10 @@ struct Plan {
   bool overlap_comm = false;
   bool reduce_scatter = true;
 
+  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K) for 16-bit
+  // training; 8 for fp32 training with the optimizer on the GPU, where the fp32 params are the master.
+  Bytes optimizer_bytes_per_param = 12;
+
   OffloadDevice optimizer_device = OffloadDevice::none;
   OffloadDevice param_device = OffloadDevice::none;  // stage 3 only
 };

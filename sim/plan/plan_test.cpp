@@ -124,3 +124,13 @@ TEST(Plan, QgzNeedsStage3AndMoreThanOneNode) {
   s.zero.stage = 2;
   EXPECT_FALSE(make_plan(s).qgz);
 }
+
+TEST(Plan, Fp32TrainingHasNoSeparateMasterCopyOnTheGpu) {
+  Scenario s = test::scenario(test::small_llama(), 2, 1, 8);
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+  s.training.precision = Precision::fp32;
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 8);
+  EXPECT_EQ(make_plan(s).elem_bytes, 4);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;  // CPU Adam keeps its own fp32 master copy
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+}

@@ -13,8 +13,6 @@ namespace {
 
 Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
 
-// Bytes per element of the fp32 optimizer state: master copy + exp_avg + exp_avg_sq (ZeRO's K = 12).
-constexpr Bytes kOptimizerBytesPerParam = 12;
 constexpr Bytes kFp32 = 4;
 
 class Builder {
@@ -128,10 +126,10 @@ class Builder {
       alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
       alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
-      alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", kOptimizerBytesPerParam * opt,
+      alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
             ph, compute_);
     } else {
-      alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", kOptimizerBytesPerParam * opt, ph, compute_);
+      alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph, compute_);
     }
     if (p_.loco) {
       // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
@@ -456,7 +454,7 @@ class Builder {
       if (!optimizer_offloaded()) {
         // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
-                                 sub * (2 * kOptimizerBytesPerParam + 2 * e_), sub);
+                                 sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
         param_ready.push_back(opt);
         if (p_.param_device != OffloadDevice::none)
           param_ready.back() = write_back_params(name, sub, opt);
@@ -464,7 +462,7 @@ class Builder {
       }
       std::vector<OpId> deps = ready;
       std::optional<OpId> swap;
-      const Bytes state = kOptimizerBytesPerParam * sub;
+      const Bytes state = p_.optimizer_bytes_per_param * sub;
       if (p_.optimizer_device == OffloadDevice::nvme) {
         swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
                      "nvme_swap", state, ph, stream("nvme"), deps);
