@@ -212,7 +212,9 @@ Plan make_plan(const Scenario& s) {
     p.sequential_allgather = z.stage3_allgather_sequential;
   }
 
-  p.buckets = make_buckets(p, z.reduce_bucket_size);
+  // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
+  // buffer), the other stages reduce_bucket_size.
+  p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
   if (p.stage == 1 || p.stage == 2) p.allgather_chunks = split(p.param_partition * p.dp, z.allgather_bucket_size);
   p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);
   if (p.stage == 3) p.trace = make_trace(p, z);

@@ -13,6 +13,9 @@
 
 namespace zsim {
 
+// DeepSpeed's MEMORY_OPT_ALLREDUCE_SIZE: elements per all-reduce buffer of the stage-0 fallback path.
+inline constexpr Elements kAllreduceFallbackBucket = 500'000'000;
+
 // A group of parameters used (and, in stage 3, gathered and released) together: the embeddings,
 // one transformer layer, or the head. Units are numbered in forward order.
 struct FetchUnit {

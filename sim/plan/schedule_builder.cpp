@@ -272,11 +272,28 @@ class Builder {
   // Reduces the bucket now filling, which the backward segment `bwd` of unit u has completed.
   void reduce_current_bucket(int u, OpId bwd) {
     const size_t i = next_reduce_++;
+    if (!reduces_this_micro_step()) return;
+    if (defer_reductions()) {
+      deferred_.push_back({i, u});
+      return;
+    }
+    emit_reduction(i, u, bwd);
+  }
+
+  // DeepSpeed reduces stage 0 (buffered all-reduce fallback) and stage 1 without overlap_comm after the
+  // whole backward pass, at the gradient-accumulation boundary; otherwise from the gradient hooks.
+  bool defer_reductions() const { return p_.stage == 0 || (p_.stage == 1 && !p_.overlap_comm); }
+
+  void emit_deferred_reductions() {
+    for (auto [i, u] : deferred_) emit_reduction(i, u, last_bwd_);
+    deferred_.clear();
+  }
+
+  void emit_reduction(size_t i, int u, OpId bwd) {
     const GradBucket& b = p_.buckets[i];
     const std::string name = "bwd.bucket" + std::to_string(i);
     const int layer = p_.units[u].layer;
     const Phase ph = Phase::backward;
-    if (!reduces_this_micro_step()) return;
     OpId done;
     if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
       done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
@@ -404,12 +421,14 @@ class Builder {
       }
       if (work >= 0) release(work, ph, compute_, {bwd});
       if (acts.count(u)) release(acts[u], ph, compute_, {bwd});
+      last_bwd_ = bwd;
       return bwd;
     };
 
     if (p_.stage < 3) {
       for (int u = 0; u < n; ++u) run_unit(u, Phase::forward);
       for (int u = n - 1; u >= 0; --u) run_unit(u, Phase::backward);
+      emit_deferred_reductions();
       flush_bucket_free();
       return;
     }
@@ -514,6 +533,8 @@ class Builder {
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
   size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
   std::vector<OpId> reduce_done_;
+  std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
+  OpId last_bwd_ = -1;
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release
   OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
 };

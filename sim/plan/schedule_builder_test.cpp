@@ -330,3 +330,22 @@ TEST(ScheduleBuilder, BuiltSchedulesRoundTripThroughJson) {
   const Schedule sch = build(s, 2);
   EXPECT_EQ(schedule_from_json_text(schedule_to_json_text(sch)), sch);
 }
+
+// Stage 0, and stage 1 without overlap_comm, reduce after the whole backward pass; stage 1 with
+// overlap_comm reduces from the gradient hooks, between backward segments.
+TEST(ScheduleBuilder, Stage0AndSerialStage1ReduceAfterTheWholeBackward) {
+  for (auto [stage, overlap] : {std::pair{0, false}, std::pair{1, false}, std::pair{1, true}}) {
+    Scenario s = test::scenario(test::small_llama(3), stage, 1, 8);
+    s.zero.overlap_comm = overlap;
+    s.zero.reduce_bucket_size = make_plan(s).units[1].params;
+    const Schedule sch = build(s);
+    OpId first_reduce = -1, last_bwd = -1;
+    for (const Op& op : sch.ops) {
+      if (op.kind == OpKind::collective && op.phase == Phase::backward && first_reduce < 0) first_reduce = op.id;
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward) last_bwd = op.id;
+    }
+    ASSERT_GE(first_reduce, 0);
+    const bool after = first_reduce > last_bwd;
+    EXPECT_EQ(after, !(stage == 1 && overlap)) << "stage " << stage << " overlap " << overlap;
+  }
+}
