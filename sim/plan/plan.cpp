@@ -48,7 +48,8 @@ std::vector<int> fetch_units(const Plan& p, int unit) {
 // Prefetch: after the blocking fetches of a use, gather the next uses' units while the gathered
 // elements ahead of this use stay within stage3_prefetch_bucket_size and everything gathered within
 // stage3_max_live_parameters. Release after a use unless the unit's next use comes within fewer than
-// min(stage3_max_reuse_distance, stage3_prefetch_bucket_size) gathered elements (0 disables reuse).
+// stage3_max_reuse_distance elements of parameters traversed in between (DeepSpeed's
+// PartitionedParameterCoordinator.__params_to_release; 0 disables reuse).
 std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
@@ -63,7 +64,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
     live.insert(u);
     live_elems += p.units[u].gathered;
   };
-  const Elements keep_window = std::min(z.stage3_max_reuse_distance, z.stage3_prefetch_bucket_size);
+  const Elements keep_window = z.stage3_max_reuse_distance;
   for (size_t i = 0; i < trace.size(); ++i) {
     FetchStep& st = trace[i];
     for (int u : needs[i])

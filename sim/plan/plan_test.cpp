@@ -75,10 +75,11 @@ TEST(Plan, AllgatherChunksCoverThePaddedParams) {
   EXPECT_EQ(p.allgather_chunks.size(), static_cast<size_t>((p.param_partition * 8 + 999'999) / 1'000'000));
 }
 
-// Without prefetch (and so no reuse window) every use gathers its unit and releases it.
-TEST(Plan, WithoutPrefetchEveryUseFetchesAndReleasesItsUnit) {
+// Without prefetch and reuse every use gathers its unit and releases it.
+TEST(Plan, WithoutPrefetchOrReuseEveryUseFetchesAndReleasesItsUnit) {
   Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
   s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
   const Plan p = make_plan(s);
   ASSERT_EQ(p.trace.size(), 2 * p.units.size());
   for (const auto& st : p.trace) {
@@ -88,9 +89,11 @@ TEST(Plan, WithoutPrefetchEveryUseFetchesAndReleasesItsUnit) {
   }
 }
 
-// With a reuse window the head, whose backward directly follows its forward, stays gathered.
+// With a reuse distance the head, whose backward directly follows its forward, stays gathered.
 TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
-  const Plan p = make_plan(test::scenario(test::small_llama(3), 3, 1, 8));
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_max_reuse_distance = 1;
+  const Plan p = make_plan(s);
   const int head = static_cast<int>(p.units.size()) - 1;
   const FetchStep& head_fwd = p.trace[head];
   const FetchStep& head_bwd = p.trace[head + 1];
@@ -133,4 +136,18 @@ TEST(Plan, Fp32TrainingHasNoSeparateMasterCopyOnTheGpu) {
   EXPECT_EQ(make_plan(s).elem_bytes, 4);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;  // CPU Adam keeps its own fp32 master copy
   EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+}
+
+// A unit is kept when fewer than stage3_max_reuse_distance elements are traversed before its next use:
+// the last layer's forward-to-backward distance is the head twice.
+TEST(Plan, ReuseDistanceCountsTheParamsTraversedBeforeTheNextUse) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  const Plan base = make_plan(s);
+  const int last = static_cast<int>(base.units.size()) - 2;  // L2
+  const Elements distance = 2 * base.units.back().gathered;
+  s.zero.stage3_max_reuse_distance = distance;
+  EXPECT_EQ(make_plan(s).trace[last].release, std::vector<int>{last});  // not fewer than: released
+  s.zero.stage3_max_reuse_distance = distance + 1;
+  EXPECT_TRUE(make_plan(s).trace[last].release.empty());
 }

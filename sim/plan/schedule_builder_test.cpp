@@ -66,6 +66,7 @@ TEST(ScheduleBuilder, MetaDescribesTheRun) {
 TEST(ScheduleBuilder, Stage3GathersEachUnitForForwardAndBackward) {
   Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
   s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
   const Schedule sch = build(s);
   const auto fwd = ops_where(sch, [](const Op& op) {
     return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::forward;
@@ -238,6 +239,7 @@ TEST(ScheduleBuilder, LocoKeepsInt8ErrorBuffersForTheWholeRun) {
 TEST(ScheduleBuilder, SequentialAllgatherIssuesOneCollectivePerTensor) {
   Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
   s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
   s.zero.stage3_allgather_sequential = true;
   const Schedule sch = build(s);
   const auto fwd = ops_where(sch, [](const Op& o) {
