@@ -19,12 +19,12 @@ DType dtype_of(Precision p) {
   return DType::bf16;
 }
 
-FetchUnit make_unit(std::string name, int layer, const ModuleShapes& m, const Scenario& s, int dp) {
+FetchUnit make_unit(std::string name, int layer, std::vector<TensorShape> tensors, const Scenario& s, int dp) {
   FetchUnit u;
   u.name = std::move(name);
   u.layer = layer;
-  u.tensors = m.tensors;
-  for (const auto& t : m.tensors) {
+  u.tensors = std::move(tensors);
+  for (const auto& t : u.tensors) {
     u.params += t.numel();
     if (s.zero.stage == 3 && t.numel() <= s.zero.stage3_param_persistence_threshold) {
       u.persistent += t.numel();
@@ -37,11 +37,31 @@ FetchUnit make_unit(std::string name, int layer, const ModuleShapes& m, const Sc
   return u;
 }
 
-// Units gathered for a use of `unit`: the unit itself, plus the embedding for a tied head.
+// The module a tensor belongs to: its name without a trailing ".weight" / ".bias".
+std::string module_of(const std::string& tensor) {
+  for (const char* suffix : {".weight", ".bias"}) {
+    const std::string sfx = suffix;
+    if (tensor.size() > sfx.size() && tensor.compare(tensor.size() - sfx.size(), sfx.size(), sfx) == 0)
+      return tensor.substr(0, tensor.size() - sfx.size());
+  }
+  return tensor;
+}
+
+// Splits a module group's tensors into modules (consecutive tensors of one module), in order.
+std::vector<std::pair<std::string, std::vector<TensorShape>>> modules_of(const ModuleShapes& m) {
+  std::vector<std::pair<std::string, std::vector<TensorShape>>> out;
+  for (const auto& t : m.tensors) {
+    const std::string mod = module_of(t.name);
+    if (out.empty() || out.back().first != mod) out.push_back({mod, {}});
+    out.back().second.push_back(t);
+  }
+  return out;
+}
+
+// Units whose parameters a use of `unit` needs: the unit itself; a tied head needs the embedding.
 std::vector<int> fetch_units(const Plan& p, int unit) {
-  std::vector<int> f{unit};
-  if (p.tied_head && unit == static_cast<int>(p.units.size()) - 1) f.push_back(0);
-  return f;
+  if (p.units[unit].is_head && p.tied_head) return {0};
+  return {unit};
 }
 
 // The stage-3 fetch trace of one micro-step: forward over the units, then backward in reverse.
@@ -53,10 +73,19 @@ std::vector<int> fetch_units(const Plan& p, int unit) {
 std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
-  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, {}, {}, {}});
-  for (int u = n - 1; u >= 0; --u) trace.push_back({u, Phase::backward, {}, {}, {}});
+  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}});
+  for (int u = n - 1; u >= 0; --u) {
+    const int layer = p.units[u].layer;
+    if (p.checkpointing && layer >= 0 && p.layers[layer].last == u) {
+      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}};
+      for (int v = p.layers[layer].first; v <= p.layers[layer].last; ++v) rc.uses.push_back(v);
+      trace.push_back(std::move(rc));
+    }
+    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}});
+  }
+  if (p.stage != 3) return trace;
   std::vector<std::vector<int>> needs(trace.size());
-  for (size_t i = 0; i < trace.size(); ++i) needs[i] = fetch_units(p, trace[i].unit);
+  for (size_t i = 0; i < trace.size(); ++i) needs[i] = trace[i].uses;
 
   std::set<int> live;
   Elements live_elems = 0;
@@ -175,10 +204,27 @@ Plan make_plan(const Scenario& s) {
   p.largest_module_params = p.shapes.largest_module_params();
   p.tied_head = p.shapes.tied_head;
 
-  p.units.push_back(make_unit("embedding", -1, p.shapes.embedding, s, p.dp));
-  for (int l = 0; l < p.shapes.layers; ++l)
-    p.units.push_back(make_unit("L" + std::to_string(l), l, p.shapes.layer, s, p.dp));
-  p.units.push_back(make_unit("head", -1, p.shapes.head, s, p.dp));
+  p.checkpointing = s.training.activation_checkpointing == Checkpointing::full;
+  p.units.push_back(make_unit("embedding", -1, p.shapes.embedding.tensors, s, p.dp));
+  p.units.back().is_embedding = true;
+  const auto layer_modules = modules_of(p.shapes.layer);
+  for (int l = 0; l < p.shapes.layers; ++l) {
+    LayerUnits lu;
+    lu.first = static_cast<int>(p.units.size());
+    for (const auto& [mod, tensors] : layer_modules) {
+      p.units.push_back(make_unit("L" + std::to_string(l) + "." + mod, l, tensors, s, p.dp));
+      p.units.back().attention_core = mod == "attn.o";
+    }
+    lu.last = static_cast<int>(p.units.size()) - 1;
+    p.layers.push_back(lu);
+  }
+  for (const auto& [mod, tensors] : modules_of(p.shapes.head))
+    if (mod != "head.out") p.units.push_back(make_unit(mod, -1, tensors, s, p.dp));
+  std::vector<TensorShape> out;
+  for (const auto& t : p.shapes.head.tensors)
+    if (module_of(t.name) == "head.out") out.push_back(t);
+  p.units.push_back(make_unit("head", -1, out, s, p.dp));  // tied: no tensors, uses the embedding
+  p.units.back().is_head = true;
 
   switch (p.stage) {
     case 0:
@@ -218,7 +264,7 @@ Plan make_plan(const Scenario& s) {
   p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
   if (p.stage == 1 || p.stage == 2) p.allgather_chunks = split(p.param_partition * p.dp, z.allgather_bucket_size);
   p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);
-  if (p.stage == 3) p.trace = make_trace(p, z);
+  p.trace = make_trace(p, z);
   return p;
 }
 

@@ -16,17 +16,27 @@ namespace zsim {
 // DeepSpeed's MEMORY_OPT_ALLREDUCE_SIZE: elements per all-reduce buffer of the stage-0 fallback path.
 inline constexpr Elements kAllreduceFallbackBucket = 500'000'000;
 
-// A group of parameters used (and, in stage 3, gathered and released) together: the embeddings,
-// one transformer layer, or the head. Units are numbered in forward order.
+// A group of parameters used (and, in stage 3, gathered and released) together: one module, as
+// DeepSpeed's hooks see it: one linear layer with its bias, one norm, the embeddings, the output
+// projection. Units are numbered in forward order; a transformer layer is a run of consecutive units.
 struct FetchUnit {
-  std::string name;                  // "embedding", "L12", "head"
-  int layer = -1;                    // transformer layer index, -1 for embedding/head
+  std::string name;                  // "embedding", "L12.attn.q", "L12.mlp.norm", "final.norm", "head"
+  int layer = -1;                    // transformer layer index, -1 for embedding / final norm / head
   std::vector<TensorShape> tensors;
   Elements params = 0;               // all parameters of the unit
   Elements persistent = 0;           // stage 3: tensors <= stage3_param_persistence_threshold, kept whole
   Elements gathered = 0;             // stage 3: params that are partitioned and all-gathered (= params - persistent)
   Elements partition = 0;            // stage 3: this rank's share of `gathered` (sum of ceil(numel / dp))
   std::vector<TensorShape> gathered_tensors;  // the tensors behind `gathered`
+  bool attention_core = false;       // the attention itself (scores, softmax, values) runs before this unit
+  bool is_head = false;              // the output projection (tied: no tensors of its own, uses the embedding)
+  bool is_embedding = false;
+};
+
+// First and last unit (forward order) of each transformer layer.
+struct LayerUnits {
+  int first = 0;
+  int last = 0;
 };
 
 // A gradient bucket: reduced (stages 0-2: all-reduce / reduce-scatter; stage 3: reduce-scatter or
@@ -39,14 +49,18 @@ struct GradBucket {
   std::vector<TensorShape> tensors;  // the gradients in the bucket (stage 3 qgZ sizes need shapes)
 };
 
-// One use of parameters in a micro-step's trace (stage 3): which unit computes, which units must be
+// One step of a micro-step's trace: a forward or backward use of one unit, or the recompute of one
+// checkpointed layer (which uses all the layer's units). For stage 3 it also says which units must be
 // gathered for it, which to prefetch after issuing those, and which to release after the compute.
 struct FetchStep {
-  int unit = 0;                      // unit that computes
-  Phase phase = Phase::forward;      // forward or backward (backward includes the recompute)
-  std::vector<int> fetch;            // units gathered now (compute waits for them)
-  std::vector<int> prefetch;         // units gathered ahead of their use
-  std::vector<int> release;          // units freed after the compute
+  int unit = 0;                      // unit that computes (recompute: the layer's last unit)
+  Phase phase = Phase::forward;      // forward, or backward (the recompute runs in the backward phase)
+  bool recompute = false;            // recompute of layer `layer` (full activation checkpointing)
+  int layer = -1;
+  std::vector<int> uses;             // units whose parameters the step needs
+  std::vector<int> fetch;            // stage 3: units gathered now (compute waits for them)
+  std::vector<int> prefetch;         // stage 3: units gathered ahead of their use
+  std::vector<int> release;          // stage 3: units freed after the compute
 };
 
 struct Plan {
@@ -66,8 +80,10 @@ struct Plan {
   ActivationBytes activations;
   Elements params = 0;               // model parameters
   Elements largest_module_params = 0;
-  std::vector<FetchUnit> units;      // forward order: embedding, L0..L{n-1}, head
+  std::vector<FetchUnit> units;      // forward order: embedding, layer modules, final norm, head
+  std::vector<LayerUnits> layers;    // per transformer layer: its units
   bool tied_head = false;            // the head use also needs the embedding unit
+  bool checkpointing = false;        // full activation checkpointing: a recompute step per layer
 
   // What each rank holds persistently, in elements.
   Elements param_partition = 0;      // stages 1-2: ceil(params / dp); stage 3: sum of unit partitions
@@ -78,7 +94,8 @@ struct Plan {
   std::vector<GradBucket> buckets;   // backward order
   std::vector<Elements> allgather_chunks;  // stages 1-2: post-step parameter all-gathers
   std::vector<Elements> sub_groups;  // optimizer sub-groups over this rank's partition (sub_group_size)
-  std::vector<FetchStep> trace;      // stage 3: one micro-step's fetch trace (forward then backward)
+  std::vector<FetchStep> trace;      // one micro-step: forward, then backward (with recomputes); the
+                                     // fetch/prefetch/release decisions only for stage 3
 
   // ZeRO++ / LoCo / sequential all-gather, as they apply (stage 3 only; qgZ also needs > 1 node).
   bool qwz = false;

@@ -29,12 +29,20 @@ TEST(Plan, HpzSizeMustDivideGpusPerNode) {
   EXPECT_THROW(make_plan(s), std::invalid_argument);
 }
 
-TEST(Plan, UnitsAreEmbeddingLayersHeadInForwardOrder) {
+TEST(Plan, UnitsAreModulesInForwardOrder) {
   const Plan p = make_plan(test::scenario(test::small_llama(3), 3, 1, 8));
-  ASSERT_EQ(p.units.size(), 5u);
+  // embedding; per layer: attn.norm, q, k, v, o, mlp.norm, gate, up, down; final norm; head
+  ASSERT_EQ(p.units.size(), 1u + 3 * 9 + 2);
   EXPECT_EQ(p.units.front().name, "embedding");
-  EXPECT_EQ(p.units[2].layer, 1);
-  EXPECT_EQ(p.units.back().name, "head");
+  EXPECT_EQ(p.units[1].name, "L0.attn.norm");
+  EXPECT_EQ(p.units[5].name, "L0.attn.o");
+  EXPECT_TRUE(p.units[5].attention_core);
+  ASSERT_EQ(p.layers.size(), 3u);
+  EXPECT_EQ(p.layers[1].first, 10);
+  EXPECT_EQ(p.layers[1].last, 18);
+  EXPECT_EQ(p.units[p.layers[1].last].name, "L1.mlp.down");
+  EXPECT_EQ(p.units[p.units.size() - 2].name, "final.norm");
+  EXPECT_TRUE(p.units.back().is_head);
   Elements sum = 0;
   for (const auto& u : p.units) sum += u.params;
   EXPECT_EQ(sum, p.params);
@@ -42,18 +50,19 @@ TEST(Plan, UnitsAreEmbeddingLayersHeadInForwardOrder) {
 
 TEST(Plan, PersistenceThresholdKeepsSmallTensorsWhole) {
   Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
-  s.zero.stage3_param_persistence_threshold = 512;  // the two 512-wide RMSNorm weights per layer
+  s.zero.stage3_param_persistence_threshold = 512;  // the 512-wide RMSNorm weights
   const Plan p = make_plan(s);
-  EXPECT_EQ(p.units[1].persistent, 2 * 512);
-  EXPECT_EQ(p.units[1].gathered, p.units[1].params - 2 * 512);
-  EXPECT_EQ(p.persistent_params, 2 * (2 * 512) + 512);  // 2 layers + the final norm
+  EXPECT_EQ(p.units[1].persistent, 512);  // L0.attn.norm
+  EXPECT_EQ(p.units[1].gathered, 0);
+  EXPECT_EQ(p.units[2].gathered, p.units[2].params);  // L0.attn.q
+  EXPECT_EQ(p.persistent_params, 2 * (2 * 512) + 512);  // 2 norms per layer + the final norm
 }
 
 TEST(Plan, GradientBucketsRespectReduceBucketSize) {
   Scenario s = test::scenario(test::small_llama(4), 2, 1, 8);
   const Plan one = make_plan(s);
   EXPECT_EQ(one.buckets.size(), 1u);  // 500M elements hold the whole small model
-  s.zero.reduce_bucket_size = one.units[1].params;  // one layer per bucket
+  s.zero.reduce_bucket_size = one.shapes.layer.params();  // about one layer per bucket
   const Plan p = make_plan(s);
   Elements sum = 0;
   for (const auto& b : p.buckets) {
@@ -78,6 +87,7 @@ TEST(Plan, AllgatherChunksCoverThePaddedParams) {
 // Without prefetch and reuse every use gathers its unit and releases it.
 TEST(Plan, WithoutPrefetchOrReuseEveryUseFetchesAndReleasesItsUnit) {
   Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_prefetch_bucket_size = 0;
   s.zero.stage3_max_reuse_distance = 0;
   const Plan p = make_plan(s);
@@ -103,19 +113,38 @@ TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
   EXPECT_EQ(head_bwd.release, std::vector<int>{head});
 }
 
+// Units: embedding 512Ki, attn.norm 512, q/k/v/o 256Ki each, mlp.norm 512, gate/up/down 512Ki each.
 TEST(Plan, PrefetchGathersAheadWithinBucketAndMaxLive) {
   Scenario s = test::scenario(test::small_llama(6), 3, 1, 8);
-  const Plan base = make_plan(s);
-  const Elements layer = base.units[1].gathered;
-  s.zero.stage3_prefetch_bucket_size = 2 * layer;  // two layers ahead
+  s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_max_reuse_distance = 0;
+  const Elements q = 512 * 512;
+  s.zero.stage3_prefetch_bucket_size = 2 * q + 512;  // a norm and two projections ahead
   const Plan p = make_plan(s);
-  // At layer L0 (use 1) L0 was prefetched by the embedding use; L1 and L2 are prefetched now.
-  EXPECT_TRUE(p.trace[1].fetch.empty());
-  EXPECT_EQ(p.trace[1].prefetch, (std::vector<int>{3}));
-  s.zero.stage3_max_live_parameters = layer;  // nothing beyond the layer in use may be live
+  EXPECT_EQ(p.trace[0].prefetch, (std::vector<int>{1, 2, 3}));  // attn.norm, q, k
+  EXPECT_TRUE(p.trace[1].prefetch.empty());                      // q and k already fill the window
+  EXPECT_EQ(p.trace[2].prefetch, (std::vector<int>{4}));         // at q: v joins k in the window
+  EXPECT_TRUE(p.trace[2].fetch.empty());
+  s.zero.stage3_max_live_parameters = q;  // nothing beyond the projection in use may be live
   const Plan tight = make_plan(s);
-  for (size_t i = 1; i + 1 < tight.units.size(); ++i) EXPECT_TRUE(tight.trace[i].prefetch.empty());
+  for (const auto& st : tight.trace) EXPECT_TRUE(st.prefetch.empty());
+}
+
+// Full checkpointing adds one recompute step per layer, before its backward, using all its units.
+TEST(Plan, CheckpointingRecomputesEachLayerBeforeItsBackward) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  const Plan p = make_plan(s);
+  ASSERT_EQ(p.trace.size(), 2 * p.units.size() + 2);
+  int recomputes = 0;
+  for (size_t i = 0; i < p.trace.size(); ++i) {
+    if (!p.trace[i].recompute) continue;
+    ++recomputes;
+    const FetchStep& rc = p.trace[i];
+    EXPECT_EQ(rc.phase, Phase::backward);
+    EXPECT_EQ(rc.uses.size(), 9u);
+    EXPECT_EQ(p.trace[i + 1].unit, p.layers[rc.layer].last);  // then the backward of the layer's last unit
+  }
+  EXPECT_EQ(recomputes, 2);
 }
 
 TEST(Plan, QgzNeedsStage3AndMoreThanOneNode) {

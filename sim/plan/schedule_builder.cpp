@@ -41,6 +41,8 @@ class Builder {
     m.params = p_.params;
     m.tokens_per_step = tokens_ * s_.training.grad_accum * p_.dp;
     m.steps = steps;
+    // About a dozen ops per trace step (gather, quantize, allocs, compute, bucket reduction).
+    sch_.ops.reserve(p_.trace.size() * 12 * s_.training.grad_accum * steps + 64);
     init();
     for (int step = 0; step < steps; ++step) {
       step_ = step;
@@ -146,23 +148,39 @@ class Builder {
   }
 
   // ---- per-unit compute figures -------------------------------------------------------------------
-  bool is_layer(int u) const { return p_.units[u].layer >= 0; }
-  bool is_head(int u) const { return u + 1 == static_cast<int>(p_.units.size()); }
+  // Forward flops: 2 x tokens x matrix params (a GEMM per matrix), the attention core 4 b s^2 h before
+  // the output projection, the head 2 x tokens x h x vocab (tied or not).
   Flops forward_flops(int u) const {
-    const auto& m = s_.model;
-    if (is_layer(u)) {
-      const double s = static_cast<double>(s_.training.seq_len);
-      return 2.0 * tokens_ * p_.shapes.layer.matrix_params() + 4.0 * s_.training.micro_batch * s * s * m.hidden;
+    const FetchUnit& U = p_.units[u];
+    if (U.is_head) return 2.0 * tokens_ * s_.model.hidden * s_.model.vocab;
+    if (U.is_embedding) return 0;  // lookup: memory-bound
+    Flops f = 0;
+    for (const auto& t : U.tensors)
+      if (t.is_matrix()) f += 2.0 * tokens_ * t.numel();
+    if (U.attention_core) {
+      const double sq = static_cast<double>(s_.training.seq_len) * s_.training.seq_len;
+      f += 4.0 * s_.training.micro_batch * sq * s_.model.hidden;
     }
-    if (is_head(u)) return 2.0 * tokens_ * m.hidden * m.vocab;
-    return 0;  // embedding lookup: memory-bound
+    return f;
   }
-  Bytes forward_hbm(int u) const { return is_layer(u) || is_head(u) ? 0 : 2 * tokens_ * s_.model.hidden * e_; }
-  Bytes saved_activations(int u) const {
-    if (is_layer(u)) return ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute;
-    if (is_head(u)) return p_.activations.head_logits;
-    return 0;
+  // Memory-bound units (embedding lookup, norms): read and write one activation each.
+  Bytes forward_hbm(int u) const {
+    const FetchUnit& U = p_.units[u];
+    bool vectors_only = !U.tensors.empty();
+    for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
+    return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
   }
+  Flops layer_forward_flops(int layer) const {
+    Flops f = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) f += forward_flops(u);
+    return f;
+  }
+  Bytes layer_forward_hbm(int layer) const {
+    Bytes b = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) b += forward_hbm(u);
+    return b;
+  }
+  bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
 
   // ---- stage 3 gathers ----------------------------------------------------------------------------
   struct Live {
@@ -366,96 +384,97 @@ class Builder {
     return deps;
   }
 
-  void forward_backward() {
-    const int n = static_cast<int>(p_.units.size());
-    next_reduce_ = 0;
-    std::map<int, Live> live;
-    std::map<int, OpId> acts;
-    auto use_deps = [&](int u) {
-      std::vector<OpId> d;
-      if (p_.stage == 3) {
-        if (live.count(u)) d.push_back(live[u].done);
-        if (p_.tied_head && is_head(u) && live.count(0)) d.push_back(live[0].done);
+  // The backward of unit u, cut into segments where gradient buckets fill, so that each bucket is
+  // reduced (and its buffer reused) while the rest of the backward goes on, as DeepSpeed's hooks do.
+  OpId backward(int u, std::vector<OpId> deps) {
+    const FetchUnit& U = p_.units[u];
+    const Phase ph = Phase::backward;
+    const Flops flops = 2 * forward_flops(u);
+    const Bytes hbm = 2 * forward_hbm(u);
+    Elements left = U.params;
+    if (left == 0)  // a tied head: its gradient lands in the embedding's, reduced with it
+      return compute("bwd." + U.name, ComputeKind::backward, ph, deps, flops, hbm, 0, U.layer);
+    OpId bwd = -1;
+    for (int part = 0; left > 0; ++part) {
+      Elements seg = left;
+      bool closes = false;
+      if (next_reduce_ < p_.buckets.size() && p_.buckets[next_reduce_].closes_after == u) {
+        seg = std::min(left, p_.buckets[next_reduce_].closing_elements);
+        closes = true;
       }
-      return d;
-    };
-    auto run_unit = [&](int u, Phase ph) {
-      const FetchUnit& U = p_.units[u];
-      const int layer = U.layer;
-      const std::string sfx = "." + U.name;
-      if (ph == Phase::forward) {
-        const OpId act = saved_activations(u) > 0
-                             ? alloc("act" + sfx + tag(), Tier::gpu, MemCategory::activations, "", saved_activations(u),
-                                     ph, compute_, {}, layer)
-                             : -1;
-        if (act >= 0) acts[u] = act;
-        return compute("fwd" + sfx, ComputeKind::forward, ph, compute_deps(use_deps(u)), forward_flops(u),
-                       forward_hbm(u), 0, layer);
-      }
-      std::vector<OpId> deps = compute_deps(use_deps(u));
-      OpId work = -1;
-      if (ckpt_ && is_layer(u)) {
-        work = alloc("recompute" + sfx + tag(), Tier::gpu, MemCategory::activations, "recompute",
-                     p_.activations.per_layer_no_recompute, ph, compute_, {}, layer);
-        deps = {compute("recompute" + sfx, ComputeKind::recompute, ph, deps, forward_flops(u), forward_hbm(u), 0, layer)};
-      }
-      // The backward runs in segments cut where a gradient bucket fills, so that each bucket is reduced
-      // (and its buffer reused) while the rest of the unit's backward goes on, as DeepSpeed's hooks do.
-      Elements left = U.params;
-      OpId bwd = -1;
-      for (int part = 0; left > 0; ++part) {
-        Elements seg = left;
-        bool closes = false;
-        if (next_reduce_ < p_.buckets.size() && p_.buckets[next_reduce_].closes_after == u) {
-          seg = std::min(left, p_.buckets[next_reduce_].closing_elements);
-          closes = true;
-        }
-        open_current_bucket(u);
-        const double share = static_cast<double>(seg) / static_cast<double>(U.params);
-        const bool whole = part == 0 && seg == left;
-        bwd = compute(whole ? "bwd" + sfx : "bwd" + sfx + ".part" + std::to_string(part), ComputeKind::backward, ph,
-                      part == 0 ? deps : compute_deps({}), 2 * forward_flops(u) * share,
-                      static_cast<Bytes>(2 * forward_hbm(u) * share), 0, layer);
-        left -= seg;
-        if (closes) reduce_current_bucket(u, bwd);
-      }
-      if (work >= 0) release(work, ph, compute_, {bwd});
-      if (acts.count(u)) release(acts[u], ph, compute_, {bwd});
-      last_bwd_ = bwd;
-      return bwd;
-    };
-
-    if (p_.stage < 3) {
-      for (int u = 0; u < n; ++u) run_unit(u, Phase::forward);
-      for (int u = n - 1; u >= 0; --u) run_unit(u, Phase::backward);
-      emit_deferred_reductions();
-      flush_bucket_free();
-      return;
+      open_current_bucket(u);
+      const double share = static_cast<double>(seg) / static_cast<double>(U.params);
+      const bool whole = part == 0 && seg == left;
+      bwd = compute(whole ? "bwd." + U.name : "bwd." + U.name + ".part" + std::to_string(part), ComputeKind::backward,
+                    ph, part == 0 ? deps : compute_deps({}), flops * share, static_cast<Bytes>(hbm * share), 0,
+                    U.layer);
+      left -= seg;
+      if (closes) reduce_current_bucket(u, bwd);
     }
-    for (const FetchStep& st : p_.trace) {
+    return bwd;
+  }
+
+  void forward_backward() {
+    next_reduce_ = 0;
+    std::map<int, Live> live;         // stage 3: gathered units
+    std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
+    constexpr int kHead = -2;
+    for (size_t i = 0; i < p_.trace.size(); ++i) {
+      const FetchStep& st = p_.trace[i];
+      const FetchUnit& U = p_.units[st.unit];
+      const int layer = st.layer;
       for (int u : st.fetch) live[u] = gather(u, st.phase, false);
-      for (int u : st.prefetch) live[u] = gather(u, trace_phase_of_next_use(st, u), true);
-      const OpId c = run_unit(st.unit, st.phase);
+      for (int u : st.prefetch) live[u] = gather(u, phase_of_next_use(i, u), true);
+      std::vector<OpId> deps;
+      for (int u : st.uses)
+        if (live.count(u)) deps.push_back(live[u].done);
+      deps = compute_deps(deps);
+      OpId c;
+      if (st.recompute) {
+        const std::string name = "L" + std::to_string(layer);
+        work[layer] = alloc("recompute." + name + tag(), Tier::gpu, MemCategory::activations, "recompute",
+                            p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
+        c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
+                    layer_forward_hbm(layer), 0, layer);
+      } else if (st.phase == Phase::forward) {
+        if (first_of_layer(st.unit))
+          acts[layer] = alloc("act.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations, "",
+                              ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute,
+                              st.phase, compute_, {}, layer);
+        if (U.is_head)
+          acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
+                              p_.activations.head_logits, st.phase, compute_);
+        c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
+                    forward_hbm(st.unit), 0, layer);
+      } else {
+        c = backward(st.unit, deps);
+        last_bwd_ = c;
+        if (first_of_layer(st.unit)) {
+          if (work.count(layer)) release(work[layer], st.phase, compute_, {c});
+          if (acts.count(layer)) release(acts[layer], st.phase, compute_, {c});
+          work.erase(layer);
+          acts.erase(layer);
+        }
+        if (U.is_head && acts.count(kHead)) {
+          release(acts[kHead], st.phase, compute_, {c});
+          acts.erase(kHead);
+        }
+      }
       for (int u : st.release) {
         release(live[u].buffer, st.phase, compute_, {c});
         live.erase(u);
       }
     }
+    emit_deferred_reductions();
     flush_bucket_free();
   }
 
-  // The phase in which a prefetched unit is next used (decides world vs hpZ group).
-  Phase trace_phase_of_next_use(const FetchStep& from, int u) const {
-    bool after = false;
-    for (const FetchStep& st : p_.trace) {
-      if (&st == &from) {
-        after = true;
-        continue;
-      }
-      if (!after) continue;
-      if (st.unit == u || (p_.tied_head && u == 0 && is_head(st.unit))) return st.phase;
-    }
-    return from.phase;
+  // The phase in which unit u is next used after trace step i (decides world vs hpZ group).
+  Phase phase_of_next_use(size_t i, int u) const {
+    for (size_t k = i + 1; k < p_.trace.size(); ++k)
+      for (int v : p_.trace[k].uses)
+        if (v == u) return p_.trace[k].phase;
+    return p_.trace[i].phase;
   }
 
   // ---- optimizer step -----------------------------------------------------------------------------

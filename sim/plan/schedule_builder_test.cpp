@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 
 #include "sim/plan/test_scenarios.hpp"
 #include "sim/schedule/schedule_json.hpp"
@@ -65,17 +66,40 @@ TEST(ScheduleBuilder, MetaDescribesTheRun) {
 
 TEST(ScheduleBuilder, Stage3GathersEachUnitForForwardAndBackward) {
   Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_prefetch_bucket_size = 0;
   s.zero.stage3_max_reuse_distance = 0;
-  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p);
+  size_t gathered_units = 0;
+  for (const auto& u : p.units) gathered_units += u.gathered > 0;
   const auto fwd = ops_where(sch, [](const Op& op) {
     return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::forward;
   });
   const auto bwd = ops_where(sch, [](const Op& op) {
     return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::backward;
   });
-  EXPECT_EQ(fwd.size(), 6u);  // embedding, 4 layers, head
-  EXPECT_EQ(bwd.size(), 6u);
+  EXPECT_EQ(fwd.size(), gathered_units);
+  EXPECT_EQ(bwd.size(), gathered_units);
+}
+
+// With checkpointing and no reuse, every layer unit is gathered a third time for the recompute; with a
+// reuse distance above a layer's size the recompute's gathers serve the backward too.
+TEST(ScheduleBuilder, RecomputeRegathersOnlyWithoutReuse) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  auto gathers = [&](Elements reuse) {
+    s.zero.stage3_max_reuse_distance = reuse;
+    return ops_where(build(s), [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).size();
+  };
+  const Plan p = make_plan(s);
+  size_t units = 0, layer_units = 0;
+  for (const auto& u : p.units) {
+    units += u.gathered > 0;
+    layer_units += u.gathered > 0 && u.layer >= 0;
+  }
+  EXPECT_EQ(gathers(0), 2 * units + layer_units);
+  EXPECT_LE(gathers(2 * p.shapes.layer.params()), 2 * units);  // reuse may also skip some backward gathers
 }
 
 TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
@@ -293,32 +317,44 @@ TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
   }
 }
 
+// Summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h; backward = 2 x
+// forward; recompute = forward.
 TEST(ScheduleBuilder, ComputeFlopsFollowTheConvention) {
   Scenario s = test::scenario(test::small_llama(1), 3, 1, 8);
   const Schedule sch = build(s);
   const Plan p = make_plan(s);
   const double tokens = 1024, sq = 1024.0 * 1024.0;
   const double fwd = 2 * tokens * p.shapes.layer.matrix_params() + 4 * 1 * sq * 512;
-  for (const Op& op : sch.ops) {
-    if (op.kind != OpKind::compute || op.layer != 0) continue;
-    if (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::recompute)
-      EXPECT_DOUBLE_EQ(op.compute.flops, fwd);
-    if (op.compute.what == ComputeKind::backward) EXPECT_DOUBLE_EQ(op.compute.flops, 2 * fwd);
-  }
+  std::map<ComputeKind, double> sum;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.layer == 0) sum[op.compute.what] += op.compute.flops;
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::forward], fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::recompute], fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::backward], 2 * fwd);
+  double head = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.name == "fwd.head") head = op.compute.flops;
+  EXPECT_DOUBLE_EQ(head, 2 * tokens * 512 * 1024);
 }
 
+// Best of three builds, so that a busy shared machine does not decide the figure.
 TEST(ScheduleBuilder, Gpt3On1024GpusBuildsWellUnder100ms) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 128, 8);
   s.zero.stage3_param_persistence_threshold = 100'000;
   s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
   s.zero.zero_hpz_partition_size = 8;
-  const auto t0 = std::chrono::steady_clock::now();
-  const Plan p = make_plan(s);
-  const Schedule sch = make_schedule(s, p);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_NO_THROW(check_schedule(sch));
-  EXPECT_LT(ms, 100.0) << sch.ops.size() << " ops";
-  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms, %zu ops\n", ms, sch.ops.size());
+  double best = 1e9;
+  size_t ops = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Plan p = make_plan(s);
+    const Schedule sch = make_schedule(s, p);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ops = sch.ops.size();
+    if (i == 0) EXPECT_NO_THROW(check_schedule(sch));
+  }
+  EXPECT_LT(best, 50.0) << ops << " ops";
+  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms (best of 3), %zu ops\n", best, ops);
 }
 
 // The builder's output survives the versioned JSON format unchanged (every op kind, ZeRO++, offload).

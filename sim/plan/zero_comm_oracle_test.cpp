@@ -27,13 +27,15 @@ std::int64_t collectives(const CommWalk& c) {
 //   stage 3: forward all-gather + backward all-gather + reduce-scatter = 3 Psi (N-1)/N
 // Tolerance: one byte of rounding per collective plus bucket padding to a multiple of N elements.
 // stage3_max_reuse_distance = 0 so that no unit stays gathered from its forward into its backward
-// (with reuse, the head's backward all-gather is skipped and stage 3 sends less than 3 Psi).
+// (with reuse, the head's backward all-gather is skipped and stage 3 sends less than 3 Psi), and no
+// activation checkpointing (whose recompute, without reuse, gathers the layers a third time).
 TEST(ZeroCommOracle, BytesSentPerGpuPerStepAre2Or3TimesParams) {
   for (const ModelSpec& m : {test::llama2_7b(), test::llama3_8b()})
     for (auto [nodes, gpn] : {std::pair{1, 8}, std::pair{4, 8}, std::pair{16, 8}})
       for (int stage = 0; stage <= 3; ++stage) {
         Scenario s = test::scenario(m, stage, nodes, gpn);
         s.zero.stage3_max_reuse_distance = 0;
+        s.training.activation_checkpointing = Checkpointing::none;
         const CommWalk c = comm_of(s);
         const double N = nodes * gpn, psi = static_cast<double>(make_plan(s).params), e = 2;
         const double factor = stage == 3 ? 3 : 2;
@@ -76,6 +78,7 @@ TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
     const double k = nodes, N = nodes * gpn;
     Scenario s = test::scenario(test::llama2_7b(), 3, nodes, gpn);
     s.zero.stage3_max_reuse_distance = 0;  // every unit gathered for forward and again for backward
+    s.training.activation_checkpointing = Checkpointing::none;
     const Plan p = make_plan(s);
     const double M = 2.0 * p.params, f = (k - 1) / k;
     const CommWalk plain = comm_of(s);
@@ -105,4 +108,15 @@ TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
     EXPECT_NEAR((zpp.cross_node_scale_per_gpu.total() * gpn) / f, qwz_scales + qgz_scales,
                 collectives(zpp) * gpn) << nodes;
   }
+}
+
+// With full checkpointing and DeepSpeed's default reuse distance (1e9 > one Llama-2-7B layer), the
+// recompute's gathers serve the backward too: stage 3 still sends at most 3 Psi (N-1)/N per GPU.
+TEST(ZeroCommOracle, CheckpointingWithDefaultReuseAddsNoGathers) {
+  Scenario s = test::scenario(test::llama2_7b(), 3, 2, 8);
+  s.training.activation_checkpointing = Checkpointing::full;
+  const CommWalk c = comm_of(s);
+  const double N = 16, psi = static_cast<double>(make_plan(s).params);
+  EXPECT_LE(c.per_gpu.total(), 3 * psi * 2 * (N - 1) / N + collectives(c) * (1 + 2 * N));
+  EXPECT_GT(c.per_gpu.total(), 2.5 * psi * 2 * (N - 1) / N);
 }

@@ -103,7 +103,7 @@ TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
   s.training.micro_batch = 2;
   const Walked w = walk(s);
   const double S = 2048, b = 2, h = 12288, a = 96, L = 4;
-  const OpId last_fwd = op_named(w.schedule, "fwd.L3");
+  const OpId last_fwd = op_named(w.schedule, "fwd.L3.mlp.down");
   ASSERT_GE(last_fwd, 0);
   EXPECT_EQ(live_after(w.schedule, last_fwd, Tier::gpu).activations,
             static_cast<Bytes>(L * S * b * h * (34 + 5 * a * S / h)));
