@@ -135,3 +135,26 @@ TEST(ZeroMemoryOracle, HpzSecondaryPartitionIsTwoPsiOverHpzAtThePeak) {
   EXPECT_EQ(w.memory.gpu.at_peak.buffer_detail.at("hpz"), 2 * w.plan.params / 8);
   EXPECT_EQ(w.memory.gpu.at_end.buffers, 0);  // freed after the step
 }
+
+// DeepSpeed's zero3 estimator with optimizer and params offloaded puts 4 * largest_layer_params on the
+// GPU: one gathered 16-bit module plus its 16-bit gradient. zsim's schedule holds exactly that at its
+// busiest point when nothing else is in flight: no prefetch or reuse, no overlap, and a reduce bucket
+// of the largest module's size (activations aside).
+TEST(ZeroMemoryOracle, Zero3FullOffloadGpuBuffersAreDeepSpeedsLargestLayerTerm) {
+  Scenario s = test::scenario(test::llama2_7b(), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
+  s.zero.overlap_comm = false;
+  s.training.activation_checkpointing = Checkpointing::none;
+  const Plan plan = make_plan(s);
+  const Elements largest_layer_params = plan.largest_module_params;  // DeepSpeed's name for it
+  s.zero.reduce_bucket_size = largest_layer_params;
+  const Schedule sch = make_schedule(s, make_plan(s));
+  Bytes most = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::alloc && op.mem.tier == Tier::gpu)
+      most = std::max(most, live_after(sch, op.id, Tier::gpu).buffers);
+  EXPECT_EQ(most, 4 * largest_layer_params);
+}
