@@ -189,16 +189,19 @@ class Builder {
   };
 
   // All-gathers unit u's partitioned params for a use in phase `ph`; returns the op that completes it.
-  Live gather(int u, Phase ph, bool prefetch) {
+  // `after`: the compute op the gather is issued after (the previous trace step's). DeepSpeed issues a
+  // step's fetches and prefetches from that step's hook, once the memory released before it is free;
+  // the dependency keeps the comm stream from running further ahead than the prefetch window.
+  Live gather(int u, Phase ph, bool prefetch, OpId after) {
     const FetchUnit& U = p_.units[u];
     const std::string name = (ph == Phase::forward ? "fwd." : "bwd.") + U.name;
     const int layer = U.layer;
-    std::vector<OpId> deps;
+    std::vector<OpId> deps{after};
     std::optional<OpId> cpu_swap, staging;
     const Bytes part_bytes = e_ * U.partition;
     if (p_.param_device == OffloadDevice::nvme) {
       cpu_swap = alloc("param_swap." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::cpu,
-                       MemCategory::buffers, "param_swap", part_bytes, ph, stream("nvme"), {}, layer);
+                       MemCategory::buffers, "param_swap", part_bytes, ph, stream("nvme"), deps, layer);
       deps = {copy(name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"), {*cpu_swap}, layer)};
     }
     if (p_.param_device != OffloadDevice::none) {
@@ -423,8 +426,8 @@ class Builder {
       const FetchStep& st = p_.trace[i];
       const FetchUnit& U = p_.units[st.unit];
       const int layer = st.layer;
-      for (int u : st.fetch) live[u] = gather(u, st.phase, false);
-      for (int u : st.prefetch) live[u] = gather(u, phase_of_next_use(i, u), true);
+      for (int u : st.fetch) live[u] = gather(u, st.phase, false, last_compute_);
+      for (int u : st.prefetch) live[u] = gather(u, phase_of_next_use(i, u), true, last_compute_);
       std::vector<OpId> deps;
       for (int u : st.uses)
         if (live.count(u)) deps.push_back(live[u].done);
@@ -464,6 +467,7 @@ class Builder {
         release(live[u].buffer, st.phase, compute_, {c});
         live.erase(u);
       }
+      last_compute_ = c;
     }
     emit_deferred_reductions();
     flush_bucket_free();
@@ -554,6 +558,7 @@ class Builder {
   std::vector<OpId> reduce_done_;
   std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
   OpId last_bwd_ = -1;
+  OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release
   OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
 };

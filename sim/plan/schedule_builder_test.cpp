@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -110,6 +111,25 @@ TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
     for (OpId d : op.deps) waits_for_gather |= is_collective(sch.ops[d], CollectiveKind::all_gather);
     EXPECT_TRUE(waits_for_gather) << op.name;
   }
+}
+
+// A gather issued at trace step i waits (through its first op) for the compute of step i-1, so the comm
+// stream cannot run further ahead of compute than the prefetch window.
+TEST(ScheduleBuilder, GathersAreIssuedAfterThePreviousStepsCompute) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 600'000;
+  const Schedule sch = build(s);
+  OpId last_compute = -1;
+  int checked = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind == OpKind::compute && sch.streams[op.stream] == "compute") last_compute = op.id;
+    if (op.kind == OpKind::alloc && (op.mem.detail == "gathered" || op.mem.detail == "prefetch") &&
+        op.name.rfind("alloc.gathered.", 0) == 0 && last_compute >= 0) {
+      EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), last_compute), op.deps.end()) << op.name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
 }
 
 TEST(ScheduleBuilder, PersistentParamsAreNotGathered) {
