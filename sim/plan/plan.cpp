@@ -1,5 +1,7 @@
 #include "sim/plan/plan.hpp"
 
+#include "sim/plan/quantization.hpp"
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -261,6 +263,25 @@ Plan make_plan(const Scenario& s) {
 
   // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
   // buffer), the other stages reduce_bucket_size.
+  if (z.zero_quantized_gradients && p.stage == 3 && p.nodes == 1)
+    p.warnings.push_back("zero_quantized_gradients: one node, so DeepSpeed reduce-scatters gradients unquantized "
+                         "(qgZ's all-to-all path needs more than one node)");
+  if ((z.zero_quantized_weights || z.zero_quantized_gradients || hpz > 1 || z.stage3_allgather_sequential) &&
+      p.stage != 3)
+    p.warnings.push_back("ZeRO++ options and stage3_allgather_sequential apply to stage 3 only; ignored at stage " +
+                         std::to_string(p.stage));
+  if (p.qgz) {
+    std::int64_t fallback = 0;
+    for (const auto& u : p.units)
+      for (const auto& t : u.tensors) fallback += t.is_matrix() && !qgz_applies(t.rows, t.cols, p.dp);
+    if (fallback > 0)
+      p.warnings.push_back("zero_quantized_gradients: " + std::to_string(fallback) +
+                           " weight matrices do not divide by 2 x world size; DeepSpeed reduce-scatters them "
+                           "unquantized");
+  }
+  if (p.optimizer_device != OffloadDevice::none && z.offload_optimizer.ratio < 1.0)
+    p.warnings.push_back("offload_optimizer.ratio < 1 is not modelled: the whole optimizer step runs on the CPU");
+
   p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
   if (p.stage == 1 || p.stage == 2) p.allgather_chunks = split(p.param_partition * p.dp, z.allgather_bucket_size);
   p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);

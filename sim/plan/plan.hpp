@@ -112,6 +112,9 @@ struct Plan {
 
   OffloadDevice optimizer_device = OffloadDevice::none;
   OffloadDevice param_device = OffloadDevice::none;  // stage 3 only
+
+  // What the plan did differently from what the scenario asked, in the user's words (for the report).
+  std::vector<std::string> warnings;
 };
 
 // Throws std::invalid_argument for a scenario the plan cannot express (the scenario validator should

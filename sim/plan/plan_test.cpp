@@ -180,3 +180,13 @@ TEST(Plan, ReuseDistanceCountsTheParamsTraversedBeforeTheNextUse) {
   s.zero.stage3_max_reuse_distance = distance + 1;
   EXPECT_TRUE(make_plan(s).trace[last].release.empty());
 }
+
+TEST(Plan, WarnsWhereItDepartsFromTheScenario) {
+  Scenario s = test::scenario(test::small_llama(), 3, 1, 8);
+  s.zero.zero_quantized_gradients = true;
+  EXPECT_EQ(make_plan(s).warnings.size(), 1u);  // qgZ on one node
+  s.cluster.nodes = 2;
+  EXPECT_TRUE(make_plan(s).warnings.empty());
+  s.zero.stage = 2;
+  EXPECT_EQ(make_plan(s).warnings.size(), 1u);  // ZeRO++ below stage 3
+}
