@@ -187,7 +187,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   op.name = n.key("name").str();
   op.phase = n.key("phase").enumerated(kPhases);
   op.stream = lookup(n.key("stream"), streams, "stream");
-  op.layer = n.has("layer") ? static_cast<int>(n.key("layer").integer(-1)) : -1;
+  op.layer = n.has("layer") ? n.key("layer").small_int(-1) : -1;
   op.micro_step = n.has("micro_step") ? n.key("micro_step").small_int(0) : 0;
   if (n.has("deps")) {
     const Node deps = n.key("deps");
