@@ -272,3 +272,16 @@ TEST(ScheduleJson, AnySingleValueReplacedOrRemovedGivesAScheduleOrAnInputErrorNe
   EXPECT_GT(rejected, 1000);  // most mutations are errors...
   EXPECT_GT(accepted, 10);    // ...but e.g. another valid name or size is fine
 }
+
+TEST(ScheduleJson, EmptyScheduleRoundTrips) {
+  Schedule s;
+  s.stream("compute");
+  const std::string text = schedule_to_json_text(s);
+  EXPECT_NE(text.find("\"ops\": []"), std::string::npos) << text;
+  EXPECT_EQ(schedule_from_json_text(text), s);
+}
+
+TEST(ScheduleJson, TextFormIsTheSameDocumentAsTheJsonForm) {
+  const Schedule s = every_kind();
+  EXPECT_EQ(json::parse(schedule_to_json_text(s)), json(schedule_to_json(s)));
+}
