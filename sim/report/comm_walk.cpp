@@ -22,8 +22,9 @@ Bytes PhaseBytes::at(Phase p) const { return const_cast<PhaseBytes&>(*this).at(p
 
 namespace {
 
+// Init (one-time setup) stays whole; the step phases are averaged over the steps.
 PhaseBytes per_step(PhaseBytes b, int steps) {
-  for (Phase p : {Phase::init, Phase::forward, Phase::backward, Phase::step}) b.at(p) /= steps;
+  for (Phase p : {Phase::forward, Phase::backward, Phase::step}) b.at(p) /= steps;
   return b;
 }
 
@@ -75,6 +76,7 @@ CommWalk walk_comm(const Schedule& s) {
                           &w.h2d, &w.d2h, &w.nvme_read, &w.nvme_write})
       *b = per_step(*b, w.steps);
     for (CollectiveSummary& c : w.collectives) {
+      if (c.phase == Phase::init) continue;
       c.count /= w.steps;
       c.bytes_per_gpu /= w.steps;
       c.cross_node_bytes_per_gpu /= w.steps;

@@ -1,6 +1,6 @@
 // Communication walk: sums, over the schedule's collective and copy ops, the bytes each GPU sends per
 // phase, the part that crosses node boundaries, and a per-collective summary. All figures are per
-// optimizer step (whole-schedule sums divided by meta.steps).
+// optimizer step (whole-schedule sums divided by meta.steps), except phase init, which happens once.
 #pragma once
 #include <cstdint>
 #include <string>

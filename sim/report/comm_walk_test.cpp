@@ -151,6 +151,20 @@ TEST(CommWalk, FiguresArePerStepWhenTheScheduleHoldsSeveralSteps) {
   EXPECT_EQ(w2.collectives[0].count, w1.collectives[0].count);
 }
 
+TEST(CommWalk, InitHappensOnceAndIsNotAveragedOverSteps) {
+  Schedule two = base();
+  const int world = two.group({"world", kNodes * kGpn, kGpn, 1});
+  two.add(collective_op("init.bcast", Phase::init, CollectiveKind::broadcast, world, 1600));
+  for (int step = 0; step < 2; ++step)
+    two.add(collective_op("fwd.ag", Phase::forward, CollectiveKind::all_gather, world, kLayerBytes));
+  two.meta.steps = 2;
+  const CommWalk w = walk_comm(two);
+  EXPECT_EQ(w.per_gpu.init, 1600 * 15 / 16);
+  EXPECT_EQ(w.per_gpu.forward, kLayerBytes * 15 / 16);
+  EXPECT_EQ(w.collectives[0].count, 1);  // the broadcast, once
+  EXPECT_EQ(w.collectives[1].count, 1);  // the all-gather, once per step
+}
+
 TEST(CommWalk, CopiesAreSummedPerKindAndPhase) {
   Schedule s = base();
   s.add(copy_op("grad.d2h", Phase::backward, CopyKind::d2h, 300));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/human_units.hpp"
+
 namespace zsim {
 
 namespace {
@@ -26,7 +28,8 @@ std::vector<std::string> features_of(const ZeroConfig& z) {
 
 void warn_about_capacity(const TierMemory& t, const char* key, std::vector<std::string>& warnings) {
   if (t.capacity == 0 && t.peak > 0)
-    warnings.push_back(fmt::format("the schedule places {} bytes on {} but {} is 0 (not given)", t.peak,
+    warnings.push_back(fmt::format("the schedule places {} ({} bytes){} on {} but {} is 0 (not given)",
+                                   human_bytes(t.peak), t.peak, t.tier == Tier::gpu ? "" : " per node",
                                    to_string(t.tier), key));
 }
 

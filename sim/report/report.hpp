@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/report/comm_walk.hpp"
 #include "sim/report/memory_walk.hpp"
-#include "sim/report/timing_report.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/schedule/schedule.hpp"
 
@@ -30,13 +31,21 @@ struct ReportSetup {
   std::vector<std::string> features;  // e.g. "qwZ", "hpZ=8", "qgZ", "LoCo", "offload_optimizer=cpu"
 };
 
+// Step time. The timing work computes it (sim/engine: summarize -> timing_json, format_timing) and the
+// caller attaches it; the report only places it: JSON under "time", terminal text before the verdict.
+// (Kept as rendered output so sim/report does not depend on sim/engine.)
+struct ReportTime {
+  nlohmann::json json;  // the "time" object (docs/timing.md)
+  std::string text;     // terminal block, ending in a newline
+};
+
 struct Report {
   ReportSetup setup;
   MemoryWalk memory;         // gpu per GPU; cpu, nvme per node
   CommWalk comm;             // per GPU, per step
   bool fits = false;         // every tier's peak <= its capacity
   std::vector<std::string> warnings;  // the scenario's own, then the report's
-  std::optional<TimingReport> timing;  // filled by the timing work when time is simulated
+  std::optional<ReportTime> time;      // attached by the caller when a step was simulated
 };
 
 // Walks `schedule` (planned from `scenario`): capacities come from the scenario, everything else from

@@ -103,12 +103,14 @@ ordered_json report_to_json(const Report& r) {
   j["comm"] = comm_json(r.comm);
   j["fits"] = r.fits;
   j["warnings"] = r.warnings;
-  if (r.timing) j["timing"] = timing_report_json(*r.timing);
+  if (r.time) j["time"] = ordered_json(r.time->json);
   return j;
 }
 
+std::string report_json_text(const Report& r) { return report_to_json(r).dump(2) + "\n"; }
+
 void write_report_json(const Report& r, const std::string& path) {
-  const std::string text = report_to_json(r).dump(2) + "\n";
+  const std::string text = report_json_text(r);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -9,6 +9,7 @@
 namespace zsim {
 
 nlohmann::ordered_json report_to_json(const Report& r);
+std::string report_json_text(const Report& r);  // indented, ending in a newline: what `--json FILE` holds
 
 // Writes the JSON (indented) through a temporary file and a rename: no partial file on failure.
 // Throws std::runtime_error if the file cannot be written.

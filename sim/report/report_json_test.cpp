@@ -30,7 +30,7 @@ Report full_report() {
 struct DocField {
   std::string type;
   bool optional = false;
-  bool map = false;  // keys are data, not schema: not descended into
+  bool map = false;  // keys are data ("map") or documented elsewhere ("opaque"): not descended into
 };
 
 // Field rows of docs/report-schema.md ("| `path` | type | meaning |"), placeholders expanded.
@@ -47,7 +47,9 @@ std::map<std::string, DocField> documented_fields() {
   while (std::getline(in, line)) {
     std::smatch m;
     if (!std::regex_search(line, m, row)) continue;
-    const DocField f{m[2], m[2].str().find("optional") != std::string::npos, m[2].str().rfind("map", 0) == 0};
+    const std::string type = m[2];
+    const DocField f{type, type.find("optional") != std::string::npos,
+                     type.rfind("map", 0) == 0 || type.find("opaque") != std::string::npos};
     std::vector<std::string> paths = {m[1]};
     for (const auto& [ph, values] : placeholders) {
       std::vector<std::string> next;
@@ -149,8 +151,24 @@ TEST(ReportJson, UnusedTierHasNullPeakOpAndFittingReportHasNullOverflow) {
   EXPECT_EQ(j["fits"], true);
 }
 
-TEST(ReportJson, TimingIsAbsentUntilSimulated) {
-  EXPECT_FALSE(report_to_json(full_report()).contains("timing"));
+TEST(ReportJson, TimeIsAbsentUnlessAttached) {
+  EXPECT_FALSE(report_to_json(full_report()).contains("time"));
+}
+
+TEST(ReportJson, AttachedTimeIsWrittenUnderTimeAsGiven) {
+  Report r = full_report();
+  r.time = ReportTime{nlohmann::json{{"step_s", 1.25}, {"tokens_per_s", 26214.4}}, "Time per step: 1.25 s\n"};
+  const ordered_json j = report_to_json(r);
+  EXPECT_EQ(j["time"]["step_s"], 1.25);
+  EXPECT_EQ(j["time"]["tokens_per_s"], 26214.4);
+}
+
+TEST(ReportJson, JsonTextIsTheJsonIndentedWithATrailingNewline) {
+  const Report r = full_report();
+  const std::string t = report_json_text(r);
+  EXPECT_EQ(t.back(), '\n');
+  EXPECT_EQ(ordered_json::parse(t), report_to_json(r));
+  EXPECT_EQ(t.substr(0, 4), "{\n  ");
 }
 
 TEST(ReportJson, WritesAFileThatParsesBackToTheSameJson) {
@@ -165,4 +183,14 @@ TEST(ReportJson, WritesAFileThatParsesBackToTheSameJson) {
 
 TEST(ReportJson, UnwritablePathThrowsAndLeavesNothing) {
   EXPECT_THROW(write_report_json(full_report(), "/nonexistent-dir/report.json"), std::runtime_error);
+}
+
+TEST(ReportJson, EveryFieldIsDocumentedAlsoWithTimeAttached) {
+  Report r = full_report();
+  r.time = ReportTime{nlohmann::json{{"step_s", 1.25}}, ""};
+  const auto doc = documented_fields();
+  std::set<std::string> present;
+  flatten(report_to_json(r), "", doc, present);
+  EXPECT_TRUE(present.count("time"));
+  for (const std::string& path : present) EXPECT_TRUE(doc.count(path)) << "written but not documented: " << path;
 }

@@ -155,6 +155,7 @@ std::string format_report(const Report& r) {
   memory_table(s, r.memory);
   comm_table(s, r.comm);
   copy_table(s, r.comm);
+  if (r.time) s += r.time->text + "\n";
   verdict(s, r);
   return s;
 }

@@ -87,3 +87,11 @@ TEST(ReportPrint, CopiesTableAppearsOnlyWhenThereAreCopies) {
 TEST(ReportPrint, ListsWarnings) {
   EXPECT_NE(fitting().find("  - deepspeed.zero_optimization.round_robin_gradients"), std::string::npos);
 }
+
+TEST(ReportPrint, AttachedTimeTextComesBeforeTheVerdict) {
+  Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  r.time = ReportTime{nlohmann::json::object(), "Time per step: 1.25 s\n"};
+  const std::string t = format_report(r);
+  ASSERT_NE(t.find("Time per step: 1.25 s"), std::string::npos);
+  EXPECT_LT(t.find("Time per step"), t.find("FITS"));
+}

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -45,25 +46,31 @@ constexpr EnumNames<DType, 5> kDTypes{{DType::fp32, DType::bf16, DType::fp16, DT
 
 // ---- reading with JSON paths --------------------------------------------------------------------
 
-// A JSON value and the path that leads to it; every accessor reports errors with that path.
+// A JSON value and the path that leads to it; every accessor reports errors with that path. The path
+// is only spelled out when an error is reported (parents must outlive their children: they are locals).
 class Node {
  public:
-  Node(const json& j, std::string path, const std::string& source) : j_(j), path_(std::move(path)), src_(source) {}
+  Node(const json& j, const std::string& source) : j_(j), src_(source) {}
 
   [[noreturn]] void fail(const std::string& message) const {
-    throw InputError(SourceLocation{src_, 0, 0, path_}, message);
+    throw InputError(SourceLocation{src_, 0, 0, path()}, message);
   }
   const json& raw() const { return j_; }
-  const std::string& path() const { return path_; }
+  std::string path() const {
+    if (!parent_) return "";
+    std::string p = parent_->path();
+    if (key_.data() == nullptr) return p + "[" + std::to_string(index_) + "]";
+    return p.empty() ? std::string(key_) : p + "." + std::string(key_);
+  }
 
-  Node key(const std::string& k) const {
+  Node key(std::string_view k) const {
     require_object();
     auto it = j_.find(k);
-    if (it == j_.end()) Node(j_, join(k), src_).fail("missing (required)");
-    return Node(*it, join(k), src_);
+    if (it == j_.end()) Node(j_, this, k, 0).fail("missing (required)");
+    return Node(*it, this, k, 0);
   }
-  bool has(const std::string& k) const { return j_.is_object() && j_.contains(k); }
-  Node at(size_t i) const { return Node(j_.at(i), path_ + "[" + std::to_string(i) + "]", src_); }
+  bool has(std::string_view k) const { return j_.is_object() && j_.contains(k); }
+  Node at(size_t i) const { return Node(j_.at(i), this, std::string_view(), i); }
 
   void require_object() const {
     if (!j_.is_object()) fail("expected an object, got " + std::string(j_.type_name()));
@@ -73,12 +80,12 @@ class Node {
     return j_.size();
   }
   // Rejects keys other than `allowed`.
-  void only_keys(std::initializer_list<const char*> allowed) const {
+  void only_keys(std::initializer_list<std::string_view> allowed) const {
     require_object();
     for (auto it = j_.begin(); it != j_.end(); ++it) {
       bool ok = false;
-      for (const char* a : allowed) ok = ok || it.key() == a;
-      if (!ok) Node(it.value(), join(it.key()), src_).fail("unknown key for this object");
+      for (std::string_view a : allowed) ok = ok || it.key() == a;
+      if (!ok) Node(it.value(), this, it.key(), 0).fail("unknown key for this object");
     }
   }
 
@@ -121,10 +128,14 @@ class Node {
   }
 
  private:
-  std::string join(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+  Node(const json& j, const Node* parent, std::string_view key, size_t index)
+      : j_(j), src_(parent->src_), parent_(parent), key_(key), index_(index) {}
+
   const json& j_;
-  std::string path_;
   const std::string& src_;
+  const Node* parent_ = nullptr;
+  std::string_view key_;  // data() == nullptr: an array element at index_
+  size_t index_ = 0;
 };
 
 // Optional keys: the value when present, else the default.
@@ -187,7 +198,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   op.name = n.key("name").str();
   op.phase = n.key("phase").enumerated(kPhases);
   op.stream = lookup(n.key("stream"), streams, "stream");
-  op.layer = n.has("layer") ? static_cast<int>(n.key("layer").integer(-1)) : -1;
+  op.layer = n.has("layer") ? n.key("layer").small_int(-1) : -1;
   op.micro_step = n.has("micro_step") ? n.key("micro_step").small_int(0) : 0;
   if (n.has("deps")) {
     const Node deps = n.key("deps");
@@ -308,7 +319,10 @@ std::pair<int, int> line_col(std::string_view text, size_t offset) {
 
 }  // namespace
 
-ordered_json schedule_to_json(const Schedule& s) {
+namespace {
+
+// Everything but the ops, in the documented key order.
+ordered_json schedule_head_json(const Schedule& s) {
   require_unique(s.streams, [](const std::string& n) { return n; }, "streams");
   require_unique(s.groups, [](const ProcessGroup& g) { return g.name; }, "groups");
   ordered_json j;
@@ -323,35 +337,46 @@ ordered_json schedule_to_json(const Schedule& s) {
   for (const ProcessGroup& g : s.groups)
     j["groups"].push_back(
         {{"name", g.name}, {"size", g.size}, {"ranks_per_node", g.ranks_per_node}, {"stride", g.stride}});
-  j["ops"] = ordered_json::array();
-  for (const Op& op : s.ops) j["ops"].push_back(op_to_json(s, op));
+  return j;
+}
+
+}  // namespace
+
+ordered_json schedule_to_json(const Schedule& s) {
+  ordered_json j = schedule_head_json(s);
+  ordered_json& ops = j["ops"] = ordered_json::array();
+  ops.get_ref<ordered_json::array_t&>().reserve(s.ops.size());
+  for (const Op& op : s.ops) ops.push_back(op_to_json(s, op));
   return j;
 }
 
 std::string schedule_to_json_text(const Schedule& s) {
-  // Readable and diffable: top level indented, one op (or group) per line.
-  const ordered_json j = schedule_to_json(s);
-  std::ostringstream out;
-  out << "{\n";
-  bool first = true;
-  for (const char* key : {"format", "version", "meta", "streams", "groups", "ops"}) {
-    out << (first ? "" : ",\n") << "  " << ordered_json(key).dump() << ": ";
-    first = false;
-    const ordered_json& v = j.at(key);
+  // Readable and diffable: top level indented, one op (or group) per line. Ops are dumped one by one
+  // (the same op_to_json as schedule_to_json) rather than through one big document.
+  const ordered_json head = schedule_head_json(s);
+  std::string out = "{\n";
+  for (auto it = head.begin(); it != head.end(); ++it) {
+    out += "  " + ordered_json(it.key()).dump() + ": ";
+    const ordered_json& v = it.value();
     if (v.is_array() && !v.empty() && v.front().is_object()) {
-      out << "[\n";
-      for (size_t i = 0; i < v.size(); ++i) out << "    " << v[i].dump() << (i + 1 < v.size() ? ",\n" : "\n");
-      out << "  ]";
+      out += "[\n";
+      for (size_t i = 0; i < v.size(); ++i) out += "    " + v[i].dump() + (i + 1 < v.size() ? ",\n" : "\n");
+      out += "  ],\n";
     } else {
-      out << v.dump();
+      out += v.dump() + ",\n";
     }
   }
-  out << "\n}\n";
-  return out.str();
+  out += "  \"ops\": [";
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    out += i == 0 ? "\n    " : ",\n    ";
+    out += op_to_json(s, s.ops[i]).dump();
+  }
+  out += s.ops.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
 }
 
 Schedule schedule_from_json(const json& j, const std::string& source) {
-  const Node root(j, "", source);
+  const Node root(j, source);
   root.only_keys({"format", "version", "meta", "streams", "groups", "ops"});
   const std::string format = root.key("format").str();
   if (format != kScheduleFormat)

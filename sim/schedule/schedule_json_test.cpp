@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -224,4 +225,63 @@ TEST(ScheduleJson, WritingRefusesDuplicateGroupNamesSinceOpsReferToGroupsByName)
   Schedule s = every_kind();
   s.groups.push_back(s.groups[0]);
   EXPECT_THROW(schedule_to_json(s), std::logic_error);
+}
+
+namespace {
+
+// Every (path, value) slot of a JSON document, as JSON pointers.
+void pointers(const json& j, const json::json_pointer& at, std::vector<json::json_pointer>& out) {
+  out.push_back(at);
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) pointers(it.value(), at / it.key(), out);
+  if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) pointers(j[i], at / i, out);
+}
+
+}  // namespace
+
+TEST(ScheduleJson, AnySingleValueReplacedOrRemovedGivesAScheduleOrAnInputErrorNeverAnotherFailure) {
+  const json good = every_kind_json();
+  std::vector<json::json_pointer> slots;
+  pointers(good, json::json_pointer(), slots);
+  const json replacements[] = {nullptr, -1, 0, 1, 1u << 31, "x", "all_gather", 2.5, json::array(), json::object(),
+                               true, json(std::numeric_limits<std::uint64_t>::max())};
+  int rejected = 0, accepted = 0;
+  for (const auto& slot : slots) {
+    for (const json& r : replacements) {
+      json j = good;
+      j[slot] = r;
+      try {
+        schedule_from_json(j, "m.json");
+        ++accepted;
+      } catch (const InputError&) {
+        ++rejected;
+      }
+    }
+    if (slot.empty()) continue;
+    json j = good;
+    j[slot.parent_pointer()].is_object() ? (void)j[slot.parent_pointer()].erase(slot.back())
+                                         : (void)j[slot.parent_pointer()].erase(std::stoul(slot.back()));
+    try {
+      schedule_from_json(j, "m.json");
+      ++accepted;
+    } catch (const InputError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 1000);  // most mutations are errors...
+  EXPECT_GT(accepted, 10);    // ...but e.g. another valid name or size is fine
+}
+
+TEST(ScheduleJson, EmptyScheduleRoundTrips) {
+  Schedule s;
+  s.stream("compute");
+  const std::string text = schedule_to_json_text(s);
+  EXPECT_NE(text.find("\"ops\": []"), std::string::npos) << text;
+  EXPECT_EQ(schedule_from_json_text(text), s);
+}
+
+TEST(ScheduleJson, TextFormIsTheSameDocumentAsTheJsonForm) {
+  const Schedule s = every_kind();
+  EXPECT_EQ(json::parse(schedule_to_json_text(s)), json(schedule_to_json(s)));
 }
