@@ -75,15 +75,15 @@ std::vector<int> fetch_units(const Plan& p, int unit) {
 std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
-  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}});
+  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}});
   for (int u = n - 1; u >= 0; --u) {
     const int layer = p.units[u].layer;
     if (p.checkpointing && layer >= 0 && p.layers[layer].last == u) {
-      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}};
+      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}};
       for (int v = p.layers[layer].first; v <= p.layers[layer].last; ++v) rc.uses.push_back(v);
       trace.push_back(std::move(rc));
     }
-    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}});
+    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}});
   }
   if (p.stage != 3) return trace;
   std::vector<std::vector<int>> needs(trace.size());
@@ -120,6 +120,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
         }
         ahead += e;
         st.prefetch.push_back(u);
+        st.prefetch_phase.push_back(trace[j].phase);
         gather(u);
       }
     }

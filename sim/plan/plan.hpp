@@ -60,6 +60,7 @@ struct FetchStep {
   std::vector<int> uses;             // units whose parameters the step needs
   std::vector<int> fetch;            // stage 3: units gathered now (compute waits for them)
   std::vector<int> prefetch;         // stage 3: units gathered ahead of their use
+  std::vector<Phase> prefetch_phase; // stage 3: the phase of each prefetched unit's next use
   std::vector<int> release;          // stage 3: units freed after the compute
 };
 

@@ -427,7 +427,8 @@ class Builder {
       const FetchUnit& U = p_.units[st.unit];
       const int layer = st.layer;
       for (int u : st.fetch) live[u] = gather(u, st.phase, false, last_compute_);
-      for (int u : st.prefetch) live[u] = gather(u, phase_of_next_use(i, u), true, last_compute_);
+      for (size_t k = 0; k < st.prefetch.size(); ++k)
+        live[st.prefetch[k]] = gather(st.prefetch[k], st.prefetch_phase[k], true, last_compute_);
       std::vector<OpId> deps;
       for (int u : st.uses)
         if (live.count(u)) deps.push_back(live[u].done);
@@ -471,14 +472,6 @@ class Builder {
     }
     emit_deferred_reductions();
     flush_bucket_free();
-  }
-
-  // The phase in which unit u is next used after trace step i (decides world vs hpZ group).
-  Phase phase_of_next_use(size_t i, int u) const {
-    for (size_t k = i + 1; k < p_.trace.size(); ++k)
-      for (int v : p_.trace[k].uses)
-        if (v == u) return p_.trace[k].phase;
-    return p_.trace[i].phase;
   }
 
   // ---- optimizer step -----------------------------------------------------------------------------
