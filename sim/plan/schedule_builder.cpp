@@ -42,7 +42,7 @@ class Builder {
     m.tokens_per_step = tokens_ * s_.training.grad_accum * p_.dp;
     m.steps = steps;
     // About a dozen ops per trace step (gather, quantize, allocs, compute, bucket reduction).
-    sch_.ops.reserve(p_.trace.size() * 12 * s_.training.grad_accum * steps + 64);
+    sch_.ops.reserve(p_.trace.size() * 12 + 64);
     init();
     for (int step = 0; step < steps; ++step) {
       step_ = step;
@@ -50,6 +50,9 @@ class Builder {
         micro_ = micro;
         last_micro_ = micro + 1 == s_.training.grad_accum;
         forward_backward();
+        if (step == 0 && micro == 0)  // every micro-step is alike: size the op vector once
+          sch_.ops.reserve(sch_.ops.size() * s_.training.grad_accum * steps + 16 * p_.sub_groups.size() * steps +
+                           2 * p_.allgather_chunks.size() * steps + 256);
       }
       optimizer_step();
     }
