@@ -491,8 +491,14 @@ class Builder {
       const std::string name = "step.sub" + std::to_string(g++);
       if (!optimizer_offloaded()) {
         // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
+        // With 16-bit training DeepSpeed first upcasts the sub-group's gradient partition into an fp32
+        // copy (the master's .grad), freed after the update.
+        const OpId up = e_ < kFp32 ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
+                                           MemCategory::grads, "fp32", kFp32 * sub, ph, compute_, ready)
+                                   : -1;
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
                                  sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
+        if (up >= 0) release(up, ph, compute_, {opt});
         param_ready.push_back(opt);
         if (p_.param_device != OffloadDevice::none)
           param_ready.back() = write_back_params(name, sub, opt);

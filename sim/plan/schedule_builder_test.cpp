@@ -407,3 +407,17 @@ TEST(ScheduleBuilder, Stage0AndSerialStage1ReduceAfterTheWholeBackward) {
     EXPECT_EQ(after, !(stage == 1 && overlap)) << "stage " << stage << " overlap " << overlap;
   }
 }
+
+// GPU Adam in 16-bit training upcasts each sub-group's gradients to an fp32 copy for the update only.
+TEST(ScheduleBuilder, GpuStepHoldsAnFp32GradientCopyPerSubGroupDuringTheUpdate) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.sub_group_size = 100'000;
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const auto ups = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "fp32"; });
+  ASSERT_EQ(ups.size(), p.sub_groups.size());
+  for (size_t i = 0; i < ups.size(); ++i) {
+    EXPECT_EQ(ups[i]->mem.bytes, 4 * p.sub_groups[i]);
+    EXPECT_EQ(ups[i]->phase, Phase::step);
+  }
+}
