@@ -34,6 +34,7 @@ struct ProcessGroup {
   int stride = 1;          // global-rank distance between consecutive members
   int nodes_spanned() const { return size / ranks_per_node; }
   bool crosses_nodes() const { return nodes_spanned() > 1; }
+  bool operator==(const ProcessGroup&) const = default;  // field-wise (serialisation round trip)
 };
 
 struct ComputeOp {
@@ -42,6 +43,7 @@ struct ComputeOp {
   Flops flops = 0;          // tensor/arith work
   Bytes hbm_bytes = 0;      // memory traffic (read + write) for memory-bound kernels
   Elements elements = 0;    // elements processed (optimizer: parameters updated)
+  bool operator==(const ComputeOp&) const = default;  // field-wise (serialisation round trip)
 };
 
 // `bytes` follows nccl-tests' "size": all_gather = output size, reduce_scatter = input size,
@@ -52,12 +54,14 @@ struct CollectiveOp {
   Bytes bytes = 0;          // total, quantization scales included
   Bytes scale_bytes = 0;    // part of `bytes` that is quantization scales
   DType dtype = DType::bf16;
+  bool operator==(const CollectiveOp&) const = default;  // field-wise (serialisation round trip)
 };
 
 struct CopyOp {
   CopyKind what = CopyKind::h2d;
   Bytes bytes = 0;
   bool pinned = true;       // host side pinned (vs pageable)
+  bool operator==(const CopyOp&) const = default;  // field-wise (serialisation round trip)
 };
 
 // alloc / free of a named buffer on a tier. A free names a buffer allocated earlier and releases it.
@@ -67,6 +71,7 @@ struct MemOp {
   MemCategory category = MemCategory::buffers;
   std::string detail;       // sub-category for buffers: "bucket", "prefetch", "hpz", "quant", "loco_error", ...
   Bytes bytes = 0;
+  bool operator==(const MemOp&) const = default;  // field-wise (serialisation round trip)
 };
 
 struct Op {
@@ -82,6 +87,7 @@ struct Op {
   CollectiveOp collective;  // valid when kind == collective
   CopyOp copy;              // valid when kind == copy
   MemOp mem;                // valid when kind == alloc / free
+  bool operator==(const Op&) const = default;  // field-wise (serialisation round trip)
 };
 
 struct ScheduleMeta {
@@ -92,6 +98,7 @@ struct ScheduleMeta {
   Elements params = 0;      // model parameters (count)
   std::int64_t tokens_per_step = 0;  // global tokens per optimizer step
   int steps = 1;
+  bool operator==(const ScheduleMeta&) const = default;  // field-wise (serialisation round trip)
 };
 
 struct Schedule {
@@ -106,6 +113,7 @@ struct Schedule {
 
   // Appends an op, assigns its id (its index), and returns the id.
   OpId add(Op op);
+  bool operator==(const Schedule&) const = default;  // field-wise (serialisation round trip)
 };
 
 // Structural checks: ids are indices, deps point backwards, stream/group indices valid,

@@ -1,0 +1,293 @@
+#include "sim/plan/plan.hpp"
+
+#include "sim/plan/quantization.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace zsim {
+
+namespace {
+
+Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
+
+DType dtype_of(Precision p) {
+  switch (p) {
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp16: return DType::fp16;
+    case Precision::fp32: return DType::fp32;
+  }
+  return DType::bf16;
+}
+
+FetchUnit make_unit(std::string name, int layer, std::vector<TensorShape> tensors, const Scenario& s, int dp) {
+  FetchUnit u;
+  u.name = std::move(name);
+  u.layer = layer;
+  u.tensors = std::move(tensors);
+  for (const auto& t : u.tensors) {
+    u.params += t.numel();
+    if (s.zero.stage == 3 && t.numel() <= s.zero.stage3_param_persistence_threshold) {
+      u.persistent += t.numel();
+    } else {
+      u.gathered += t.numel();
+      u.partition += ceil_div(t.numel(), dp);
+      u.gathered_tensors.push_back(t);
+    }
+  }
+  return u;
+}
+
+// The module a tensor belongs to: its name without a trailing ".weight" / ".bias".
+std::string module_of(const std::string& tensor) {
+  for (const char* suffix : {".weight", ".bias"}) {
+    const std::string sfx = suffix;
+    if (tensor.size() > sfx.size() && tensor.compare(tensor.size() - sfx.size(), sfx.size(), sfx) == 0)
+      return tensor.substr(0, tensor.size() - sfx.size());
+  }
+  return tensor;
+}
+
+// Splits a module group's tensors into modules (consecutive tensors of one module), in order.
+std::vector<std::pair<std::string, std::vector<TensorShape>>> modules_of(const ModuleShapes& m) {
+  std::vector<std::pair<std::string, std::vector<TensorShape>>> out;
+  for (const auto& t : m.tensors) {
+    const std::string mod = module_of(t.name);
+    if (out.empty() || out.back().first != mod) out.push_back({mod, {}});
+    out.back().second.push_back(t);
+  }
+  return out;
+}
+
+// Units whose parameters a use of `unit` needs: the unit itself; a tied head needs the embedding.
+std::vector<int> fetch_units(const Plan& p, int unit) {
+  if (p.units[unit].is_head && p.tied_head) return {0};
+  return {unit};
+}
+
+// The stage-3 fetch trace of one micro-step: forward over the units, then backward in reverse.
+// Prefetch: after the blocking fetches of a use, gather the next uses' units while the gathered
+// elements ahead of this use stay within stage3_prefetch_bucket_size and everything gathered within
+// stage3_max_live_parameters. Release after a use unless the unit's next use comes within fewer than
+// stage3_max_reuse_distance elements of parameters traversed in between (DeepSpeed's
+// PartitionedParameterCoordinator.__params_to_release; 0 disables reuse).
+std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
+  const int n = static_cast<int>(p.units.size());
+  std::vector<FetchStep> trace;
+  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}});
+  for (int u = n - 1; u >= 0; --u) {
+    const int layer = p.units[u].layer;
+    if (p.checkpointing && layer >= 0 && p.layers[layer].last == u) {
+      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}};
+      for (int v = p.layers[layer].first; v <= p.layers[layer].last; ++v) rc.uses.push_back(v);
+      trace.push_back(std::move(rc));
+    }
+    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}});
+  }
+  if (p.stage != 3) return trace;
+  std::vector<std::vector<int>> needs(trace.size());
+  for (size_t i = 0; i < trace.size(); ++i) needs[i] = trace[i].uses;
+
+  std::set<int> live;
+  Elements live_elems = 0;
+  auto gather = [&](int u) {
+    live.insert(u);
+    live_elems += p.units[u].gathered;
+  };
+  const Elements keep_window = z.stage3_max_reuse_distance;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    FetchStep& st = trace[i];
+    for (int u : needs[i])
+      if (p.units[u].gathered > 0 && !live.count(u)) {
+        st.fetch.push_back(u);
+        gather(u);
+      }
+    Elements ahead = 0;
+    bool stop = z.stage3_prefetch_bucket_size <= 0;
+    for (size_t j = i + 1; j < trace.size() && !stop; ++j) {
+      for (int u : needs[j]) {
+        if (p.units[u].gathered == 0) continue;
+        const Elements e = p.units[u].gathered;
+        const bool current = std::find(needs[i].begin(), needs[i].end(), u) != needs[i].end();
+        if (live.count(u)) {  // already gathered: counts towards the look-ahead window
+          if (!current) ahead += e;
+          continue;
+        }
+        if (ahead + e > z.stage3_prefetch_bucket_size || live_elems + e > z.stage3_max_live_parameters) {
+          stop = true;
+          break;
+        }
+        ahead += e;
+        st.prefetch.push_back(u);
+        st.prefetch_phase.push_back(trace[j].phase);
+        gather(u);
+      }
+    }
+    for (int u : needs[i]) {
+      if (!live.count(u)) continue;
+      Elements distance = 0;
+      bool reused = false;
+      for (size_t k = i + 1; k < trace.size() && distance < keep_window; ++k) {
+        const auto& nk = needs[k];
+        if (std::find(nk.begin(), nk.end(), u) != nk.end()) {
+          reused = true;
+          break;
+        }
+        for (int v : nk) distance += p.units[v].gathered;
+      }
+      if (!(reused && distance < keep_window)) {
+        st.release.push_back(u);
+        live.erase(u);
+        live_elems -= p.units[u].gathered;
+      }
+    }
+  }
+  return trace;
+}
+
+std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
+  std::vector<GradBucket> out;
+  GradBucket cur;
+  for (int u = static_cast<int>(p.units.size()) - 1; u >= 0; --u) {
+    const auto& ts = p.units[u].tensors;
+    for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
+      const Elements n = it->numel();
+      if (cur.elements > 0 && cur.elements + n > bucket_size) {
+        out.push_back(std::move(cur));
+        cur = GradBucket{};
+      }
+      if (cur.elements == 0) cur.opens_at = u;
+      if (cur.elements == 0 || cur.closes_after != u) cur.closing_elements = 0;
+      cur.elements += n;
+      cur.closing_elements += n;
+      cur.tensors.push_back(*it);
+      cur.closes_after = u;
+    }
+  }
+  if (cur.elements > 0) out.push_back(std::move(cur));
+  return out;
+}
+
+std::vector<Elements> split(Elements total, Elements chunk) {
+  std::vector<Elements> out;
+  if (total <= 0) return out;
+  chunk = std::max<Elements>(chunk, 1);
+  for (Elements done = 0; done < total; done += chunk) out.push_back(std::min(chunk, total - done));
+  return out;
+}
+
+}  // namespace
+
+Plan make_plan(const Scenario& s) {
+  const ZeroConfig& z = s.zero;
+  Plan p;
+  p.stage = z.stage;
+  p.nodes = s.cluster.nodes;
+  p.gpus_per_node = s.cluster.gpus_per_node;
+  p.dp = s.world_size();
+  if (p.nodes < 1 || p.gpus_per_node < 1) throw std::invalid_argument("plan: cluster has no GPUs");
+  if (z.stage < 0 || z.stage > 3) throw std::invalid_argument("plan: ZeRO stage outside 0-3");
+  const int hpz = std::max(1, z.zero_hpz_partition_size);
+  if (p.gpus_per_node % hpz != 0)
+    throw std::invalid_argument("plan: zero_hpz_partition_size does not divide gpus_per_node");
+  if (z.reduce_bucket_size <= 0 || z.allgather_bucket_size <= 0)
+    throw std::invalid_argument("plan: bucket sizes must be positive");
+
+  p.dtype = dtype_of(s.training.precision);
+  p.elem_bytes = bytes_per_element(s.training.precision);
+  p.world = {"world", p.dp, p.gpus_per_node, 1};
+  p.hpz = {"hpz", hpz, hpz, 1};
+  p.intra_node = {"intra_node", p.gpus_per_node, p.gpus_per_node, 1};
+  p.inter_node = {"inter_node", p.nodes, 1, p.gpus_per_node};
+
+  p.shapes = model_shapes(s.model);
+  p.activations = activation_bytes(s.model, s.training);
+  p.params = p.shapes.total_params();
+  p.largest_module_params = p.shapes.largest_module_params();
+  p.tied_head = p.shapes.tied_head;
+
+  p.checkpointing = s.training.activation_checkpointing == Checkpointing::full;
+  p.units.push_back(make_unit("embedding", -1, p.shapes.embedding.tensors, s, p.dp));
+  p.units.back().is_embedding = true;
+  const auto layer_modules = modules_of(p.shapes.layer);
+  for (int l = 0; l < p.shapes.layers; ++l) {
+    LayerUnits lu;
+    lu.first = static_cast<int>(p.units.size());
+    for (const auto& [mod, tensors] : layer_modules) {
+      p.units.push_back(make_unit("L" + std::to_string(l) + "." + mod, l, tensors, s, p.dp));
+      p.units.back().attention_core = mod == "attn.o";
+    }
+    lu.last = static_cast<int>(p.units.size()) - 1;
+    p.layers.push_back(lu);
+  }
+  for (const auto& [mod, tensors] : modules_of(p.shapes.head))
+    if (mod != "head.out") p.units.push_back(make_unit(mod, -1, tensors, s, p.dp));
+  std::vector<TensorShape> out;
+  for (const auto& t : p.shapes.head.tensors)
+    if (module_of(t.name) == "head.out") out.push_back(t);
+  p.units.push_back(make_unit("head", -1, out, s, p.dp));  // tied: no tensors, uses the embedding
+  p.units.back().is_head = true;
+
+  switch (p.stage) {
+    case 0:
+      p.param_partition = p.params;
+      p.optimizer_partition = p.params;
+      break;
+    case 1:
+    case 2:
+      p.param_partition = ceil_div(p.params, p.dp);
+      p.optimizer_partition = p.param_partition;
+      break;
+    case 3:
+      for (const auto& u : p.units) {
+        p.param_partition += u.partition;
+        p.persistent_params += u.persistent;
+        for (const auto& t : u.tensors) p.optimizer_partition += ceil_div(t.numel(), p.dp);
+      }
+      break;
+  }
+
+  p.overlap_comm = z.overlap_comm;
+  p.reduce_scatter = z.reduce_scatter;
+  p.optimizer_device = p.stage == 0 ? OffloadDevice::none : z.offload_optimizer.device;
+  p.param_device = p.stage == 3 ? z.offload_param.device : OffloadDevice::none;
+  p.optimizer_bytes_per_param =
+      s.training.precision == Precision::fp32 && p.optimizer_device == OffloadDevice::none ? 8 : 12;
+  if (p.stage == 3) {
+    p.qwz = z.zero_quantized_weights;
+    p.hpz_enabled = hpz > 1;
+    p.qgz = z.zero_quantized_gradients && p.nodes > 1;  // DeepSpeed's all-to-all path needs > 1 node
+    p.loco = p.qgz && z.zeropp_loco_param.enabled;
+    p.sequential_allgather = z.stage3_allgather_sequential;
+  }
+
+  // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
+  // buffer), the other stages reduce_bucket_size.
+  if (z.zero_quantized_gradients && p.stage == 3 && p.nodes == 1)
+    p.warnings.push_back("zero_quantized_gradients: one node, so DeepSpeed reduce-scatters gradients unquantized "
+                         "(qgZ's all-to-all path needs more than one node)");
+  if ((z.zero_quantized_weights || z.zero_quantized_gradients || hpz > 1 || z.stage3_allgather_sequential) &&
+      p.stage != 3)
+    p.warnings.push_back("ZeRO++ options and stage3_allgather_sequential apply to stage 3 only; ignored at stage " +
+                         std::to_string(p.stage));
+  if (p.qgz) {
+    std::int64_t fallback = 0;
+    for (const auto& u : p.units)
+      for (const auto& t : u.tensors) fallback += t.is_matrix() && !qgz_applies(t.rows, t.cols, p.dp);
+    if (fallback > 0)
+      p.warnings.push_back("zero_quantized_gradients: " + std::to_string(fallback) +
+                           " weight matrices do not divide by 2 x world size; DeepSpeed reduce-scatters them "
+                           "unquantized");
+  }
+  if (p.optimizer_device != OffloadDevice::none && z.offload_optimizer.ratio < 1.0)
+    p.warnings.push_back("offload_optimizer.ratio < 1 is not modelled: the whole optimizer step runs on the CPU");
+
+  p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
+  if (p.stage == 1 || p.stage == 2) p.allgather_chunks = split(p.param_partition * p.dp, z.allgather_bucket_size);
+  p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);
+  p.trace = make_trace(p, z);
+  return p;
+}
+
+}  // namespace zsim

@@ -1,0 +1,125 @@
+// Plan: the decisions one scenario implies before any op exists: data-parallel degree, process groups,
+// what each rank owns (partitions), gradient buckets, the stage-3 fetch trace (prefetch, max-live,
+// reuse, persistence), optimizer sub-groups and where offloaded state lives. make_schedule expands it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/common/units.hpp"
+#include "sim/plan/activation_model.hpp"
+#include "sim/plan/model_shapes.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zsim {
+
+// DeepSpeed's MEMORY_OPT_ALLREDUCE_SIZE: elements per all-reduce buffer of the stage-0 fallback path.
+inline constexpr Elements kAllreduceFallbackBucket = 500'000'000;
+
+// A group of parameters used (and, in stage 3, gathered and released) together: one module, as
+// DeepSpeed's hooks see it: one linear layer with its bias, one norm, the embeddings, the output
+// projection. Units are numbered in forward order; a transformer layer is a run of consecutive units.
+struct FetchUnit {
+  std::string name;                  // "embedding", "L12.attn.q", "L12.mlp.norm", "final.norm", "head"
+  int layer = -1;                    // transformer layer index, -1 for embedding / final norm / head
+  std::vector<TensorShape> tensors;
+  Elements params = 0;               // all parameters of the unit
+  Elements persistent = 0;           // stage 3: tensors <= stage3_param_persistence_threshold, kept whole
+  Elements gathered = 0;             // stage 3: params that are partitioned and all-gathered (= params - persistent)
+  Elements partition = 0;            // stage 3: this rank's share of `gathered` (sum of ceil(numel / dp))
+  std::vector<TensorShape> gathered_tensors;  // the tensors behind `gathered`
+  bool attention_core = false;       // the attention itself (scores, softmax, values) runs before this unit
+  bool is_head = false;              // the output projection (tied: no tensors of its own, uses the embedding)
+  bool is_embedding = false;
+};
+
+// First and last unit (forward order) of each transformer layer.
+struct LayerUnits {
+  int first = 0;
+  int last = 0;
+};
+
+// A gradient bucket: reduced (stages 0-2: all-reduce / reduce-scatter; stage 3: reduce-scatter or
+// qgZ) once the backward of unit `closes_after` has produced all its gradients.
+struct GradBucket {
+  int opens_at = 0;                  // unit index whose backward produces the bucket's first gradient
+  int closes_after = 0;              // unit index whose backward completes the bucket
+  Elements closing_elements = 0;     // the bucket's elements that unit `closes_after` produces
+  Elements elements = 0;
+  std::vector<TensorShape> tensors;  // the gradients in the bucket (stage 3 qgZ sizes need shapes)
+};
+
+// One step of a micro-step's trace: a forward or backward use of one unit, or the recompute of one
+// checkpointed layer (which uses all the layer's units). For stage 3 it also says which units must be
+// gathered for it, which to prefetch after issuing those, and which to release after the compute.
+struct FetchStep {
+  int unit = 0;                      // unit that computes (recompute: the layer's last unit)
+  Phase phase = Phase::forward;      // forward, or backward (the recompute runs in the backward phase)
+  bool recompute = false;            // recompute of layer `layer` (full activation checkpointing)
+  int layer = -1;
+  std::vector<int> uses;             // units whose parameters the step needs
+  std::vector<int> fetch;            // stage 3: units gathered now (compute waits for them)
+  std::vector<int> prefetch;         // stage 3: units gathered ahead of their use
+  std::vector<Phase> prefetch_phase; // stage 3: the phase of each prefetched unit's next use
+  std::vector<int> release;          // stage 3: units freed after the compute
+};
+
+struct Plan {
+  int stage = 0;
+  int dp = 1;                        // data-parallel degree (= world size: no tensor/pipeline parallelism)
+  int nodes = 1;
+  int gpus_per_node = 1;
+  DType dtype = DType::bf16;         // training dtype of params, grads and their collectives
+  Bytes elem_bytes = 2;
+
+  ProcessGroup world;                // all ranks
+  ProcessGroup hpz;                  // zero_hpz_partition_size consecutive ranks within a node
+  ProcessGroup intra_node;           // the ranks of one node
+  ProcessGroup inter_node;           // one rank per node (same local rank)
+
+  ModelShapes shapes;
+  ActivationBytes activations;
+  Elements params = 0;               // model parameters
+  Elements largest_module_params = 0;
+  std::vector<FetchUnit> units;      // forward order: embedding, layer modules, final norm, head
+  std::vector<LayerUnits> layers;    // per transformer layer: its units
+  bool tied_head = false;            // the head use also needs the embedding unit
+  bool checkpointing = false;        // full activation checkpointing: a recompute step per layer
+
+  // What each rank holds persistently, in elements.
+  Elements param_partition = 0;      // stages 1-2: ceil(params / dp); stage 3: sum of unit partitions
+  Elements persistent_params = 0;    // stage 3: sum of unit persistent params (kept whole on every rank)
+  Elements optimizer_partition = 0;  // params whose optimizer state this rank holds (stage 0: all;
+                                     // 1-2: ceil(params / dp); 3: sum over tensors of ceil(numel / dp))
+
+  std::vector<GradBucket> buckets;   // backward order
+  std::vector<Elements> allgather_chunks;  // stages 1-2: post-step parameter all-gathers
+  std::vector<Elements> sub_groups;  // optimizer sub-groups over this rank's partition (sub_group_size)
+  std::vector<FetchStep> trace;      // one micro-step: forward, then backward (with recomputes); the
+                                     // fetch/prefetch/release decisions only for stage 3
+
+  // ZeRO++ / LoCo / sequential all-gather, as they apply (stage 3 only; qgZ also needs > 1 node).
+  bool qwz = false;
+  bool qgz = false;
+  bool hpz_enabled = false;          // zero_hpz_partition_size > 1
+  bool loco = false;
+  bool sequential_allgather = false;
+  bool overlap_comm = false;
+  bool reduce_scatter = true;
+
+  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K) for 16-bit
+  // training; 8 for fp32 training with the optimizer on the GPU, where the fp32 params are the master.
+  Bytes optimizer_bytes_per_param = 12;
+
+  OffloadDevice optimizer_device = OffloadDevice::none;
+  OffloadDevice param_device = OffloadDevice::none;  // stage 3 only
+
+  // What the plan did differently from what the scenario asked, in the user's words (for the report).
+  std::vector<std::string> warnings;
+};
+
+// Throws std::invalid_argument for a scenario the plan cannot express (the scenario validator should
+// have rejected it first: zero GPUs, hpZ size not dividing gpus_per_node, ...).
+Plan make_plan(const Scenario& s);
+
+}  // namespace zsim

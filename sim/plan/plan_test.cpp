@@ -1,0 +1,192 @@
+#include "sim/plan/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "sim/plan/test_scenarios.hpp"
+
+using namespace zsim;
+
+TEST(Plan, ProcessGroupsDescribeWorldHpzIntraAndInterNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 4, 8);
+  s.zero.zero_hpz_partition_size = 4;
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.dp, 32);
+  EXPECT_EQ(p.world.size, 32);
+  EXPECT_EQ(p.world.nodes_spanned(), 4);
+  EXPECT_EQ(p.hpz.size, 4);
+  EXPECT_FALSE(p.hpz.crosses_nodes());
+  EXPECT_EQ(p.intra_node.size, 8);
+  EXPECT_EQ(p.inter_node.size, 4);
+  EXPECT_EQ(p.inter_node.stride, 8);
+  EXPECT_EQ(p.inter_node.nodes_spanned(), 4);
+}
+
+TEST(Plan, HpzSizeMustDivideGpusPerNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 2, 8);
+  s.zero.zero_hpz_partition_size = 3;
+  EXPECT_THROW(make_plan(s), std::invalid_argument);
+}
+
+TEST(Plan, UnitsAreModulesInForwardOrder) {
+  const Plan p = make_plan(test::scenario(test::small_llama(3), 3, 1, 8));
+  // embedding; per layer: attn.norm, q, k, v, o, mlp.norm, gate, up, down; final norm; head
+  ASSERT_EQ(p.units.size(), 1u + 3 * 9 + 2);
+  EXPECT_EQ(p.units.front().name, "embedding");
+  EXPECT_EQ(p.units[1].name, "L0.attn.norm");
+  EXPECT_EQ(p.units[5].name, "L0.attn.o");
+  EXPECT_TRUE(p.units[5].attention_core);
+  ASSERT_EQ(p.layers.size(), 3u);
+  EXPECT_EQ(p.layers[1].first, 10);
+  EXPECT_EQ(p.layers[1].last, 18);
+  EXPECT_EQ(p.units[p.layers[1].last].name, "L1.mlp.down");
+  EXPECT_EQ(p.units[p.units.size() - 2].name, "final.norm");
+  EXPECT_TRUE(p.units.back().is_head);
+  Elements sum = 0;
+  for (const auto& u : p.units) sum += u.params;
+  EXPECT_EQ(sum, p.params);
+}
+
+TEST(Plan, PersistenceThresholdKeepsSmallTensorsWhole) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.stage3_param_persistence_threshold = 512;  // the 512-wide RMSNorm weights
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.units[1].persistent, 512);  // L0.attn.norm
+  EXPECT_EQ(p.units[1].gathered, 0);
+  EXPECT_EQ(p.units[2].gathered, p.units[2].params);  // L0.attn.q
+  EXPECT_EQ(p.persistent_params, 2 * (2 * 512) + 512);  // 2 norms per layer + the final norm
+}
+
+TEST(Plan, GradientBucketsRespectReduceBucketSize) {
+  Scenario s = test::scenario(test::small_llama(4), 2, 1, 8);
+  const Plan one = make_plan(s);
+  EXPECT_EQ(one.buckets.size(), 1u);  // 500M elements hold the whole small model
+  s.zero.reduce_bucket_size = one.shapes.layer.params();  // about one layer per bucket
+  const Plan p = make_plan(s);
+  Elements sum = 0;
+  for (const auto& b : p.buckets) {
+    EXPECT_LE(b.elements, s.zero.reduce_bucket_size);
+    EXPECT_LE(b.closes_after, b.opens_at);  // backward runs from high units to low
+    sum += b.elements;
+  }
+  EXPECT_EQ(sum, p.params);
+  EXPECT_GE(static_cast<Elements>(p.buckets.size()), (p.params + s.zero.reduce_bucket_size - 1) / s.zero.reduce_bucket_size);
+}
+
+TEST(Plan, AllgatherChunksCoverThePaddedParams) {
+  Scenario s = test::scenario(test::small_llama(4), 1, 1, 8);
+  s.zero.allgather_bucket_size = 1'000'000;
+  const Plan p = make_plan(s);
+  Elements sum = 0;
+  for (Elements c : p.allgather_chunks) sum += c;
+  EXPECT_EQ(sum, p.param_partition * 8);
+  EXPECT_EQ(p.allgather_chunks.size(), static_cast<size_t>((p.param_partition * 8 + 999'999) / 1'000'000));
+}
+
+// Without prefetch and reuse every use gathers its unit and releases it.
+TEST(Plan, WithoutPrefetchOrReuseEveryUseFetchesAndReleasesItsUnit) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.training.activation_checkpointing = Checkpointing::none;
+  s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
+  const Plan p = make_plan(s);
+  ASSERT_EQ(p.trace.size(), 2 * p.units.size());
+  for (const auto& st : p.trace) {
+    EXPECT_EQ(st.fetch, std::vector<int>{st.unit});
+    EXPECT_TRUE(st.prefetch.empty());
+    EXPECT_EQ(st.release, std::vector<int>{st.unit});
+  }
+}
+
+// With a reuse distance the head, whose backward directly follows its forward, stays gathered.
+TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_max_reuse_distance = 1;
+  const Plan p = make_plan(s);
+  const int head = static_cast<int>(p.units.size()) - 1;
+  const FetchStep& head_fwd = p.trace[head];
+  const FetchStep& head_bwd = p.trace[head + 1];
+  ASSERT_EQ(head_fwd.unit, head);
+  EXPECT_TRUE(head_fwd.release.empty());
+  EXPECT_TRUE(head_bwd.fetch.empty());
+  EXPECT_EQ(head_bwd.release, std::vector<int>{head});
+}
+
+// Units: embedding 512Ki, attn.norm 512, q/k/v/o 256Ki each, mlp.norm 512, gate/up/down 512Ki each.
+TEST(Plan, PrefetchGathersAheadWithinBucketAndMaxLive) {
+  Scenario s = test::scenario(test::small_llama(6), 3, 1, 8);
+  s.training.activation_checkpointing = Checkpointing::none;
+  s.zero.stage3_max_reuse_distance = 0;
+  const Elements q = 512 * 512;
+  s.zero.stage3_prefetch_bucket_size = 2 * q + 512;  // a norm and two projections ahead
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.trace[0].prefetch, (std::vector<int>{1, 2, 3}));  // attn.norm, q, k
+  EXPECT_TRUE(p.trace[1].prefetch.empty());                      // q and k already fill the window
+  EXPECT_EQ(p.trace[2].prefetch, (std::vector<int>{4}));         // at q: v joins k in the window
+  EXPECT_TRUE(p.trace[2].fetch.empty());
+  s.zero.stage3_max_live_parameters = q;  // nothing beyond the projection in use may be live
+  const Plan tight = make_plan(s);
+  for (const auto& st : tight.trace) EXPECT_TRUE(st.prefetch.empty());
+}
+
+// Full checkpointing adds one recompute step per layer, before its backward, using all its units.
+TEST(Plan, CheckpointingRecomputesEachLayerBeforeItsBackward) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  const Plan p = make_plan(s);
+  ASSERT_EQ(p.trace.size(), 2 * p.units.size() + 2);
+  int recomputes = 0;
+  for (size_t i = 0; i < p.trace.size(); ++i) {
+    if (!p.trace[i].recompute) continue;
+    ++recomputes;
+    const FetchStep& rc = p.trace[i];
+    EXPECT_EQ(rc.phase, Phase::backward);
+    EXPECT_EQ(rc.uses.size(), 9u);
+    EXPECT_EQ(p.trace[i + 1].unit, p.layers[rc.layer].last);  // then the backward of the layer's last unit
+  }
+  EXPECT_EQ(recomputes, 2);
+}
+
+TEST(Plan, QgzNeedsStage3AndMoreThanOneNode) {
+  Scenario s = test::scenario(test::small_llama(), 3, 1, 8);
+  s.zero.zero_quantized_gradients = true;
+  EXPECT_FALSE(make_plan(s).qgz);
+  s.cluster.nodes = 2;
+  EXPECT_TRUE(make_plan(s).qgz);
+  s.zero.stage = 2;
+  EXPECT_FALSE(make_plan(s).qgz);
+}
+
+TEST(Plan, Fp32TrainingHasNoSeparateMasterCopyOnTheGpu) {
+  Scenario s = test::scenario(test::small_llama(), 2, 1, 8);
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+  s.training.precision = Precision::fp32;
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 8);
+  EXPECT_EQ(make_plan(s).elem_bytes, 4);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;  // CPU Adam keeps its own fp32 master copy
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+}
+
+// A unit is kept when fewer than stage3_max_reuse_distance elements are traversed before its next use:
+// the last layer's forward-to-backward distance is the head twice.
+TEST(Plan, ReuseDistanceCountsTheParamsTraversedBeforeTheNextUse) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  const Plan base = make_plan(s);
+  const int last = static_cast<int>(base.units.size()) - 2;  // L2
+  const Elements distance = 2 * base.units.back().gathered;
+  s.zero.stage3_max_reuse_distance = distance;
+  EXPECT_EQ(make_plan(s).trace[last].release, std::vector<int>{last});  // not fewer than: released
+  s.zero.stage3_max_reuse_distance = distance + 1;
+  EXPECT_TRUE(make_plan(s).trace[last].release.empty());
+}
+
+TEST(Plan, WarnsWhereItDepartsFromTheScenario) {
+  Scenario s = test::scenario(test::small_llama(), 3, 1, 8);
+  s.zero.zero_quantized_gradients = true;
+  EXPECT_EQ(make_plan(s).warnings.size(), 1u);  // qgZ on one node
+  s.cluster.nodes = 2;
+  EXPECT_TRUE(make_plan(s).warnings.empty());
+  s.zero.stage = 2;
+  EXPECT_EQ(make_plan(s).warnings.size(), 1u);  // ZeRO++ below stage 3
+}

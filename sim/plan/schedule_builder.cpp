@@ -1,0 +1,574 @@
+#include "sim/plan/schedule_builder.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "sim/plan/quantization.hpp"
+
+namespace zsim {
+
+namespace {
+
+Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
+
+constexpr Bytes kFp32 = 4;
+
+class Builder {
+ public:
+  Builder(const Scenario& s, const Plan& p) : s_(s), p_(p), e_(p.elem_bytes) {
+    compute_ = sch_.stream("compute");
+    comm_ = sch_.stream("comm");
+    rs_ = p.overlap_comm ? sch_.stream("comm_rs") : comm_;
+    world_ = sch_.group(p.world);
+    if (p.hpz_enabled) hpz_ = sch_.group(p.hpz);
+    if (p.qgz) {
+      intra_ = sch_.group(p.intra_node);
+      inter_ = sch_.group(p.inter_node);
+    }
+    const auto& t = s.training;
+    tokens_ = t.micro_batch * t.seq_len;
+    ckpt_ = t.activation_checkpointing == Checkpointing::full;
+  }
+
+  Schedule build(int steps) {
+    ScheduleMeta& m = sch_.meta;
+    m.scenario = s_.source_file.empty() ? s_.model.name : s_.source_file;
+    m.world_size = p_.dp;
+    m.nodes = p_.nodes;
+    m.gpus_per_node = p_.gpus_per_node;
+    m.params = p_.params;
+    m.tokens_per_step = tokens_ * s_.training.grad_accum * p_.dp;
+    m.steps = steps;
+    // About a dozen ops per trace step (gather, quantize, allocs, compute, bucket reduction).
+    sch_.ops.reserve(p_.trace.size() * 12 + 64);
+    init();
+    for (int step = 0; step < steps; ++step) {
+      step_ = step;
+      for (int micro = 0; micro < s_.training.grad_accum; ++micro) {
+        micro_ = micro;
+        last_micro_ = micro + 1 == s_.training.grad_accum;
+        forward_backward();
+        if (step == 0 && micro == 0)  // every micro-step is alike: size the op vector once
+          sch_.ops.reserve(sch_.ops.size() * s_.training.grad_accum * steps + 16 * p_.sub_groups.size() * steps +
+                           2 * p_.allgather_chunks.size() * steps + 256);
+      }
+      optimizer_step();
+    }
+    return std::move(sch_);
+  }
+
+ private:
+  // ---- op helpers -------------------------------------------------------------------------------
+  Op base(OpKind k, std::string name, Phase ph, int stream, std::vector<OpId> deps, int layer = -1) {
+    Op op;
+    op.kind = k;
+    op.name = std::move(name);
+    op.phase = ph;
+    op.stream = stream;
+    op.layer = layer;
+    op.micro_step = micro_;
+    op.deps = std::move(deps);
+    std::erase(op.deps, -1);
+    return op;
+  }
+  OpId alloc(const std::string& buffer, Tier tier, MemCategory cat, const std::string& detail, Bytes bytes,
+             Phase ph, int stream, std::vector<OpId> deps = {}, int layer = -1) {
+    Op op = base(OpKind::alloc, "alloc." + buffer, ph, stream, std::move(deps), layer);
+    op.mem = {buffer, tier, cat, detail, bytes};
+    return sch_.add(std::move(op));
+  }
+  OpId release(OpId alloc_id, Phase ph, int stream, std::vector<OpId> deps = {}) {
+    const Op& a = sch_.ops[alloc_id];
+    Op op = base(OpKind::free, "free." + a.mem.buffer, ph, stream, std::move(deps), a.layer);
+    op.mem = a.mem;
+    return sch_.add(std::move(op));
+  }
+  OpId compute(const std::string& name, ComputeKind what, Phase ph, std::vector<OpId> deps, Flops flops,
+               Bytes hbm, Elements elements, int layer = -1, Device dev = Device::gpu, int stream = -1) {
+    Op op = base(OpKind::compute, name, ph, stream < 0 ? compute_ : stream, std::move(deps), layer);
+    op.compute = {what, dev, flops, hbm, elements};
+    return sch_.add(std::move(op));
+  }
+  OpId collective(const std::string& name, CollectiveKind what, int group, Bytes bytes, Bytes scale_bytes,
+                  DType dt, Phase ph, int stream, std::vector<OpId> deps, int layer = -1) {
+    Op op = base(OpKind::collective, name, ph, stream, std::move(deps), layer);
+    op.collective = {what, group, bytes, scale_bytes, dt};
+    return sch_.add(std::move(op));
+  }
+  OpId copy(const std::string& name, CopyKind what, Bytes bytes, bool pinned, Phase ph, int stream,
+            std::vector<OpId> deps, int layer = -1) {
+    Op op = base(OpKind::copy, name, ph, stream, std::move(deps), layer);
+    op.copy = {what, bytes, pinned};
+    return sch_.add(std::move(op));
+  }
+  int stream(const char* name) { return sch_.stream(name); }
+  std::string tag() const { return ".s" + std::to_string(step_) + ".m" + std::to_string(micro_); }
+  Tier tier_of(OffloadDevice d) const {
+    return d == OffloadDevice::nvme ? Tier::nvme : d == OffloadDevice::cpu ? Tier::cpu : Tier::gpu;
+  }
+  bool optimizer_offloaded() const { return p_.optimizer_device != OffloadDevice::none; }
+
+  // ---- init: persistent model states -------------------------------------------------------------
+  void init() {
+    const Phase ph = Phase::init;
+    const Elements opt = p_.optimizer_partition;
+    if (p_.stage < 3) {
+      alloc("params", Tier::gpu, MemCategory::params, "", e_ * p_.params, ph, compute_);
+    } else {
+      alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "", e_ * p_.param_partition, ph,
+            compute_);
+      if (p_.persistent_params > 0)
+        alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent", e_ * p_.persistent_params, ph,
+              compute_);
+    }
+    // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
+    // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
+    if (p_.stage <= 1)
+      alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * p_.params, ph, compute_);
+    else if (!optimizer_offloaded())
+      alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
+    if (optimizer_offloaded()) {
+      alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
+      alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
+            ph, compute_);
+    } else {
+      alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph, compute_);
+    }
+    if (p_.loco) {
+      // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
+      // and of the inter-node error (1/gpus_per_node of it), each with fp32 scales per quant group.
+      Bytes bytes = 0;
+      for (const auto& u : p_.units)
+        for (const auto& t : u.tensors)
+          if (qgz_applies(t.rows, t.cols, p_.dp)) {
+            const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
+            bytes += 2 * q.intra.data + q.intra.scales + 2 * q.inter.data + q.inter.scales;
+          }
+      alloc("loco_error", Tier::gpu, MemCategory::buffers, "loco_error", bytes, ph, compute_);
+    }
+  }
+
+  // ---- per-unit compute figures -------------------------------------------------------------------
+  // Forward flops: 2 x tokens x matrix params (a GEMM per matrix), the attention core 4 b s^2 h before
+  // the output projection, the head 2 x tokens x h x vocab (tied or not).
+  Flops forward_flops(int u) const {
+    const FetchUnit& U = p_.units[u];
+    if (U.is_head) return 2.0 * tokens_ * s_.model.hidden * s_.model.vocab;
+    if (U.is_embedding) return 0;  // lookup: memory-bound
+    Flops f = 0;
+    for (const auto& t : U.tensors)
+      if (t.is_matrix()) f += 2.0 * tokens_ * t.numel();
+    if (U.attention_core) {
+      const double sq = static_cast<double>(s_.training.seq_len) * s_.training.seq_len;
+      f += 4.0 * s_.training.micro_batch * sq * s_.model.hidden;
+    }
+    return f;
+  }
+  // Memory-bound units (embedding lookup, norms): read and write one activation each.
+  Bytes forward_hbm(int u) const {
+    const FetchUnit& U = p_.units[u];
+    bool vectors_only = !U.tensors.empty();
+    for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
+    return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
+  }
+  Flops layer_forward_flops(int layer) const {
+    Flops f = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) f += forward_flops(u);
+    return f;
+  }
+  Bytes layer_forward_hbm(int layer) const {
+    Bytes b = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) b += forward_hbm(u);
+    return b;
+  }
+  bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
+
+  // ---- stage 3 gathers ----------------------------------------------------------------------------
+  struct Live {
+    OpId done = -1;   // op after which the gathered params are usable
+    OpId buffer = -1; // alloc of the gathered buffer
+  };
+
+  // All-gathers unit u's partitioned params for a use in phase `ph`; returns the op that completes it.
+  // `after`: the compute op the gather is issued after (the previous trace step's). DeepSpeed issues a
+  // step's fetches and prefetches from that step's hook, once the memory released before it is free;
+  // the dependency keeps the comm stream from running further ahead than the prefetch window.
+  Live gather(int u, Phase ph, bool prefetch, OpId after) {
+    const FetchUnit& U = p_.units[u];
+    const std::string name = (ph == Phase::forward ? "fwd." : "bwd.") + U.name;
+    const int layer = U.layer;
+    std::vector<OpId> deps{after};
+    std::optional<OpId> cpu_swap, staging;
+    const Bytes part_bytes = e_ * U.partition;
+    if (p_.param_device == OffloadDevice::nvme) {
+      cpu_swap = alloc("param_swap." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::cpu,
+                       MemCategory::buffers, "param_swap", part_bytes, ph, stream("nvme"), deps, layer);
+      deps = {copy(name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"), {*cpu_swap}, layer)};
+    }
+    if (p_.param_device != OffloadDevice::none) {
+      staging = alloc("param_h2d." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
+                      MemCategory::buffers, "prefetch", part_bytes, ph, stream("h2d"), deps, layer);
+      deps = {copy(name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph, stream("h2d"),
+                   {*staging}, layer)};
+      if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), deps);
+    }
+    Live live;
+    live.buffer = alloc("gathered." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
+                        MemCategory::buffers, prefetch ? "prefetch" : "gathered", e_ * U.gathered, ph, comm_,
+                        deps, layer);
+    deps.push_back(live.buffer);
+    const bool secondary = ph == Phase::backward && p_.hpz_enabled;
+    const int group = secondary ? hpz_ : world_;
+    const int n = secondary ? p_.hpz.size : p_.dp;
+    const bool quantized = p_.qwz && !secondary;
+    // Coalesced all-gather (DeepSpeed's default) goes through flat buffers: the input partition is
+    // copied into one; sequential all-gather gathers each tensor on its own, without them.
+    std::vector<std::vector<TensorShape>> calls;
+    if (p_.sequential_allgather)
+      for (const auto& t : U.gathered_tensors) calls.push_back({t});
+    else
+      calls.push_back(U.gathered_tensors);
+    OpId last = -1;
+    for (const auto& call : calls) {
+      Elements part = 0, full = 0;
+      for (const auto& t : call) {
+        part += ceil_div(t.numel(), n);
+        full += t.numel();
+      }
+      std::vector<OpId> cdeps = deps;
+      std::optional<OpId> flat;
+      if (!p_.sequential_allgather) {
+        flat = alloc("flat." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu, MemCategory::buffers,
+                     "gathered", e_ * part, ph, comm_, cdeps, layer);
+        cdeps.push_back(*flat);
+      }
+      if (quantized) {
+        const QuantizedSize q = qwz_partition_bytes(part);
+        const OpId qbuf = alloc("qwz." + U.name + tag() + std::to_string(last + 1), Tier::gpu, MemCategory::buffers,
+                                "quant", q.total() * (n + 1), ph, comm_, cdeps, layer);
+        const OpId qz = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, part * (e_ + 1), part, layer,
+                                Device::gpu, comm_);
+        const OpId ag = collective(name + ".all_gather", CollectiveKind::all_gather, group, q.total() * n,
+                                   q.scales * n, DType::int8, ph, comm_, {qz}, layer);
+        last = compute(name + ".dequantize", ComputeKind::dequantize, ph, {ag}, 0, full * (1 + e_), full, layer,
+                       Device::gpu, comm_);
+        release(qbuf, ph, comm_, {last});
+      } else {
+        last = collective(name + ".all_gather", CollectiveKind::all_gather, group, e_ * part * n, 0, p_.dtype, ph,
+                          comm_, cdeps, layer);
+      }
+      if (flat) release(*flat, ph, comm_, {last});
+    }
+    if (staging) release(*staging, ph, comm_, {last});
+    if (ph == Phase::forward && p_.hpz_enabled && micro_ == 0 && !hpz_buffers_.count(u)) {
+      // hpZ: keep a secondary partition (1/hpz of the unit) for the backward all-gathers of this step.
+      Elements sec = 0;
+      for (const auto& t : U.gathered_tensors) sec += ceil_div(t.numel(), p_.hpz.size);
+      hpz_buffers_[u] = alloc("hpz." + U.name + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers, "hpz",
+                              e_ * sec, ph, comm_, {last}, layer);
+    }
+    live.done = last;
+    return live;
+  }
+
+  // ---- gradient reduction -------------------------------------------------------------------------
+  bool reduces_this_micro_step() const { return p_.stage >= 2 || last_micro_; }
+
+  // The bucket now filling (the first one not yet reduced) gets its buffer when its first gradient is
+  // produced (stages 2-3; stages 0-1 reduce in place in the whole gradient buffer).
+  void open_current_bucket(int u) {
+    if (p_.stage < 2 || next_reduce_ >= p_.buckets.size() || open_.count(next_reduce_)) return;
+    open_[next_reduce_] = alloc("bucket." + std::to_string(next_reduce_) + tag(), Tier::gpu, MemCategory::buffers,
+                                "bucket", e_ * p_.buckets[next_reduce_].elements, Phase::backward, compute_, {},
+                                p_.units[u].layer);
+    flush_bucket_free();
+  }
+
+  // With overlap_comm a bucket's buffer is still being reduced while the next one fills (double
+  // buffering): its free is placed after the next bucket's alloc. Without it the free follows at once.
+  void flush_bucket_free() {
+    if (pending_free_) release(pending_free_->first, Phase::backward, rs_, {pending_free_->second});
+    pending_free_.reset();
+  }
+
+  // Reduces the bucket now filling, which the backward segment `bwd` of unit u has completed.
+  void reduce_current_bucket(int u, OpId bwd) {
+    const size_t i = next_reduce_++;
+    if (!reduces_this_micro_step()) return;
+    if (defer_reductions()) {
+      deferred_.push_back({i, u});
+      return;
+    }
+    emit_reduction(i, u, bwd);
+  }
+
+  // DeepSpeed reduces stage 0 (buffered all-reduce fallback) and stage 1 without overlap_comm after the
+  // whole backward pass, at the gradient-accumulation boundary; otherwise from the gradient hooks.
+  bool defer_reductions() const { return p_.stage == 0 || (p_.stage == 1 && !p_.overlap_comm); }
+
+  void emit_deferred_reductions() {
+    for (auto [i, u] : deferred_) emit_reduction(i, u, last_bwd_);
+    deferred_.clear();
+  }
+
+  void emit_reduction(size_t i, int u, OpId bwd) {
+    const GradBucket& b = p_.buckets[i];
+    const std::string name = "bwd.bucket" + std::to_string(i);
+    const int layer = p_.units[u].layer;
+    const Phase ph = Phase::backward;
+    OpId done;
+    if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
+      done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
+                        rs_, {bwd}, layer);
+    } else if (p_.qgz) {
+      done = qgz_reduce(b, name, bwd, layer);
+    } else {
+      done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
+                        e_ * ceil_div(b.elements, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer);
+    }
+    if (optimizer_offloaded() && p_.stage >= 1) {
+      // The reduced partition goes to the fp32 gradient copy in host memory.
+      done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
+                  ph, stream("d2h"), {done}, layer);
+    }
+    if (open_.count(i)) {
+      pending_free_ = {open_[i], done};
+      if (!p_.overlap_comm) flush_bucket_free();
+      open_.erase(i);
+    }
+    reduce_done_.push_back(done);
+    if (!p_.overlap_comm) serial_dep_ = done;
+  }
+
+  // qgZ: int4 quantize -> intra-node all-to-all -> dequant-reduce + requantize -> inter-node all-to-all ->
+  // dequant-reduce, for the matrices DeepSpeed sends that way; the rest is reduce-scattered.
+  OpId qgz_reduce(const GradBucket& b, const std::string& name, OpId bwd, int layer) {
+    const Phase ph = Phase::backward;
+    QuantizedSize intra, inter;
+    Elements quant_elems = 0, plain = 0;
+    for (const auto& t : b.tensors) {
+      if (qgz_applies(t.rows, t.cols, p_.dp)) {
+        const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
+        intra.data += q.intra.data;
+        intra.scales += q.intra.scales;
+        inter.data += q.inter.data;
+        inter.scales += q.inter.scales;
+        quant_elems += t.numel();
+      } else {
+        plain += t.numel();
+      }
+    }
+    std::vector<OpId> ends;
+    if (quant_elems > 0) {
+      const Elements mid = quant_elems / p_.gpus_per_node;
+      const OpId qbuf = alloc(name + ".qgz" + tag(), Tier::gpu, MemCategory::buffers, "quant",
+                              2 * intra.total() + 2 * inter.total(), ph, rs_, {bwd}, layer);
+      const OpId q = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0,
+                             quant_elems * e_ + intra.total(), quant_elems, layer, Device::gpu, rs_);
+      const OpId a1 = collective(name + ".all_to_all.intra", CollectiveKind::all_to_all, intra_, intra.total(),
+                                 intra.scales, DType::int4, ph, rs_, {q}, layer);
+      const OpId r1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1}, 0,
+                              intra.total() + inter.total(), quant_elems, layer, Device::gpu, rs_);
+      const OpId a2 = collective(name + ".all_to_all.inter", CollectiveKind::all_to_all, inter_, inter.total(),
+                                 inter.scales, DType::int4, ph, rs_, {r1}, layer);
+      const OpId r2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
+                              inter.total() + ceil_div(mid, p_.nodes) * e_, mid, layer, Device::gpu, rs_);
+      ends.push_back(release(qbuf, ph, rs_, {r2}));
+    }
+    if (plain > 0)
+      ends.push_back(collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
+                                e_ * ceil_div(plain, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer));
+    return ends.back();
+  }
+
+  // ---- forward / backward of one micro-step ---------------------------------------------------------
+  std::vector<OpId> compute_deps(std::vector<OpId> deps) {
+    if (serial_dep_ >= 0) deps.push_back(serial_dep_);
+    serial_dep_ = -1;
+    return deps;
+  }
+
+  // The backward of unit u, cut into segments where gradient buckets fill, so that each bucket is
+  // reduced (and its buffer reused) while the rest of the backward goes on, as DeepSpeed's hooks do.
+  OpId backward(int u, std::vector<OpId> deps) {
+    const FetchUnit& U = p_.units[u];
+    const Phase ph = Phase::backward;
+    const Flops flops = 2 * forward_flops(u);
+    const Bytes hbm = 2 * forward_hbm(u);
+    Elements left = U.params;
+    if (left == 0)  // a tied head: its gradient lands in the embedding's, reduced with it
+      return compute("bwd." + U.name, ComputeKind::backward, ph, deps, flops, hbm, 0, U.layer);
+    OpId bwd = -1;
+    for (int part = 0; left > 0; ++part) {
+      Elements seg = left;
+      bool closes = false;
+      if (next_reduce_ < p_.buckets.size() && p_.buckets[next_reduce_].closes_after == u) {
+        seg = std::min(left, p_.buckets[next_reduce_].closing_elements);
+        closes = true;
+      }
+      open_current_bucket(u);
+      const double share = static_cast<double>(seg) / static_cast<double>(U.params);
+      const bool whole = part == 0 && seg == left;
+      bwd = compute(whole ? "bwd." + U.name : "bwd." + U.name + ".part" + std::to_string(part), ComputeKind::backward,
+                    ph, part == 0 ? deps : compute_deps({}), flops * share, static_cast<Bytes>(hbm * share), 0,
+                    U.layer);
+      left -= seg;
+      if (closes) reduce_current_bucket(u, bwd);
+    }
+    return bwd;
+  }
+
+  void forward_backward() {
+    next_reduce_ = 0;
+    std::map<int, Live> live;         // stage 3: gathered units
+    std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
+    constexpr int kHead = -2;
+    for (size_t i = 0; i < p_.trace.size(); ++i) {
+      const FetchStep& st = p_.trace[i];
+      const FetchUnit& U = p_.units[st.unit];
+      const int layer = st.layer;
+      for (int u : st.fetch) live[u] = gather(u, st.phase, false, last_compute_);
+      for (size_t k = 0; k < st.prefetch.size(); ++k)
+        live[st.prefetch[k]] = gather(st.prefetch[k], st.prefetch_phase[k], true, last_compute_);
+      std::vector<OpId> deps;
+      for (int u : st.uses)
+        if (live.count(u)) deps.push_back(live[u].done);
+      deps = compute_deps(deps);
+      OpId c;
+      if (st.recompute) {
+        const std::string name = "L" + std::to_string(layer);
+        work[layer] = alloc("recompute." + name + tag(), Tier::gpu, MemCategory::activations, "recompute",
+                            p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
+        c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
+                    layer_forward_hbm(layer), 0, layer);
+      } else if (st.phase == Phase::forward) {
+        if (first_of_layer(st.unit))
+          acts[layer] = alloc("act.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations, "",
+                              ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute,
+                              st.phase, compute_, {}, layer);
+        if (U.is_head)
+          acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
+                              p_.activations.head_logits, st.phase, compute_);
+        c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
+                    forward_hbm(st.unit), 0, layer);
+      } else {
+        c = backward(st.unit, deps);
+        last_bwd_ = c;
+        if (first_of_layer(st.unit)) {
+          if (work.count(layer)) release(work[layer], st.phase, compute_, {c});
+          if (acts.count(layer)) release(acts[layer], st.phase, compute_, {c});
+          work.erase(layer);
+          acts.erase(layer);
+        }
+        if (U.is_head && acts.count(kHead)) {
+          release(acts[kHead], st.phase, compute_, {c});
+          acts.erase(kHead);
+        }
+      }
+      for (int u : st.release) {
+        release(live[u].buffer, st.phase, compute_, {c});
+        live.erase(u);
+      }
+      last_compute_ = c;
+    }
+    emit_deferred_reductions();
+    flush_bucket_free();
+  }
+
+  // ---- optimizer step -----------------------------------------------------------------------------
+  void optimizer_step() {
+    const Phase ph = Phase::step;
+    micro_ = s_.training.grad_accum - 1;
+    std::vector<OpId> ready = reduce_done_;
+    reduce_done_.clear();
+    if (serial_dep_ >= 0) ready.push_back(serial_dep_);
+    serial_dep_ = -1;
+    std::vector<OpId> param_ready;
+    int g = 0;
+    for (Elements sub : p_.sub_groups) {
+      const std::string name = "step.sub" + std::to_string(g++);
+      if (!optimizer_offloaded()) {
+        // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
+        // With 16-bit training DeepSpeed first upcasts the sub-group's gradient partition into an fp32
+        // copy (the master's .grad), freed after the update.
+        const OpId up = e_ < kFp32 ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
+                                           MemCategory::grads, "fp32", kFp32 * sub, ph, compute_, ready)
+                                   : -1;
+        const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
+                                 sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
+        if (up >= 0) release(up, ph, compute_, {opt});
+        param_ready.push_back(opt);
+        if (p_.param_device != OffloadDevice::none)
+          param_ready.back() = write_back_params(name, sub, opt);
+        continue;
+      }
+      std::vector<OpId> deps = ready;
+      std::optional<OpId> swap;
+      const Bytes state = p_.optimizer_bytes_per_param * sub;
+      if (p_.optimizer_device == OffloadDevice::nvme) {
+        swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
+                     "nvme_swap", state, ph, stream("nvme"), deps);
+        deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
+      }
+      OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, deps, 10.0 * sub, 0, sub, -1, Device::cpu,
+                         stream("cpu"));
+      if (swap) {
+        const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
+        release(*swap, ph, stream("nvme"), {w});
+      }
+      if (p_.param_device == OffloadDevice::none)
+        opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
+                   {opt});
+      else if (p_.param_device == OffloadDevice::nvme)
+        opt = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {opt});
+      param_ready.push_back(opt);
+    }
+    if (p_.stage == 1 || p_.stage == 2) {
+      int c = 0;
+      for (Elements chunk : p_.allgather_chunks)
+        collective("step.all_gather" + std::to_string(c++), CollectiveKind::all_gather, world_, e_ * chunk, 0,
+                   p_.dtype, ph, comm_, param_ready);
+    }
+    for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
+    hpz_buffers_.clear();
+  }
+
+  // GPU optimizer with offloaded params: the updated 16-bit partition goes back to CPU / NVMe.
+  OpId write_back_params(const std::string& name, Elements sub, OpId opt) {
+    OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, Phase::step,
+                  stream("d2h"), {opt});
+    if (p_.param_device == OffloadDevice::nvme)
+      d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, Phase::step, stream("nvme"), {d});
+    return d;
+  }
+
+  const Scenario& s_;
+  const Plan& p_;
+  const Bytes e_;
+  Schedule sch_;
+  int compute_ = 0, comm_ = 0, rs_ = 0;
+  int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;
+  std::int64_t tokens_ = 0;
+  bool ckpt_ = false;
+  int step_ = 0, micro_ = 0;
+  bool last_micro_ = true;
+  std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
+  std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
+  size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
+  std::vector<OpId> reduce_done_;
+  std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
+  OpId last_bwd_ = -1;
+  OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
+  std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release
+  OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
+};
+
+}  // namespace
+
+Schedule make_schedule(const Scenario& s, const Plan& p, int steps) {
+  return Builder(s, p).build(std::max(1, steps));
+}
+
+}  // namespace zsim

@@ -1,0 +1,423 @@
+#include "sim/plan/schedule_builder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "sim/plan/test_scenarios.hpp"
+#include "sim/schedule/schedule_json.hpp"
+
+using namespace zsim;
+
+namespace {
+
+Schedule build(const Scenario& s, int steps = 1) { return make_schedule(s, make_plan(s), steps); }
+
+std::vector<const Op*> ops_where(const Schedule& s, const std::function<bool(const Op&)>& pred) {
+  std::vector<const Op*> out;
+  for (const Op& op : s.ops)
+    if (pred(op)) out.push_back(&op);
+  return out;
+}
+bool is_collective(const Op& op, CollectiveKind k) { return op.kind == OpKind::collective && op.collective.what == k; }
+const std::string& group_of(const Schedule& s, const Op& op) { return s.groups[op.collective.group].name; }
+
+}  // namespace
+
+TEST(ScheduleBuilder, EveryConfigurationPassesCheckSchedule) {
+  for (int stage = 0; stage <= 3; ++stage)
+    for (bool overlap : {false, true})
+      for (int accum : {1, 3})
+        for (Checkpointing ck : {Checkpointing::none, Checkpointing::full})
+          for (OffloadDevice off : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
+            Scenario s = test::scenario(test::small_llama(3), stage, 2, 4);
+            s.zero.overlap_comm = overlap;
+            s.training.grad_accum = accum;
+            s.training.activation_checkpointing = ck;
+            s.zero.offload_optimizer.device = off;
+            s.zero.offload_param.device = stage == 3 ? off : OffloadDevice::none;
+            s.zero.reduce_bucket_size = 1'000'000;
+            s.zero.stage3_prefetch_bucket_size = 3'000'000;
+            s.zero.sub_group_size = 2'000'000;
+            if (stage == 3) {
+              s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+              s.zero.zero_hpz_partition_size = 4;
+              s.zero.zeropp_loco_param.enabled = accum == 3;
+              s.zero.stage3_allgather_sequential = overlap;
+            }
+            const Schedule sch = build(s, 2);
+            EXPECT_NO_THROW(check_schedule(sch)) << "stage " << stage << " overlap " << overlap << " accum " << accum;
+          }
+}
+
+TEST(ScheduleBuilder, MetaDescribesTheRun) {
+  Scenario s = test::scenario(test::small_llama(), 3, 2, 8);
+  s.training.grad_accum = 4;
+  const Schedule sch = build(s, 3);
+  EXPECT_EQ(sch.meta.world_size, 16);
+  EXPECT_EQ(sch.meta.nodes, 2);
+  EXPECT_EQ(sch.meta.gpus_per_node, 8);
+  EXPECT_EQ(sch.meta.steps, 3);
+  EXPECT_EQ(sch.meta.params, make_plan(s).params);
+  EXPECT_EQ(sch.meta.tokens_per_step, 1 * 1024 * 4 * 16);
+}
+
+TEST(ScheduleBuilder, Stage3GathersEachUnitForForwardAndBackward) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.training.activation_checkpointing = Checkpointing::none;
+  s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p);
+  size_t gathered_units = 0;
+  for (const auto& u : p.units) gathered_units += u.gathered > 0;
+  const auto fwd = ops_where(sch, [](const Op& op) {
+    return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::forward;
+  });
+  const auto bwd = ops_where(sch, [](const Op& op) {
+    return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::backward;
+  });
+  EXPECT_EQ(fwd.size(), gathered_units);
+  EXPECT_EQ(bwd.size(), gathered_units);
+}
+
+// With checkpointing and no reuse, every layer unit is gathered a third time for the recompute; with a
+// reuse distance above a layer's size the recompute's gathers serve the backward too.
+TEST(ScheduleBuilder, RecomputeRegathersOnlyWithoutReuse) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  auto gathers = [&](Elements reuse) {
+    s.zero.stage3_max_reuse_distance = reuse;
+    return ops_where(build(s), [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).size();
+  };
+  const Plan p = make_plan(s);
+  size_t units = 0, layer_units = 0;
+  for (const auto& u : p.units) {
+    units += u.gathered > 0;
+    layer_units += u.gathered > 0 && u.layer >= 0;
+  }
+  EXPECT_EQ(gathers(0), 2 * units + layer_units);
+  EXPECT_LE(gathers(2 * p.shapes.layer.params()), 2 * units);  // reuse may also skip some backward gathers
+}
+
+TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
+  const Schedule sch = build(test::scenario(test::small_llama(2), 3, 1, 8));
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
+    bool waits_for_gather = false;
+    for (OpId d : op.deps) waits_for_gather |= is_collective(sch.ops[d], CollectiveKind::all_gather);
+    EXPECT_TRUE(waits_for_gather) << op.name;
+  }
+}
+
+// A gather issued at trace step i waits (through its first op) for the compute of step i-1, so the comm
+// stream cannot run further ahead of compute than the prefetch window.
+TEST(ScheduleBuilder, GathersAreIssuedAfterThePreviousStepsCompute) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 600'000;
+  const Schedule sch = build(s);
+  OpId last_compute = -1;
+  int checked = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind == OpKind::compute && sch.streams[op.stream] == "compute") last_compute = op.id;
+    if (op.kind == OpKind::alloc && (op.mem.detail == "gathered" || op.mem.detail == "prefetch") &&
+        op.name.rfind("alloc.gathered.", 0) == 0 && last_compute >= 0) {
+      EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), last_compute), op.deps.end()) << op.name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
+TEST(ScheduleBuilder, PersistentParamsAreNotGathered) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  const Elements all = make_plan(s).params;
+  s.zero.stage3_param_persistence_threshold = 1'000'000'000;  // everything persists
+  const Schedule sch = build(s);
+  EXPECT_TRUE(ops_where(sch, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
+  const auto persistent = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "persistent"; });
+  ASSERT_EQ(persistent.size(), 1u);
+  EXPECT_EQ(persistent[0]->mem.bytes, 2 * all);
+}
+
+TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  s.zero.reduce_bucket_size = 500'000;
+  s.zero.overlap_comm = true;
+  const Schedule over = build(s);
+  for (const Op* op : ops_where(over, [](const Op& o) { return is_collective(o, CollectiveKind::reduce_scatter); }))
+    EXPECT_EQ(over.streams[op->stream], "comm_rs");
+  s.zero.overlap_comm = false;
+  const Schedule serial = build(s);
+  // Serialised: the backward compute after a reduction waits for it.
+  int waits = 0;
+  for (const Op& op : serial.ops)
+    if (op.kind == OpKind::compute && op.phase == Phase::backward)
+      for (OpId d : op.deps) waits += is_collective(serial.ops[d], CollectiveKind::reduce_scatter);
+  EXPECT_GT(waits, 0);
+}
+
+// Buckets fill and reduce in order; with overlap_comm the next bucket fills while the previous one is
+// reduced (two buffers live), without it one at a time.
+TEST(ScheduleBuilder, OverlapCommDoubleBuffersGradientBuckets) {
+  for (bool overlap : {false, true}) {
+    Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+    s.zero.overlap_comm = overlap;
+    s.zero.reduce_bucket_size = make_plan(s).units[1].params / 3;  // several buckets per layer
+    const Schedule sch = build(s);
+    int live = 0, most = 0;
+    for (const Op& op : sch.ops) {
+      if (op.mem.detail != "bucket") continue;
+      live += op.kind == OpKind::alloc ? 1 : op.kind == OpKind::free ? -1 : 0;
+      most = std::max(most, live);
+    }
+    EXPECT_EQ(live, 0);
+    EXPECT_EQ(most, overlap ? 2 : 1) << "overlap " << overlap;
+  }
+}
+
+TEST(ScheduleBuilder, BackwardIsCutWhereBucketsFill) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  const Plan whole = make_plan(s);
+  s.zero.reduce_bucket_size = whole.units[1].params / 3;
+  const Schedule sch = build(s);
+  double flops = 0;
+  int parts = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward && op.layer == 1) {
+      flops += op.compute.flops;
+      ++parts;
+    }
+  EXPECT_GE(parts, 3);
+  const Schedule one = build(test::scenario(test::small_llama(2), 2, 1, 8));
+  double one_flops = 0;
+  for (const Op& op : one.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward && op.layer == 1) one_flops += op.compute.flops;
+  EXPECT_DOUBLE_EQ(flops, one_flops);
+}
+
+TEST(ScheduleBuilder, Stages0And1ReduceOnlyOnTheLastMicroStepStage2EveryMicroStep) {
+  for (int stage : {0, 1, 2}) {
+    Scenario s = test::scenario(test::small_llama(2), stage, 1, 8);
+    s.training.grad_accum = 4;
+    const Schedule sch = build(s);
+    const auto red = ops_where(sch, [](const Op& op) {
+      return op.kind == OpKind::collective && op.phase == Phase::backward;
+    });
+    const Plan p = make_plan(s);
+    EXPECT_EQ(red.size(), p.buckets.size() * (stage == 2 ? 4 : 1)) << "stage " << stage;
+    for (const Op* op : red)
+      if (stage < 2) EXPECT_EQ(op->micro_step, 3);
+  }
+}
+
+TEST(ScheduleBuilder, Stage0AllReducesStages1And2ReduceScatterThenAllGather) {
+  const Schedule s0 = build(test::scenario(test::small_llama(2), 0, 1, 8));
+  EXPECT_FALSE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
+  EXPECT_TRUE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
+  const Schedule s2 = build(test::scenario(test::small_llama(2), 2, 1, 8));
+  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  const auto ag = ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); });
+  ASSERT_FALSE(ag.empty());
+  for (const Op* op : ag) EXPECT_EQ(op->phase, Phase::step);
+}
+
+TEST(ScheduleBuilder, HpzBackwardGathersStayInsideTheHpzGroup) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_hpz_partition_size = 8;
+  const Schedule sch = build(s);
+  for (const Op* op : ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); }))
+    EXPECT_EQ(group_of(sch, *op), op->phase == Phase::backward ? "hpz" : "world") << op->name;
+  const auto hpz = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "hpz"; });
+  Bytes secondary = 0;
+  for (const Op* op : hpz) secondary += op->mem.bytes;
+  EXPECT_EQ(secondary, 2 * make_plan(s).params / 8);  // 16-bit params / hpZ size
+}
+
+TEST(ScheduleBuilder, QwzGathersInt8WithScalesBetweenQuantizeAndDequantize) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_quantized_weights = true;
+  const Schedule sch = build(s);
+  const auto ag = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); });
+  ASSERT_FALSE(ag.empty());
+  for (const Op* op : ag) {
+    EXPECT_EQ(op->collective.dtype, DType::int8);
+    EXPECT_GT(op->collective.scale_bytes, 0);
+    EXPECT_EQ(sch.ops[op->deps[0]].compute.what, ComputeKind::quantize);
+    EXPECT_EQ(sch.ops[op->id + 1].compute.what, ComputeKind::dequantize);
+  }
+}
+
+TEST(ScheduleBuilder, QgzReducesIntraNodeThenInterNodeInInt4) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 4, 8);
+  s.zero.zero_quantized_gradients = true;
+  const Schedule sch = build(s);
+  const auto a2a = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_to_all); });
+  ASSERT_FALSE(a2a.empty());
+  ASSERT_EQ(a2a.size() % 2, 0u);
+  for (size_t i = 0; i < a2a.size(); i += 2) {
+    EXPECT_EQ(group_of(sch, *a2a[i]), "intra_node");
+    EXPECT_EQ(group_of(sch, *a2a[i + 1]), "inter_node");
+    EXPECT_EQ(a2a[i]->collective.dtype, DType::int4);
+    EXPECT_EQ(sch.ops[a2a[i + 1]->deps[0]].compute.what, ComputeKind::dequant_reduce);
+  }
+}
+
+TEST(ScheduleBuilder, LocoKeepsInt8ErrorBuffersForTheWholeRun) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_quantized_gradients = true;
+  s.zero.zeropp_loco_param.enabled = true;
+  const Schedule sch = build(s);
+  const auto loco = ops_where(sch, [](const Op& op) { return op.mem.detail == "loco_error"; });
+  ASSERT_EQ(loco.size(), 1u);  // allocated once, never freed
+  EXPECT_EQ(loco[0]->phase, Phase::init);
+  // About one byte per matrix parameter (intra error) + 1/8 of it (inter error), plus scales.
+  const Plan p = make_plan(s);
+  EXPECT_GT(loco[0]->mem.bytes, p.params);
+  EXPECT_LT(loco[0]->mem.bytes, p.params * 9 / 8 + p.params / 100);
+}
+
+TEST(ScheduleBuilder, SequentialAllgatherIssuesOneCollectivePerTensor) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.stage3_prefetch_bucket_size = 0;
+  s.zero.stage3_max_reuse_distance = 0;
+  s.zero.stage3_allgather_sequential = true;
+  const Schedule sch = build(s);
+  const auto fwd = ops_where(sch, [](const Op& o) {
+    return is_collective(o, CollectiveKind::all_gather) && o.phase == Phase::forward;
+  });
+  const Plan p = make_plan(s);
+  size_t tensors = 0;
+  for (const auto& u : p.units) tensors += u.gathered_tensors.size();
+  EXPECT_EQ(fwd.size(), tensors);
+  EXPECT_TRUE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::alloc && o.name.rfind("alloc.flat.", 0) == 0; }).empty());
+}
+
+TEST(ScheduleBuilder, CpuOffloadCopiesGradsDownRunsAdamOnCpuAndCopiesParamsUp) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const Schedule sch = build(s);
+  const auto adam = ops_where(sch, [](const Op& o) { return o.kind == OpKind::compute && o.compute.what == ComputeKind::optimizer; });
+  ASSERT_EQ(adam.size(), 1u);
+  EXPECT_EQ(adam[0]->compute.device, Device::cpu);
+  EXPECT_EQ(sch.streams[adam[0]->stream], "cpu");
+  EXPECT_EQ(adam[0]->compute.elements, make_plan(s).optimizer_partition);
+  EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::d2h; }).empty());
+  EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::h2d; }).empty());
+}
+
+TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStatePerSubGroup) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::nvme;
+  s.zero.sub_group_size = 200'000;
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const auto reads = ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::nvme_read; });
+  ASSERT_EQ(reads.size(), p.sub_groups.size());
+  Bytes total = 0;
+  for (const Op* op : reads) total += op->copy.bytes;
+  EXPECT_EQ(total, 12 * p.optimizer_partition);
+}
+
+TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  const Schedule sch = build(s);
+  for (const Op* op : ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); })) {
+    // The gather waits (through the gathered buffer's alloc) for an h2d copy.
+    bool after_h2d = false;
+    for (OpId d : op->deps)
+      for (OpId dd : sch.ops[d].deps) after_h2d |= sch.ops[dd].kind == OpKind::copy && sch.ops[dd].copy.what == CopyKind::h2d;
+    for (OpId d : op->deps) after_h2d |= sch.ops[d].kind == OpKind::copy && sch.ops[d].copy.what == CopyKind::h2d;
+    EXPECT_TRUE(after_h2d) << op->name;
+  }
+}
+
+// Summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h; backward = 2 x
+// forward; recompute = forward.
+TEST(ScheduleBuilder, ComputeFlopsFollowTheConvention) {
+  Scenario s = test::scenario(test::small_llama(1), 3, 1, 8);
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const double tokens = 1024, sq = 1024.0 * 1024.0;
+  const double fwd = 2 * tokens * p.shapes.layer.matrix_params() + 4 * 1 * sq * 512;
+  std::map<ComputeKind, double> sum;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.layer == 0) sum[op.compute.what] += op.compute.flops;
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::forward], fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::recompute], fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::backward], 2 * fwd);
+  double head = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.name == "fwd.head") head = op.compute.flops;
+  EXPECT_DOUBLE_EQ(head, 2 * tokens * 512 * 1024);
+}
+
+// Best of three builds, so that a busy shared machine does not decide the figure.
+TEST(ScheduleBuilder, Gpt3On1024GpusBuildsWellUnder100ms) {
+  Scenario s = test::scenario(test::gpt3_175b(), 3, 128, 8);
+  s.zero.stage3_param_persistence_threshold = 100'000;
+  s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+  s.zero.zero_hpz_partition_size = 8;
+  double best = 1e9;
+  size_t ops = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Plan p = make_plan(s);
+    const Schedule sch = make_schedule(s, p);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ops = sch.ops.size();
+    if (i == 0) EXPECT_NO_THROW(check_schedule(sch));
+  }
+  EXPECT_LT(best, 50.0) << ops << " ops";
+  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms (best of 3), %zu ops\n", best, ops);
+}
+
+// The builder's output survives the versioned JSON format unchanged (every op kind, ZeRO++, offload).
+TEST(ScheduleBuilder, BuiltSchedulesRoundTripThroughJson) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 4);
+  s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
+  s.zero.zero_hpz_partition_size = 4;
+  s.zero.zeropp_loco_param.enabled = true;
+  s.zero.offload_optimizer.device = OffloadDevice::nvme;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  const Schedule sch = build(s, 2);
+  EXPECT_EQ(schedule_from_json_text(schedule_to_json_text(sch)), sch);
+}
+
+// Stage 0, and stage 1 without overlap_comm, reduce after the whole backward pass; stage 1 with
+// overlap_comm reduces from the gradient hooks, between backward segments.
+TEST(ScheduleBuilder, Stage0AndSerialStage1ReduceAfterTheWholeBackward) {
+  for (auto [stage, overlap] : {std::pair{0, false}, std::pair{1, false}, std::pair{1, true}}) {
+    Scenario s = test::scenario(test::small_llama(3), stage, 1, 8);
+    s.zero.overlap_comm = overlap;
+    s.zero.reduce_bucket_size = make_plan(s).units[1].params;
+    const Schedule sch = build(s);
+    OpId first_reduce = -1, last_bwd = -1;
+    for (const Op& op : sch.ops) {
+      if (op.kind == OpKind::collective && op.phase == Phase::backward && first_reduce < 0) first_reduce = op.id;
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::backward) last_bwd = op.id;
+    }
+    ASSERT_GE(first_reduce, 0);
+    const bool after = first_reduce > last_bwd;
+    EXPECT_EQ(after, !(stage == 1 && overlap)) << "stage " << stage << " overlap " << overlap;
+  }
+}
+
+// GPU Adam in 16-bit training upcasts each sub-group's gradients to an fp32 copy for the update only.
+TEST(ScheduleBuilder, GpuStepHoldsAnFp32GradientCopyPerSubGroupDuringTheUpdate) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.sub_group_size = 100'000;
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const auto ups = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "fp32"; });
+  ASSERT_EQ(ups.size(), p.sub_groups.size());
+  for (size_t i = 0; i < ups.size(); ++i) {
+    EXPECT_EQ(ups[i]->mem.bytes, 4 * p.sub_groups[i]);
+    EXPECT_EQ(ups[i]->phase, Phase::step);
+  }
+}

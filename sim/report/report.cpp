@@ -1,0 +1,64 @@
+#include "sim/report/report.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/report/human_units.hpp"
+
+namespace zsim {
+
+namespace {
+
+const char* offload_name(OffloadDevice d) {
+  return d == OffloadDevice::cpu ? "cpu" : d == OffloadDevice::nvme ? "nvme" : "none";
+}
+
+std::vector<std::string> features_of(const ZeroConfig& z) {
+  std::vector<std::string> f;
+  if (z.zero_quantized_weights) f.push_back("qwZ");
+  if (z.zero_hpz_partition_size > 1) f.push_back(fmt::format("hpZ={}", z.zero_hpz_partition_size));
+  if (z.zero_quantized_gradients) f.push_back("qgZ");
+  if (z.zeropp_loco_param.enabled) f.push_back("LoCo");
+  if (z.stage3_allgather_sequential) f.push_back("sequential_allgather");
+  if (z.offload_optimizer.device != OffloadDevice::none)
+    f.push_back(fmt::format("offload_optimizer={}", offload_name(z.offload_optimizer.device)));
+  if (z.offload_param.device != OffloadDevice::none)
+    f.push_back(fmt::format("offload_param={}", offload_name(z.offload_param.device)));
+  return f;
+}
+
+void warn_about_capacity(const TierMemory& t, const char* key, std::vector<std::string>& warnings) {
+  if (t.capacity == 0 && t.peak > 0)
+    warnings.push_back(fmt::format("the schedule places {} ({} bytes){} on {} but {} is 0 (not given)",
+                                   human_bytes(t.peak), t.peak, t.tier == Tier::gpu ? "" : " per node",
+                                   to_string(t.tier), key));
+}
+
+}  // namespace
+
+Report make_report(const Scenario& scenario, const Schedule& schedule) {
+  check_schedule(schedule);
+  Report r;
+  const ScheduleMeta& m = schedule.meta;
+  r.setup = {scenario.source_file,
+             scenario.model.name,
+             m.params,
+             m.nodes,
+             m.gpus_per_node,
+             m.world_size,
+             scenario.cluster.gpu.name,
+             scenario.zero.stage,
+             features_of(scenario.zero)};
+  r.memory = walk_memory(schedule, capacity_of(scenario));
+  r.comm = walk_comm(schedule);
+  r.fits = r.memory.fits();
+  r.warnings = scenario.warnings;
+  if (m.nodes != scenario.cluster.nodes || m.gpus_per_node != scenario.cluster.gpus_per_node)
+    r.warnings.push_back(fmt::format("the schedule is for {} x {} GPUs but the scenario describes {} x {}", m.nodes,
+                                     m.gpus_per_node, scenario.cluster.nodes, scenario.cluster.gpus_per_node));
+  warn_about_capacity(r.memory.gpu, "cluster.gpu.hbm_bytes", r.warnings);
+  warn_about_capacity(r.memory.cpu, "cluster.host.memory_bytes", r.warnings);
+  warn_about_capacity(r.memory.nvme, "cluster.nvme.bytes", r.warnings);
+  return r;
+}
+
+}  // namespace zsim

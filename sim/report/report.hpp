@@ -1,0 +1,55 @@
+// Report: what zsim tells the user about one scenario and its schedule: memory per tier, communication
+// volume, whether it fits, and warnings. Every figure is derived by walking the schedule
+// (memory_walk, comm_walk); JSON in report_json.*, terminal tables in report_print.*.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/report/comm_walk.hpp"
+#include "sim/report/memory_walk.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zsim {
+
+inline constexpr const char* kReportFormat = "zsim.report";
+inline constexpr int kReportVersion = 1;
+
+// Identifies what was simulated (for the header of the report).
+struct ReportSetup {
+  std::string source_file;   // scenario file ("" if built in code)
+  std::string model;         // model name (preset, HF config path, or "custom")
+  Elements params = 0;       // model parameters (count), from the schedule's meta
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int world_size = 1;
+  std::string gpu;           // GPU name
+  int zero_stage = 0;
+  std::vector<std::string> features;  // e.g. "qwZ", "hpZ=8", "qgZ", "LoCo", "offload_optimizer=cpu"
+};
+
+// Step time. The timing work computes it (sim/engine: summarize -> timing_json, format_timing) and the
+// caller attaches it; the report only places it: JSON under "time", terminal text before the verdict.
+// (Kept as rendered output so sim/report does not depend on sim/engine.)
+struct ReportTime {
+  nlohmann::json json;  // the "time" object (docs/timing.md)
+  std::string text;     // terminal block, ending in a newline
+};
+
+struct Report {
+  ReportSetup setup;
+  MemoryWalk memory;         // gpu per GPU; cpu, nvme per node
+  CommWalk comm;             // per GPU, per step
+  bool fits = false;         // every tier's peak <= its capacity
+  std::vector<std::string> warnings;  // the scenario's own, then the report's
+  std::optional<ReportTime> time;      // attached by the caller when a step was simulated
+};
+
+// Walks `schedule` (planned from `scenario`): capacities come from the scenario, everything else from
+// the schedule. Throws std::logic_error if the schedule is structurally broken (see check_schedule).
+Report make_report(const Scenario& scenario, const Schedule& schedule);
+
+}  // namespace zsim

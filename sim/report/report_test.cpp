@@ -1,0 +1,98 @@
+// Specification of make_report: the report's figures are the schedule walks', with the scenario's
+// capacities, and its verdict and warnings follow from them.
+#include "sim/report/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/report/report_test_fixture.hpp"
+
+using namespace zsim;
+using namespace zsim::testing;
+using S = SmallStep;
+
+TEST(Report, GpuPeakIsTheClosedFormPeakOfTheHandBuiltStep) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.peak, S::kGpuPeak);
+  EXPECT_EQ(r.memory.gpu.peak_op_name, "alloc.bucket.L1");
+  EXPECT_EQ(r.memory.gpu.at_peak.buffer_detail.at("gathered"), S::kLayer);
+  EXPECT_EQ(r.memory.gpu.at_peak.buffer_detail.at("bucket"), S::kLayer);
+}
+
+TEST(Report, CpuOptimizerStatesArePerNode) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.cpu.peak, S::kGpn * 12 * S::kP / S::kN);
+  EXPECT_EQ(r.memory.cpu.at_peak.optimizer, r.memory.cpu.peak);
+  EXPECT_EQ(r.memory.nvme.peak, 0);
+}
+
+TEST(Report, CapacitiesComeFromTheScenario) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.capacity, 80 * kGiB);
+  EXPECT_EQ(r.memory.cpu.capacity, 1 * kGiB);
+  EXPECT_EQ(r.memory.nvme.capacity, 4 * kGiB);
+}
+
+TEST(Report, FitsWhenEveryTierHoldsItsPeak) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  EXPECT_TRUE(r.fits);
+  EXPECT_FALSE(r.memory.first_overflow.has_value());
+}
+
+TEST(Report, DoesNotFitWhenTheGpuPeakExceedsHbm) {
+  const Report r = make_report(small_scenario(S::kGpuPeak - 1, OffloadDevice::cpu), small_step(Tier::cpu));
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.memory.gpu.headroom(), -1);
+  ASSERT_TRUE(r.memory.first_overflow.has_value());
+  EXPECT_EQ(r.memory.first_overflow->tier, Tier::gpu);
+}
+
+TEST(Report, CommIsTheWalkOfTheSchedule) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  // ZeRO-3: forward all-gather, backward all-gather and reduce-scatter of the model's kLayer x 2 bytes.
+  const Bytes M = 2 * S::kLayer;
+  EXPECT_EQ(r.comm.per_gpu.total(), 3 * M * (S::kN - 1) / S::kN);
+  EXPECT_EQ(r.comm.cross_node_per_node_total(), 3 * M * (S::kNodes - 1) / S::kNodes);
+  EXPECT_EQ(r.comm.d2h.step, S::kGradShard);
+  EXPECT_EQ(r.comm.h2d.step, S::kParamShard);
+}
+
+TEST(Report, SetupNamesModelClusterAndZeroFeatures) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.zero.zero_quantized_weights = true;
+  sc.zero.zero_hpz_partition_size = 4;
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.setup.model, "tiny");
+  EXPECT_EQ(r.setup.params, S::kP);
+  EXPECT_EQ(r.setup.world_size, S::kN);
+  EXPECT_EQ(r.setup.zero_stage, 3);
+  EXPECT_EQ(r.setup.features, (std::vector<std::string>{"qwZ", "hpZ=4", "offload_optimizer=cpu"}));
+}
+
+TEST(Report, KeepsTheScenarioWarningsFirst) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings[0].find("round_robin_gradients"), std::string::npos);
+}
+
+TEST(Report, WarnsWhenATierIsUsedButHasNoCapacity) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::nvme);
+  sc.cluster.nvme.bytes = 0;
+  const Report r = make_report(sc, small_step(Tier::nvme));
+  EXPECT_FALSE(r.fits);
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_NE(r.warnings[1].find("cluster.nvme.bytes"), std::string::npos);
+}
+
+TEST(Report, WarnsWhenTheScheduleWasPlannedForAnotherCluster) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.nodes = 4;
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_NE(r.warnings[1].find("2 x 4 GPUs but the scenario describes 4 x 4"), std::string::npos);
+}
+
+TEST(Report, RejectsABrokenSchedule) {
+  Schedule s = small_step(Tier::cpu);
+  s.ops[5].deps = {40};
+  EXPECT_THROW(make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), s), std::logic_error);
+}
