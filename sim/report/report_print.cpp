@@ -149,9 +149,9 @@ void verdict(std::string& s, const Report& r) {
 
 }  // namespace
 
-std::string format_report(const Report& r) {
+std::string format_report(const Report& r, bool with_header) {
   std::string s;
-  header(s, r);
+  if (with_header) header(s, r);
   memory_table(s, r.memory);
   comm_table(s, r.comm);
   copy_table(s, r.comm);
@@ -160,8 +160,8 @@ std::string format_report(const Report& r) {
   return s;
 }
 
-void print_report(const Report& r, std::FILE* out) {
-  const std::string s = format_report(r);
+void print_report(const Report& r, std::FILE* out, bool with_header) {
+  const std::string s = format_report(r, with_header);
   std::fwrite(s.data(), 1, s.size(), out);
 }
 

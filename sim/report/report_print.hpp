@@ -8,7 +8,9 @@
 
 namespace zsim {
 
-std::string format_report(const Report& r);
-void print_report(const Report& r, std::FILE* out = stdout);
+// with_header = false leaves out the few header lines (scenario, model, cluster, ZeRO), for callers that
+// print their own scenario summary first.
+std::string format_report(const Report& r, bool with_header = true);
+void print_report(const Report& r, std::FILE* out = stdout, bool with_header = true);
 
 }  // namespace zsim
