@@ -45,6 +45,7 @@ struct Report {
   CommWalk comm;             // per GPU, per step
   bool fits = false;         // every tier's peak <= its capacity
   std::vector<std::string> warnings;  // the scenario's own, then the report's
+  size_t scenario_warnings = 0;       // how many of `warnings` (at the front) are the scenario's
   std::optional<ReportTime> time;      // attached by the caller when a step was simulated
   // The resolved scenario (sim/scenario: scenario_to_json), attached by the caller so that the JSON
   // report says exactly what it describes (after presets, "auto" and --set overrides).

@@ -8,9 +8,13 @@
 
 namespace zsim {
 
-// with_header = false leaves out the few header lines (scenario, model, cluster, ZeRO), for callers that
-// print their own scenario summary first.
-std::string format_report(const Report& r, bool with_header = true);
-void print_report(const Report& r, std::FILE* out = stdout, bool with_header = true);
+struct ReportPrintOptions {
+  bool header = true;             // the header lines (scenario, model, cluster, ZeRO); off for callers
+                                  // that print their own scenario summary first
+  bool scenario_warnings = true;  // the scenario's warnings; off for callers that already printed them
+};
+
+std::string format_report(const Report& r, const ReportPrintOptions& options = {});
+void print_report(const Report& r, std::FILE* out = stdout, const ReportPrintOptions& options = {});
 
 }  // namespace zsim

@@ -90,13 +90,26 @@ TEST(ReportPrint, HeaderNamesModelClusterAndZeroAndCanBeLeftOut) {
   EXPECT_NE(line_starting(with, "  model").find("tiny, 8.39M parameters"), std::string::npos);
   EXPECT_NE(line_starting(with, "  cluster").find("2 nodes x 4 h100-80gb = 8 GPUs"), std::string::npos);
   EXPECT_NE(line_starting(with, "  ZeRO").find("stage 3 + offload_optimizer=cpu"), std::string::npos);
-  const std::string without = format_report(r, /*with_header=*/false);
+  const std::string without = format_report(r, {.header = false});
   EXPECT_EQ(without.find("tiny"), std::string::npos);
   EXPECT_EQ(without.rfind("  Memory at peak", 0), 0u);
 }
 
 TEST(ReportPrint, ListsWarnings) {
   EXPECT_NE(fitting().find("  - deepspeed.zero_optimization.round_robin_gradients"), std::string::npos);
+}
+
+TEST(ReportPrint, ScenarioWarningsCanBeLeftToTheCallerWhileTheReportsOwnStay) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::nvme);
+  sc.cluster.nvme.bytes = 0;
+  const Report r = make_report(sc, small_step(Tier::nvme));
+  const std::string t = format_report(r, {.scenario_warnings = false});
+  EXPECT_EQ(t.find("round_robin_gradients"), std::string::npos);
+  EXPECT_NE(t.find("  - the schedule places"), std::string::npos);
+  EXPECT_EQ(format_report(make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu)),
+                          {.scenario_warnings = false})
+                .find("Warnings:"),
+            std::string::npos);
 }
 
 TEST(ReportPrint, AttachedTimeTextComesBeforeTheVerdict) {
