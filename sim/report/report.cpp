@@ -52,6 +52,7 @@ Report make_report(const Scenario& scenario, const Schedule& schedule) {
   r.comm = walk_comm(schedule);
   r.fits = r.memory.fits();
   r.warnings = scenario.warnings;
+  r.scenario_warnings = scenario.warnings.size();
   if (m.nodes != scenario.cluster.nodes || m.gpus_per_node != scenario.cluster.gpus_per_node)
     r.warnings.push_back(fmt::format("the schedule is for {} x {} GPUs but the scenario describes {} x {}", m.nodes,
                                      m.gpus_per_node, scenario.cluster.nodes, scenario.cluster.gpus_per_node));

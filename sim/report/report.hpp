@@ -35,8 +35,8 @@ struct ReportSetup {
 // caller attaches it; the report only places it: JSON under "time", terminal text before the verdict.
 // (Kept as rendered output so sim/report does not depend on sim/engine.)
 struct ReportTime {
-  nlohmann::json json;  // the "time" object (docs/timing.md)
-  std::string text;     // terminal block, ending in a newline
+  nlohmann::ordered_json json;  // the "time" object (docs/timing.md)
+  std::string text;             // terminal block, ending in a newline
 };
 
 struct Report {
@@ -45,7 +45,11 @@ struct Report {
   CommWalk comm;             // per GPU, per step
   bool fits = false;         // every tier's peak <= its capacity
   std::vector<std::string> warnings;  // the scenario's own, then the report's
+  size_t scenario_warnings = 0;       // how many of `warnings` (at the front) are the scenario's
   std::optional<ReportTime> time;      // attached by the caller when a step was simulated
+  // The resolved scenario (sim/scenario: scenario_to_json), attached by the caller so that the JSON
+  // report says exactly what it describes (after presets, "auto" and --set overrides).
+  std::optional<nlohmann::ordered_json> scenario;
 };
 
 // Walks `schedule` (planned from `scenario`): capacities come from the scenario, everything else from

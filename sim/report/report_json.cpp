@@ -86,9 +86,10 @@ ordered_json report_to_json(const Report& r) {
   j["format"] = kReportFormat;
   j["version"] = kReportVersion;
   const ReportSetup& s = r.setup;
-  j["scenario"] = {{"source", s.source_file},     {"nodes", s.nodes},       {"gpus_per_node", s.gpus_per_node},
+  j["setup"] = {{"source", s.source_file},     {"nodes", s.nodes},       {"gpus_per_node", s.gpus_per_node},
                    {"world_size", s.world_size}, {"gpu", s.gpu},           {"zero_stage", s.zero_stage},
                    {"features", s.features}};
+  if (r.scenario) j["scenario"] = *r.scenario;
   j["model"] = {{"name", s.model}, {"params", s.params}};
   ordered_json mem;
   mem["gpu"] = tier_json(r.memory.gpu);
@@ -103,7 +104,7 @@ ordered_json report_to_json(const Report& r) {
   j["comm"] = comm_json(r.comm);
   j["fits"] = r.fits;
   j["warnings"] = r.warnings;
-  if (r.time) j["time"] = ordered_json(r.time->json);
+  if (r.time) j["time"] = r.time->json;
   return j;
 }
 

@@ -157,10 +157,19 @@ TEST(ReportJson, TimeIsAbsentUnlessAttached) {
 
 TEST(ReportJson, AttachedTimeIsWrittenUnderTimeAsGiven) {
   Report r = full_report();
-  r.time = ReportTime{nlohmann::json{{"step_s", 1.25}, {"tokens_per_s", 26214.4}}, "Time per step: 1.25 s\n"};
+  r.time = ReportTime{ordered_json{{"step_s", 1.25}, {"tokens_per_s", 26214.4}}, "Time per step: 1.25 s\n"};
   const ordered_json j = report_to_json(r);
   EXPECT_EQ(j["time"]["step_s"], 1.25);
   EXPECT_EQ(j["time"]["tokens_per_s"], 26214.4);
+}
+
+TEST(ReportJson, AttachedResolvedScenarioIsWrittenUnderScenarioAsGiven) {
+  Report r = full_report();
+  EXPECT_FALSE(report_to_json(r).contains("scenario"));
+  r.scenario = ordered_json{{"model", {{"layers", 2}}}, {"zero_optimization", {{"stage", 3}}}};
+  const ordered_json j = report_to_json(r);
+  EXPECT_EQ(j["scenario"]["model"]["layers"], 2);
+  EXPECT_EQ(j["scenario"]["zero_optimization"]["stage"], 3);
 }
 
 TEST(ReportJson, JsonTextIsTheJsonIndentedWithATrailingNewline) {
@@ -187,10 +196,12 @@ TEST(ReportJson, UnwritablePathThrowsAndLeavesNothing) {
 
 TEST(ReportJson, EveryFieldIsDocumentedAlsoWithTimeAttached) {
   Report r = full_report();
-  r.time = ReportTime{nlohmann::json{{"step_s", 1.25}}, ""};
+  r.time = ReportTime{ordered_json{{"step_s", 1.25}}, ""};
+  r.scenario = ordered_json{{"model", {{"layers", 2}}}};
   const auto doc = documented_fields();
   std::set<std::string> present;
   flatten(report_to_json(r), "", doc, present);
   EXPECT_TRUE(present.count("time"));
+  EXPECT_TRUE(present.count("scenario"));
   for (const std::string& path : present) EXPECT_TRUE(doc.count(path)) << "written but not documented: " << path;
 }

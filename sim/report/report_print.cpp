@@ -1,5 +1,6 @@
 #include "sim/report/report_print.hpp"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -117,7 +118,7 @@ void copy_table(std::string& s, const CommWalk& c) {
   s += "\n";
 }
 
-void verdict(std::string& s, const Report& r) {
+void verdict(std::string& s, const Report& r, const ReportPrintOptions& options) {
   const MemoryWalk& m = r.memory;
   if (r.fits) {
     s += fmt::format("FITS: GPU peak {} of {} (headroom {})", human_bytes(m.gpu.peak), human_bytes(m.gpu.capacity),
@@ -141,27 +142,28 @@ void verdict(std::string& s, const Report& r) {
       s.back() = ' ';
     s += "\n";
   }
-  if (!r.warnings.empty()) {
+  const size_t first = options.scenario_warnings ? 0 : std::min(r.scenario_warnings, r.warnings.size());
+  if (first < r.warnings.size()) {
     s += "\nWarnings:\n";
-    for (const std::string& w : r.warnings) s += "  - " + w + "\n";
+    for (size_t i = first; i < r.warnings.size(); ++i) s += "  - " + r.warnings[i] + "\n";
   }
 }
 
 }  // namespace
 
-std::string format_report(const Report& r) {
+std::string format_report(const Report& r, const ReportPrintOptions& options) {
   std::string s;
-  header(s, r);
+  if (options.header) header(s, r);
   memory_table(s, r.memory);
   comm_table(s, r.comm);
   copy_table(s, r.comm);
   if (r.time) s += r.time->text + "\n";
-  verdict(s, r);
+  verdict(s, r, options);
   return s;
 }
 
-void print_report(const Report& r, std::FILE* out) {
-  const std::string s = format_report(r);
+void print_report(const Report& r, std::FILE* out, const ReportPrintOptions& options) {
+  const std::string s = format_report(r, options);
   std::fwrite(s.data(), 1, s.size(), out);
 }
 

@@ -8,7 +8,13 @@
 
 namespace zsim {
 
-std::string format_report(const Report& r);
-void print_report(const Report& r, std::FILE* out = stdout);
+struct ReportPrintOptions {
+  bool header = true;             // the header lines (scenario, model, cluster, ZeRO); off for callers
+                                  // that print their own scenario summary first
+  bool scenario_warnings = true;  // the scenario's warnings; off for callers that already printed them
+};
+
+std::string format_report(const Report& r, const ReportPrintOptions& options = {});
+void print_report(const Report& r, std::FILE* out = stdout, const ReportPrintOptions& options = {});
 
 }  // namespace zsim

@@ -84,13 +84,37 @@ TEST(ReportPrint, CopiesTableAppearsOnlyWhenThereAreCopies) {
   EXPECT_EQ(format_report(r).find("Copies"), std::string::npos);
 }
 
+TEST(ReportPrint, HeaderNamesModelClusterAndZeroAndCanBeLeftOut) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  const std::string with = format_report(r);
+  EXPECT_NE(line_starting(with, "  model").find("tiny, 8.39M parameters"), std::string::npos);
+  EXPECT_NE(line_starting(with, "  cluster").find("2 nodes x 4 h100-80gb = 8 GPUs"), std::string::npos);
+  EXPECT_NE(line_starting(with, "  ZeRO").find("stage 3 + offload_optimizer=cpu"), std::string::npos);
+  const std::string without = format_report(r, {.header = false});
+  EXPECT_EQ(without.find("tiny"), std::string::npos);
+  EXPECT_EQ(without.rfind("  Memory at peak", 0), 0u);
+}
+
 TEST(ReportPrint, ListsWarnings) {
   EXPECT_NE(fitting().find("  - deepspeed.zero_optimization.round_robin_gradients"), std::string::npos);
 }
 
+TEST(ReportPrint, ScenarioWarningsCanBeLeftToTheCallerWhileTheReportsOwnStay) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::nvme);
+  sc.cluster.nvme.bytes = 0;
+  const Report r = make_report(sc, small_step(Tier::nvme));
+  const std::string t = format_report(r, {.scenario_warnings = false});
+  EXPECT_EQ(t.find("round_robin_gradients"), std::string::npos);
+  EXPECT_NE(t.find("  - the schedule places"), std::string::npos);
+  EXPECT_EQ(format_report(make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu)),
+                          {.scenario_warnings = false})
+                .find("Warnings:"),
+            std::string::npos);
+}
+
 TEST(ReportPrint, AttachedTimeTextComesBeforeTheVerdict) {
   Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
-  r.time = ReportTime{nlohmann::json::object(), "Time per step: 1.25 s\n"};
+  r.time = ReportTime{nlohmann::ordered_json::object(), "Time per step: 1.25 s\n"};
   const std::string t = format_report(r);
   ASSERT_NE(t.find("Time per step: 1.25 s"), std::string::npos);
   EXPECT_LT(t.find("Time per step"), t.find("FITS"));

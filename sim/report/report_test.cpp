@@ -72,6 +72,7 @@ TEST(Report, KeepsTheScenarioWarningsFirst) {
   const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
   ASSERT_FALSE(r.warnings.empty());
   EXPECT_NE(r.warnings[0].find("round_robin_gradients"), std::string::npos);
+  EXPECT_EQ(r.scenario_warnings, 1u);
 }
 
 TEST(Report, WarnsWhenATierIsUsedButHasNoCapacity) {

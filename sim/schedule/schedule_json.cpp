@@ -55,7 +55,6 @@ class Node {
   [[noreturn]] void fail(const std::string& message) const {
     throw InputError(SourceLocation{src_, 0, 0, path()}, message);
   }
-  const json& raw() const { return j_; }
   std::string path() const {
     if (!parent_) return "";
     std::string p = parent_->path();
