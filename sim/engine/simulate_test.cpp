@@ -1,0 +1,186 @@
+// The event engine on hand-built schedules: exact communication times, stream order and deps, link
+// sharing, steady state over several steps, determinism, and bad shapes.
+#include "sim/engine/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cost_models/collective_cost.hpp"
+#include "cost_models/compute_cost.hpp"
+#include "sim/engine/test_schedules.hpp"
+
+namespace zsim {
+namespace {
+
+using testing::ScheduleBuilder;
+using testing::test_cluster;
+
+constexpr double kRel = 1e-12;
+
+TEST(Simulate, ACommunicationOnlyScheduleTakesExactlyItsCommunicationTime) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 512 * kMiB;
+  OpId a = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, S);
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {a});
+  b.collective("ar", Phase::step, CollectiveKind::all_reduce, world, S / 4, {r});
+  const AlphaBeta nvl{2e-6, 400e9};
+  const double expected = collective_s(CollectiveKind::all_gather, S, 8, nvl) +
+                          collective_s(CollectiveKind::reduce_scatter, S, 8, nvl) +
+                          collective_s(CollectiveKind::all_reduce, S / 4, 8, nvl);
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.step_s(), expected, expected * kRel);
+  EXPECT_NEAR(t.makespan_s, expected, expected * kRel);
+}
+
+TEST(Simulate, AnInterNodeGroupWithOneRankPerNodeRunsAtNicBandwidth) {
+  const ClusterSpec c = test_cluster(4, 8);
+  ScheduleBuilder b(c);
+  const int inter = b.group("inter_node", 4, 1, 8);
+  const Bytes S = 256 * kMiB;
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, inter, S);
+  const double expected = 3 * (6e-6 + S / (4 * 40e9));  // (k-1)(alpha + S/(k B_ib))
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * kRel);
+}
+
+TEST(Simulate, AWorldGroupAcrossNodesIsLimitedByTheNodesAggregateNicBandwidth) {
+  // 8 GPUs per node x 40 GB/s NICs = 320 GB/s < 400 GB/s NVLink: bus bandwidth ~ 320 (n/(n-1) (k-1)/k).
+  const ClusterSpec c = test_cluster(4, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 32, 8);
+  const Bytes S = 4 * kGiB;
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, S);
+  const double nic_bytes = static_cast<double>(S) * 3 / (4 * 8);  // S (k-1)/(k r)
+  const double expected = 31 * 6e-6 + nic_bytes / 40e9;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+}
+
+TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 1 * kGiB;
+  OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  const TimingResult t = simulate(c, b.s);
+  const double alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
+  const double expected = 7 * 2e-6 + 2 * alone;  // both flows at half rate, ending together
+  EXPECT_NEAR(t.ops[a].end_s, expected, expected * kRel);
+  EXPECT_NEAR(t.ops[r].end_s, expected, expected * kRel);
+}
+
+TEST(Simulate, AnOpWaitsForItsDepsOnOtherStreams) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  OpId f = b.compute("fwd", Phase::forward, 1e12);
+  OpId g = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, 64 * kMiB, {f});
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_DOUBLE_EQ(t.ops[f].end_s, gemm_s(1e12, 1000, 0.5));
+  EXPECT_DOUBLE_EQ(t.ops[g].start_s, t.ops[f].end_s);
+}
+
+TEST(Simulate, OpsOfOneStreamRunInProgramOrderOneAtATime) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId a = b.compute("a", Phase::forward, 1e12);
+  OpId x = b.compute("b", Phase::forward, 2e12);
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_DOUBLE_EQ(t.ops[x].start_s, t.ops[a].end_s);
+  EXPECT_NEAR(t.stream_busy_s[0], gemm_s(3e12, 1000, 0.5), 1e-15);
+}
+
+TEST(Simulate, PageableCopiesRunAtTheirFractionOfPcie) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId p = b.copy("pinned", Phase::step, CopyKind::h2d, 1'000'000'000, true);
+  OpId q = b.copy("pageable", Phase::step, CopyKind::h2d, 1'000'000'000, false, {p});
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.ops[p].duration_s(), 3e-6 + 1e9 / 50e9, 1e-15);
+  EXPECT_NEAR(t.ops[q].duration_s(), 3e-6 + 1e9 / (0.5 * 50e9), 1e-15);
+}
+
+TEST(Simulate, ANodesNvmeIsSharedByItsGpus) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId r = b.copy("read", Phase::step, CopyKind::nvme_read, 3'000'000'000);
+  EXPECT_NEAR(simulate(c, b.s).ops[r].duration_s(), 3e9 / (24e9 / 8), 1e-12);
+}
+
+TEST(Simulate, CpuAdamUsesTheRanksShareOfTheHostCores) {
+  const ClusterSpec c = test_cluster(1, 8);  // 64 cores / 8 GPUs = 8 cores per rank at 1e8 params/s
+  ScheduleBuilder b(c);
+  OpId o = b.cpu_adam("adam", 1'600'000'000);
+  EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);
+}
+
+TEST(Simulate, SeveralStepsGiveTheSteadyStatePerStep) {
+  // Each step: compute 1 s, then an all-reduce; step k's forward waits for step k-1's all-reduce.
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c, 3);
+  const int world = b.group("world", 8, 8);
+  OpId prev = -1;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<OpId> deps;
+    if (prev >= 0) deps.push_back(prev);
+    OpId f = b.compute("fwd", Phase::forward, 5e14, deps);
+    prev = b.collective("ar", Phase::step, CollectiveKind::all_reduce, world, kGiB, {f});
+  }
+  const TimingResult t = simulate(c, b.s);
+  ASSERT_EQ(t.steps.size(), 3u);
+  const double per_step = 1.0 + collective_s(CollectiveKind::all_reduce, kGiB, 8, {2e-6, 400e9});
+  EXPECT_NEAR(t.step_s(), per_step, per_step * 1e-12);
+  EXPECT_NEAR(t.makespan_s, 3 * per_step, 3 * per_step * 1e-12);
+}
+
+TEST(Simulate, IsDeterministicBitForBit) {
+  const ClusterSpec c = test_cluster(2, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 16, 8);
+  const int intra = b.group("intra_node", 8, 8);
+  OpId f = b.compute("fwd", Phase::forward, 3e13);
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 300 * kMiB, {});
+  b.collective("a2a", Phase::backward, CollectiveKind::all_to_all, intra, 77 * kMiB, {f}, "comm_rs");
+  b.copy("off", Phase::step, CopyKind::d2h, 123456789, false, {f});
+  const TimingResult t1 = simulate(c, b.s);
+  const TimingResult t2 = simulate(c, b.s);
+  ASSERT_EQ(t1.ops.size(), t2.ops.size());
+  for (size_t i = 0; i < t1.ops.size(); ++i) {
+    EXPECT_EQ(t1.ops[i].start_s, t2.ops[i].start_s);
+    EXPECT_EQ(t1.ops[i].end_s, t2.ops[i].end_s);
+  }
+  EXPECT_EQ(t1.link_bytes, t2.link_bytes);
+}
+
+TEST(Simulate, RejectsAScheduleBuiltForAnotherClusterShape) {
+  ScheduleBuilder b(test_cluster(2, 8));
+  b.compute("fwd", Phase::forward, 1e12);
+  EXPECT_THROW(simulate(test_cluster(1, 8), b.s), std::invalid_argument);
+}
+
+TEST(Simulate, RejectsACopyOverALinkOfZeroBandwidth) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.nvme.read_GBps = 0;
+  ScheduleBuilder b(c);
+  b.copy("read", Phase::step, CopyKind::nvme_read, 1000);
+  EXPECT_THROW(simulate(c, b.s), std::invalid_argument);
+}
+
+TEST(FindSteps, AStepStartsAtTheFirstNonStepOpAfterAStepPhaseOp) {
+  const ClusterSpec c = test_cluster(1, 1);
+  ScheduleBuilder b(c, 2);
+  b.compute("init", Phase::init, 0);
+  b.compute("f0", Phase::forward, 1);
+  b.compute("o0", Phase::step, 1);
+  b.compute("f1", Phase::forward, 1);
+  b.compute("b1", Phase::backward, 1);
+  b.compute("o1", Phase::step, 1);
+  std::vector<StepSpan> spans;
+  EXPECT_EQ(find_steps(b.s, &spans), (std::vector<int>{-1, 0, 0, 1, 1, 1}));
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[1].first, 3);
+  EXPECT_EQ(spans[1].last, 5);
+}
+
+}  // namespace
+}  // namespace zsim
