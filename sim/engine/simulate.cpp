@@ -79,6 +79,7 @@ class Engine {
       for (OpId d : op.deps) dependents_[d].push_back(op.id);
       queue_[op.stream].push_back(op.id);
     }
+    if (o.share == SharePolicy::ordered) order_transfers_per_link();
   }
 
   TimingResult run() {
@@ -169,6 +170,25 @@ class Engine {
     }
     std::sort(running_.begin(), running_.end());
     return done;
+  }
+
+  // SharePolicy::ordered: a transfer waits for the previous transfer (in program order) on each of its links.
+  void order_transfers_per_link() {
+    std::vector<OpId> last(r_.links.bytes_per_s.size(), -1);
+    for (const Op& op : s_.ops) {
+      if (work_[op.id].flow_bytes <= 0) continue;
+      std::vector<OpId> before;
+      for (FlowUse u : work_[op.id].route) {
+        if (last[u.link] >= 0) before.push_back(last[u.link]);
+        last[u.link] = op.id;
+      }
+      std::sort(before.begin(), before.end());
+      before.erase(std::unique(before.begin(), before.end()), before.end());
+      for (OpId b : before) {
+        ++pending_[op.id];
+        dependents_[b].push_back(op.id);
+      }
+    }
   }
 
   void begin_flow(OpId id) {

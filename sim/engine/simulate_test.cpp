@@ -69,6 +69,20 @@ TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
   EXPECT_NEAR(t.ops[r].end_s, expected, expected * kRel);
 }
 
+TEST(Simulate, WithOrderedLinksTransfersOnOneLinkRunOneAfterTheOtherInProgramOrder) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 1 * kGiB;
+  OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::ordered});
+  const double one = collective_s(CollectiveKind::all_gather, S, 8, {2e-6, 400e9});
+  EXPECT_NEAR(t.ops[a].end_s, one, one * kRel);
+  EXPECT_NEAR(t.ops[r].start_s, one, one * kRel);
+  EXPECT_NEAR(t.ops[r].end_s, 2 * one, one * kRel);
+}
+
 TEST(Simulate, AnOpWaitsForItsDepsOnOtherStreams) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
