@@ -150,7 +150,7 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
   split_window(s, t, w0, w1, r);
   const int last = static_cast<int>(t.steps.size()) - 1;
   for (const Op& op : s.ops) {
-    if (op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
+    if (last < 0 || op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
     const ComputeKind w = op.compute.what;
     if (w == ComputeKind::forward || w == ComputeKind::backward) r.model_flops_per_gpu += op.compute.flops;
     if (w == ComputeKind::forward || w == ComputeKind::backward || w == ComputeKind::recompute)

@@ -4,8 +4,8 @@
 
 namespace zsim {
 
-nlohmann::json timing_json(const TimingReport& r) {
-  nlohmann::json j;
+nlohmann::ordered_json timing_report_json(const TimingReport& r) {
+  nlohmann::ordered_json j;
   j["step_s"] = r.step_s;
   j["compute_s"] = r.compute_s;
   j["optimizer_s"] = r.optimizer_s;
@@ -23,7 +23,7 @@ nlohmann::json timing_json(const TimingReport& r) {
   j["tokens_per_s"] = r.tokens_per_s;
   j["steps_simulated"] = r.steps_simulated;
   j["critical_path_s"] = r.critical_path_s;
-  nlohmann::json path = nlohmann::json::array();
+  nlohmann::ordered_json path = nlohmann::ordered_json::array();
   for (const CriticalContributor& c : r.critical_path)
     path.push_back({{"label", c.label}, {"seconds", c.seconds}, {"ops", c.ops}});
   j["critical_path"] = path;

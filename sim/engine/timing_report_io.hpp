@@ -9,8 +9,9 @@
 
 namespace zsim {
 
-// The object to store under the output's "time" key.
-nlohmann::json timing_json(const TimingReport& r);
+// The object to store under the output's "time" key (keys in the order listed in docs/timing.md). Same
+// name and type as the report's call site (sim/report/report_json.cpp: j["timing"] = timing_report_json(..)).
+nlohmann::ordered_json timing_report_json(const TimingReport& r);
 
 // Human-readable block for the terminal, several lines, ending in a newline.
 std::string format_timing(const TimingReport& r);

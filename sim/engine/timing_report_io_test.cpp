@@ -21,7 +21,7 @@ TimingReport sample() {
 }
 
 TEST(TimingJson, HoldsTheTimeBlockKeys) {
-  const nlohmann::json j = timing_json(sample());
+  const nlohmann::ordered_json j = timing_report_json(sample());
   EXPECT_EQ(j.at("step_s"), 2.0);
   EXPECT_EQ(j.at("compute_s"), 1.5);
   EXPECT_EQ(j.at("exposed_comm_s"), 0.5);
@@ -34,6 +34,8 @@ TEST(TimingJson, HoldsTheTimeBlockKeys) {
   EXPECT_EQ(j.at("critical_path").at(0).at("label"), "backward compute.backward");
   EXPECT_EQ(j.at("critical_path").at(0).at("ops"), 3);
 }
+
+TEST(TimingJson, ListsStepTimeFirst) { EXPECT_EQ(timing_report_json(sample()).begin().key(), "step_s"); }
 
 TEST(TimingText, ShowsStepTimeShareOfExposedCommAndTheCriticalPath) {
   const std::string t = format_timing(sample());

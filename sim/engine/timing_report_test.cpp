@@ -118,5 +118,16 @@ TEST(TimingReport, WithSeveralStepsItReportsTheLastStepsWindow) {
   EXPECT_DOUBLE_EQ(r.tokens_per_s, 1000 / 1.5);
 }
 
+TEST(TimingReport, AProgramOfOnlyInitOpsHasNoStepAndNoThroughput) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  b.compute("init.warmup", Phase::init, kOneSecondOfFlops);
+  const TimingReport r = summarize(b.s, simulate(c, b.s));
+  EXPECT_EQ(r.steps_simulated, 0);
+  EXPECT_EQ(r.step_s, 0.0);
+  EXPECT_EQ(r.model_flops_per_gpu, 0.0);
+  EXPECT_EQ(r.tflops_per_gpu, 0.0);
+}
+
 }  // namespace
 }  // namespace zsim
