@@ -31,11 +31,25 @@ double busbw_factor(CollectiveKind kind, int n) {
 
 double bus_bytes(CollectiveKind kind, double size_bytes, int n) { return size_bytes * busbw_factor(kind, n); }
 
-int latency_steps(CollectiveKind kind, CollectiveAlgorithm algo, int n) {
+LatencySteps latency_steps(CollectiveKind kind, CollectiveAlgorithm algo, int n, int k) {
   check_n(n);
-  if (n == 1) return 0;
-  if (kind == CollectiveKind::all_reduce) return algo == CollectiveAlgorithm::tree ? 2 * ceil_log2(n) : 2 * (n - 1);
-  return n - 1;
+  if (k < 1 || k > n || n % k != 0)
+    throw std::invalid_argument("group of " + std::to_string(n) + " ranks on " + std::to_string(k) + " nodes");
+  if (n == 1) return {};
+  const int r = n / k;
+  if (kind == CollectiveKind::all_reduce && algo == CollectiveAlgorithm::tree) return {2 * (r - 1), 2 * ceil_log2(k)};
+  if (kind == CollectiveKind::all_to_all) return {r - 1, n - r};
+  const int passes = kind == CollectiveKind::all_reduce ? 2 : 1;
+  return {passes * (n - k), passes * (k - 1)};
+}
+
+int latency_steps(CollectiveKind kind, CollectiveAlgorithm algo, int n) {
+  return latency_steps(kind, algo, n, n).total();
+}
+
+Seconds latency_s(CollectiveKind kind, CollectiveAlgorithm algo, int n, int k, const CollectiveLink& link) {
+  const LatencySteps st = latency_steps(kind, algo, n, k);
+  return st.intra * link.intra_latency_s + st.inter * link.inter_latency_s;
 }
 
 double bandwidth_bytes(CollectiveKind kind, CollectiveAlgorithm algo, double size_bytes, int n) {
@@ -45,18 +59,27 @@ double bandwidth_bytes(CollectiveKind kind, CollectiveAlgorithm algo, double siz
   return bus_bytes(kind, size_bytes, n);
 }
 
-Seconds collective_s(CollectiveKind kind, CollectiveAlgorithm algo, double size_bytes, int n, AlphaBeta link) {
+Seconds collective_s(CollectiveKind kind, CollectiveAlgorithm algo, double size_bytes, int n, int k,
+                     const CollectiveLink& link) {
   if (n > 1 && link.bytes_per_s <= 0) throw std::invalid_argument("collective over a link of zero bandwidth");
   const double bw = bandwidth_bytes(kind, algo, size_bytes, n);
-  return latency_steps(kind, algo, n) * link.latency_s + (bw > 0 ? bw / link.bytes_per_s : 0.0);
+  return latency_s(kind, algo, n, k, link) + (bw > 0 ? bw / link.bytes_per_s : 0.0);
+}
+
+CollectiveAlgorithm choose_algorithm(CollectiveKind kind, double size_bytes, int n, int k, const CollectiveLink& link) {
+  if (kind == CollectiveKind::all_to_all) return CollectiveAlgorithm::pairwise;
+  if (kind != CollectiveKind::all_reduce) return CollectiveAlgorithm::ring;
+  const Seconds ring = collective_s(kind, CollectiveAlgorithm::ring, size_bytes, n, k, link);
+  const Seconds tree = collective_s(kind, CollectiveAlgorithm::tree, size_bytes, n, k, link);
+  return tree < ring ? CollectiveAlgorithm::tree : CollectiveAlgorithm::ring;
+}
+
+Seconds collective_s(CollectiveKind kind, CollectiveAlgorithm algo, double size_bytes, int n, AlphaBeta link) {
+  return collective_s(kind, algo, size_bytes, n, n, {link.latency_s, link.latency_s, link.bytes_per_s});
 }
 
 CollectiveAlgorithm choose_algorithm(CollectiveKind kind, double size_bytes, int n, AlphaBeta link) {
-  if (kind == CollectiveKind::all_to_all) return CollectiveAlgorithm::pairwise;
-  if (kind != CollectiveKind::all_reduce) return CollectiveAlgorithm::ring;
-  const Seconds ring = collective_s(kind, CollectiveAlgorithm::ring, size_bytes, n, link);
-  const Seconds tree = collective_s(kind, CollectiveAlgorithm::tree, size_bytes, n, link);
-  return tree < ring ? CollectiveAlgorithm::tree : CollectiveAlgorithm::ring;
+  return choose_algorithm(kind, size_bytes, n, n, {link.latency_s, link.latency_s, link.bytes_per_s});
 }
 
 Seconds collective_s(CollectiveKind kind, double size_bytes, int n, AlphaBeta link) {

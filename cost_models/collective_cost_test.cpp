@@ -113,6 +113,47 @@ TEST(HierarchicalAllGather, IsInterNodeShardGatherThenIntraNodeGather) {
   EXPECT_NEAR(hierarchical_all_gather_s(S, r, nvl, k, ib), expected, expected * kRel);
 }
 
+TEST(TwoLevelLatency, ARingAcrossNodesCrossesTheNetworkOncePerNodeBoundary) {
+  // 4 nodes x 8 GPUs: 31 ring steps, 3 of them between nodes (NCCL tuning model: nInterSteps = nNodes - 1).
+  const CollectiveLink link{2e-6, 6e-6, 100e9};
+  const LatencySteps st = latency_steps(CollectiveKind::all_gather, CollectiveAlgorithm::ring, 32, 4);
+  EXPECT_EQ(st.intra, 28);
+  EXPECT_EQ(st.inter, 3);
+  const double S = 1e9;
+  const double expected = 28 * 2e-6 + 3 * 6e-6 + S * 31 / 32 / 100e9;
+  EXPECT_NEAR(collective_s(CollectiveKind::all_gather, CollectiveAlgorithm::ring, S, 32, 4, link), expected,
+              expected * kRel);
+}
+
+TEST(TwoLevelLatency, RingAllReduceMakesTwoPasses) {
+  const LatencySteps st = latency_steps(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 32, 4);
+  EXPECT_EQ(st.intra, 56);
+  EXPECT_EQ(st.inter, 6);
+}
+
+TEST(TwoLevelLatency, TreeAllReduceClimbsTheNodeChainThenLogKNetworkLevels) {
+  const LatencySteps st = latency_steps(CollectiveKind::all_reduce, CollectiveAlgorithm::tree, 1024, 128);
+  EXPECT_EQ(st.intra, 2 * 7);
+  EXPECT_EQ(st.inter, 2 * 7);
+}
+
+TEST(TwoLevelLatency, PairwiseAllToAllTalksToEveryPeerOnce) {
+  const LatencySteps st = latency_steps(CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, 32, 4);
+  EXPECT_EQ(st.intra, 7);
+  EXPECT_EQ(st.inter, 24);
+}
+
+TEST(TwoLevelLatency, AFlatGroupWithEqualLatenciesIsTheSingleLinkForm) {
+  const CollectiveLink link{kLink.latency_s, kLink.latency_s, kLink.bytes_per_s};
+  for (auto kind : {CollectiveKind::all_gather, CollectiveKind::all_reduce, CollectiveKind::all_to_all})
+    EXPECT_DOUBLE_EQ(collective_s(kind, CollectiveAlgorithm::ring, 1e8, 16, 16, link),
+                     collective_s(kind, CollectiveAlgorithm::ring, 1e8, 16, kLink));
+}
+
+TEST(TwoLevelLatency, RejectsAGroupThatDoesNotSplitEvenlyOverItsNodes) {
+  EXPECT_THROW(latency_steps(CollectiveKind::all_gather, CollectiveAlgorithm::ring, 12, 5), std::invalid_argument);
+}
+
 TEST(CollectiveCost, RejectsAnEmptyGroup) {
   EXPECT_THROW(collective_s(CollectiveKind::all_gather, 1e6, 0, kLink), std::invalid_argument);
 }

@@ -14,6 +14,12 @@ GiB = 1024**3
 IB_EFFICIENCY = 0.92
 IB_SPEEDS = {100: "EDR/HDR100", 200: "HDR", 400: "NDR", 800: "XDR"}
 
+# Per-step latencies: NCCL's tuning model (src/graph/tuning.cc, hwLat for Ring) uses 0.47 / 1.9 / 3.4 us per
+# NVLink step and 2.7 / 4.0 / 9.6 us per network step for the LL / LL128 / Simple protocols; zsim has one
+# protocol, so it takes values between LL128 and Simple.
+NVL_LAT = "per ring step inside a node; NCCL tuning.cc hwLat NVLink ring: 1.9 (LL128) - 3.4 (Simple) us"
+IB_LAT = "per ring step between nodes; NCCL tuning.cc hwLat network ring: 4.0 (LL128) - 9.6 (Simple) us"
+
 PLATFORMS = {
     "v100-dgx2": dict(
         title="NVIDIA DGX-2: 16x V100-SXM3 32GB on NVSwitch",
@@ -38,9 +44,9 @@ PLATFORMS = {
             nvlink_GBps=(123, "150 GB/s per direction (6 NVLink2 x 25 GB/s) x 0.82 NCCL protocol efficiency "
                               "(NVIDIA/nccl-tests#212: 370 of 450 GB/s on H100)"),
             pcie_GBps=(12, "PCIe Gen3 x16: 15.75 GB/s line rate, ~12 GB/s pinned cudaMemcpy"),
-            nvlink_latency_us=(2.0, "per ring step, NCCL small-message regime (estimate)"),
+            nvlink_latency_us=(2.0, NVL_LAT),
             pcie_latency_us=(2.0, "cudaMemcpyAsync launch + DMA setup (estimate)"),
-            ib_latency_us=(5.0, "per ring step across InfiniBand incl. NCCL proxy (estimate)"),
+            ib_latency_us=(5.0, IB_LAT),
             ib_oversubscription=(1.0, "non-blocking fat tree (DGX SuperPOD design)"),
             nodes_per_leaf=(0, "0 = all nodes under one leaf; set for large clusters"),
         ),
@@ -77,9 +83,9 @@ PLATFORMS = {
             nvlink_GBps=(210, "measured NCCL busbw on 8x A100 NVSwitch: ~200-210 GB/s "
                               "(NVIDIA/nccl-tests#149, #178) of 300 GB/s per direction"),
             pcie_GBps=(24, "PCIe Gen4 x16: 31.5 GB/s line rate, ~24 GB/s pinned cudaMemcpy"),
-            nvlink_latency_us=(2.0, "per ring step, NCCL small-message regime (estimate)"),
+            nvlink_latency_us=(2.0, NVL_LAT),
             pcie_latency_us=(2.0, "cudaMemcpyAsync launch + DMA setup (estimate)"),
-            ib_latency_us=(5.0, "per ring step across InfiniBand incl. NCCL proxy (estimate)"),
+            ib_latency_us=(5.0, IB_LAT),
             ib_oversubscription=(1.0, "non-blocking fat tree (DGX SuperPOD reference architecture)"),
             nodes_per_leaf=(20, "DGX A100 SuperPOD scalable unit: 20 nodes"),
         ),
@@ -115,9 +121,9 @@ PLATFORMS = {
             nvlink_GBps=(370, "NVLink4 450 GB/s per direction; NCCL reaches ~370 GB/s busbw "
                               "(NVIDIA/nccl-tests#212, sjeaugey)"),
             pcie_GBps=(55, "PCIe Gen5 x16; ~55 GB/s pinned H2D measured on this workplace's H200 machine"),
-            nvlink_latency_us=(2.0, "per ring step, NCCL small-message regime (estimate)"),
+            nvlink_latency_us=(2.0, NVL_LAT),
             pcie_latency_us=(2.0, "cudaMemcpyAsync launch + DMA setup (estimate)"),
-            ib_latency_us=(5.0, "per ring step across InfiniBand incl. NCCL proxy (estimate)"),
+            ib_latency_us=(5.0, IB_LAT),
             ib_oversubscription=(1.0, "non-blocking fat tree (DGX SuperPOD reference architecture)"),
             nodes_per_leaf=(32, "DGX H100 SuperPOD scalable unit: 32 nodes"),
         ),
@@ -153,9 +159,9 @@ PLATFORMS = {
             nvlink_GBps=(370, "NVLink4 450 GB/s per direction; NCCL ~370 GB/s busbw on 8 GPUs "
                               "(NVIDIA/nccl-tests#212); 330 GB/s all-gather/reduce-scatter measured on 4x H200 here"),
             pcie_GBps=(55, "PCIe Gen5 x16: ~55 GB/s pinned H2D measured on this workplace's H200 machine"),
-            nvlink_latency_us=(2.0, "per ring step, NCCL small-message regime (estimate)"),
+            nvlink_latency_us=(2.0, NVL_LAT),
             pcie_latency_us=(2.0, "cudaMemcpyAsync launch + DMA setup (estimate)"),
-            ib_latency_us=(5.0, "per ring step across InfiniBand incl. NCCL proxy (estimate)"),
+            ib_latency_us=(5.0, IB_LAT),
             ib_oversubscription=(1.0, "non-blocking fat tree (DGX SuperPOD reference architecture)"),
             nodes_per_leaf=(32, "DGX SuperPOD scalable unit: 32 nodes"),
         ),

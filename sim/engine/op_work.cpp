@@ -42,11 +42,11 @@ OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) 
   if (n <= 1 || col.bytes <= 0) return w;
   const double S = static_cast<double>(col.bytes);
   const int k = g.nodes_spanned();
-  Seconds alpha = links.nvlink_latency_s;
+  Seconds inter_latency = links.nvlink_latency_s;  // a group on one node has no network steps
   if (k <= 1) {
     w.route = links.nvlink;
   } else {
-    alpha = links.ib_latency_s;
+    inter_latency = links.ib_latency_s;
     const Bytes sent = bytes_sent_per_gpu(col.what, col.bytes, n);
     const Bytes cross = cross_node_bytes_per_gpu(col.what, col.bytes, g);
     const double c_nic = sent > 0 ? std::min(1.0, static_cast<double>(cross) / static_cast<double>(sent)) : 1.0;
@@ -55,9 +55,9 @@ OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) 
     append(w.route, scaled(links.leaf_uplink, c_nic * off_leaf_fraction(col.what, k, links.nodes_per_leaf)));
   }
   require_capacity(op, w.route, links);
-  const AlphaBeta ab{alpha, alone_rate(w.route, links)};
-  w.algorithm = choose_algorithm(col.what, S, n, ab);
-  w.fixed_s = latency_steps(col.what, w.algorithm, n) * alpha;
+  const CollectiveLink link{links.nvlink_latency_s, inter_latency, alone_rate(w.route, links)};
+  w.algorithm = choose_algorithm(col.what, S, n, k, link);
+  w.fixed_s = latency_s(col.what, w.algorithm, n, k, link);
   w.flow_bytes = bandwidth_bytes(col.what, w.algorithm, S, n);
   return w;
 }

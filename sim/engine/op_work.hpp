@@ -17,8 +17,8 @@ struct OpWork {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;  // collectives only
 };
 
-// Maps one op. Collectives: latency_steps x alpha (NVLink latency on one node, InfiniBand latency across
-// nodes) then bandwidth_bytes over the route: NVLink for groups on one node; for groups across nodes the
+// Maps one op. Collectives: latency_s (steps inside a node at NVLink latency, steps between nodes at
+// InfiniBand latency) then bandwidth_bytes over the route: NVLink for groups on one node; for groups across nodes the
 // NIC route carries the cross-node share (comm_volume.hpp: cross_node_bytes_per_gpu / bytes_sent_per_gpu),
 // NVLink the rest, and the leaf uplink the part of the NIC traffic that leaves the leaf. Copies: PCIe
 // latency then bytes over PCIe (pageable: 1/pageable_pcie_fraction link bytes per byte); NVMe reads and
