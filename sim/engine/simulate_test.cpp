@@ -2,6 +2,8 @@
 // sharing, steady state over several steps, determinism, and bad shapes.
 #include "sim/engine/simulate.hpp"
 
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "cost_models/collective_cost.hpp"
@@ -164,6 +166,28 @@ TEST(Simulate, IsDeterministicBitForBit) {
     EXPECT_EQ(t1.ops[i].end_s, t2.ops[i].end_s);
   }
   EXPECT_EQ(t1.link_bytes, t2.link_bytes);
+}
+
+TEST(Simulate, GivesTheSameResultsFromFourConcurrentThreadsAsFromOne) {
+  const ClusterSpec c = test_cluster(2, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 16, 8);
+  OpId f = b.compute("fwd", Phase::forward, 3e13);
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 300 * kMiB);
+  b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, 100 * kMiB, {f}, "comm_rs");
+  b.copy("off", Phase::step, CopyKind::d2h, 123456789, true, {f});
+  const TimingResult one = simulate(c, b.s);
+  std::vector<TimingResult> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { results[i] = simulate(c, b.s); });
+  for (auto& t : threads) t.join();
+  for (const TimingResult& r : results) {
+    ASSERT_EQ(r.ops.size(), one.ops.size());
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      EXPECT_EQ(r.ops[i].start_s, one.ops[i].start_s);
+      EXPECT_EQ(r.ops[i].end_s, one.ops[i].end_s);
+    }
+  }
 }
 
 TEST(Simulate, RejectsAScheduleBuiltForAnotherClusterShape) {
