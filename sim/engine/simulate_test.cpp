@@ -57,6 +57,25 @@ TEST(Simulate, AWorldGroupAcrossNodesIsLimitedByTheNodesAggregateNicBandwidth) {
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
 }
 
+TEST(Simulate, AnOversubscribedFabricSlowsTheAllToAllTrafficThatLeavesTheLeaf) {
+  // 4 nodes, 2 per leaf, 4:1 oversubscription: a rank's uplink share is 40/4 = 10 GB/s. Of the NIC bytes
+  // S(k-1)/k, (k - 2)/(k - 1) = 2/3 leave the leaf, so the uplink allows S(k-1)/k x 2/3 at 10 GB/s.
+  ClusterSpec c = test_cluster(4, 8);
+  c.links.nodes_per_leaf = 2;
+  c.links.ib_oversubscription = 4;
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 32, 8);
+  const Bytes S = 3 * kGiB;
+  b.collective("a2a", Phase::backward, CollectiveKind::all_to_all, world, S);
+  const double nic_bytes = static_cast<double>(S) * 3 / 4;
+  const double latency = 7 * 2e-6 + 24 * 6e-6;  // pairwise: 7 peers on the node, 24 elsewhere
+  const double expected = latency + nic_bytes * (2.0 / 3) / 10e9;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+  c.links.ib_oversubscription = 1;  // non-blocking: the NIC (40 GB/s) is the bottleneck again
+  const double non_blocking = latency + nic_bytes / 40e9;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), non_blocking, non_blocking * 1e-9);
+}
+
 TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
