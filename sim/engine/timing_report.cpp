@@ -139,6 +139,25 @@ void walk_critical_path(const Schedule& s, const TimingResult& t, Seconds w0, Se
   if (static_cast<int>(r.critical_path.size()) > top) r.critical_path.resize(top);
 }
 
+void timed_peaks(const Schedule& s, const TimingResult& t, TimingReport& r) {
+  struct Event {
+    Seconds at;
+    OpId id;
+  };
+  std::vector<Event> events;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::alloc || op.kind == OpKind::free) events.push_back({t.ops[op.id].start_s, op.id});
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.at != b.at ? a.at < b.at : a.id < b.id; });
+  Bytes live[3] = {0, 0, 0};
+  for (const Event& e : events) {
+    const Op& op = s.ops[e.id];
+    const int tier = static_cast<int>(op.mem.tier);
+    live[tier] += op.kind == OpKind::alloc ? op.mem.bytes : -op.mem.bytes;
+    r.timed_peak_bytes[tier] = std::max(r.timed_peak_bytes[tier], live[tier]);
+  }
+}
+
 }  // namespace
 
 TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors) {
@@ -162,6 +181,7 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
     r.tokens_per_s = static_cast<double>(s.meta.tokens_per_step) / r.step_s;
   }
   walk_critical_path(s, t, w0, w1, top_contributors, r);
+  timed_peaks(s, t, r);
   return r;
 }
 

@@ -39,6 +39,11 @@ struct TimingReport {
   Seconds critical_path_s = 0;         // length of the walked path inside the step window
   std::vector<CriticalContributor> critical_path;  // top contributors, longest first
   std::vector<OpId> critical_ops;      // the walked path, last op first
+  // Peak live bytes per rank on each tier (index = Tier: gpu, cpu, nvme) when allocs and frees happen at
+  // their simulated times (ties in program order), over the whole simulated program. The memory report
+  // walks the schedule in program order; a larger timed peak means the schedule lets streams run ahead of
+  // each other further than its program order implies (e.g. prefetch without deps that bound it).
+  Bytes timed_peak_bytes[3] = {0, 0, 0};
 };
 
 // Summarises the last simulated step (the steady state when the schedule holds several).

@@ -27,6 +27,7 @@ nlohmann::ordered_json timing_report_json(const TimingReport& r) {
   for (const CriticalContributor& c : r.critical_path)
     path.push_back({{"label", c.label}, {"seconds", c.seconds}, {"ops", c.ops}});
   j["critical_path"] = path;
+  j["timed_peak_bytes"] = {{"gpu", r.timed_peak_bytes[0]}, {"cpu", r.timed_peak_bytes[1]}, {"nvme", r.timed_peak_bytes[2]}};
   return j;
 }
 
@@ -48,6 +49,9 @@ std::string format_timing(const TimingReport& r) {
   o += fmt::format("  idle             {}  {}\n", ms(r.idle_s), pct(r.idle_s, r.step_s));
   o += fmt::format("throughput         {:.1f} TFLOPS/GPU model ({:.1f} with recomputation), {:.0f} tokens/s\n",
                    r.tflops_per_gpu, r.hardware_tflops_per_gpu, r.tokens_per_s);
+  o += fmt::format("timed peak memory  gpu {:.2f} GiB, cpu {:.2f} GiB, nvme {:.2f} GiB per rank\n",
+                   r.timed_peak_bytes[0] / double(kGiB), r.timed_peak_bytes[1] / double(kGiB),
+                   r.timed_peak_bytes[2] / double(kGiB));
   if (!r.critical_path.empty()) {
     o += "critical path      top contributors\n";
     for (const CriticalContributor& c : r.critical_path)

@@ -44,6 +44,7 @@ TEST(TimingText, ShowsStepTimeShareOfExposedCommAndTheCriticalPath) {
   EXPECT_NE(t.find("exposed comm     500.000 ms   25.0%"), std::string::npos) << t;
   EXPECT_NE(t.find("123.5 TFLOPS/GPU"), std::string::npos) << t;
   EXPECT_NE(t.find("backward compute.backward"), std::string::npos) << t;
+  EXPECT_NE(t.find("timed peak memory  gpu 0.00 GiB"), std::string::npos) << t;
 }
 
 }  // namespace

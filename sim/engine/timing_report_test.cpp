@@ -118,6 +118,31 @@ TEST(TimingReport, WithSeveralStepsItReportsTheLastStepsWindow) {
   EXPECT_DOUBLE_EQ(r.tokens_per_s, 1000 / 1.5);
 }
 
+TEST(TimingReport, TimedPeakMemoryCountsBuffersAllocatedAheadOnAnotherStream) {
+  // Program order: alloc A, compute (1 s), free A, alloc B (on the comm stream, no deps), free B after.
+  // In program order at most one buffer is live; in time B is allocated at t = 0, while A is live.
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  auto mem = [&](OpKind kind, const std::string& buffer, const std::string& stream, std::vector<OpId> deps) {
+    Op op;
+    op.kind = kind;
+    op.name = std::string(kind == OpKind::alloc ? "alloc." : "free.") + buffer;
+    op.phase = Phase::forward;
+    op.stream = b.s.stream(stream);
+    op.deps = std::move(deps);
+    op.mem = {buffer, Tier::gpu, MemCategory::buffers, "gathered", kGiB};
+    return b.s.add(std::move(op));
+  };
+  OpId a = mem(OpKind::alloc, "A", "compute", {});
+  OpId f = b.compute("fwd", Phase::forward, kOneSecondOfFlops, {a});
+  mem(OpKind::free, "A", "compute", {f});
+  OpId bb = mem(OpKind::alloc, "B", "comm", {});
+  mem(OpKind::free, "B", "compute", {bb});
+  const TimingReport r = summarize(b.s, simulate(c, b.s));
+  EXPECT_EQ(r.timed_peak_bytes[static_cast<int>(Tier::gpu)], 2 * kGiB);
+  EXPECT_EQ(r.timed_peak_bytes[static_cast<int>(Tier::cpu)], 0);
+}
+
 TEST(TimingReport, AProgramOfOnlyInitOpsHasNoStepAndNoThroughput) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
