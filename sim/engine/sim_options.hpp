@@ -15,6 +15,11 @@ enum class SharePolicy { fair, ordered };
 
 struct SimOptions {
   SharePolicy share = SharePolicy::fair;
+  // An alloc on the GPU tier waits (its stream stalls) until the rank's live GPU bytes plus its own fit in
+  // gpu.hbm_bytes, as a caching allocator blocks until a stream frees memory. A schedule whose deps already
+  // bound how far streams run ahead never waits. If every op is stuck behind such a wait, the earliest
+  // waiting alloc proceeds over capacity and is counted in TimingResult::memory_overcommits.
+  bool limit_gpu_memory = true;
   // Training precision: GEMM-bound ops run at gpu.peak_tflops for bf16/fp16, gpu.peak_fp32_tflops for fp32.
   Precision precision = Precision::bf16;
 };

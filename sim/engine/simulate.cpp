@@ -58,6 +58,7 @@ void check_shape(const ClusterSpec& c, const Schedule& s) {
 class Engine {
  public:
   Engine(const ClusterSpec& c, const Schedule& s, const SimOptions& o) : s_(s) {
+    if (o.limit_gpu_memory && c.gpu.hbm_bytes > 0) gpu_capacity_ = c.gpu.hbm_bytes;
     r_.links = rank_links(Topology(c));
     const size_t n = s.ops.size();
     work_.reserve(n);
@@ -66,6 +67,7 @@ class Engine {
     r_.stream_busy_s.assign(s.streams.size(), 0.0);
     r_.link_bytes.assign(r_.links.bytes_per_s.size(), 0.0);
     state_.assign(n, State::waiting);
+    waited_.assign(n, 0);
     pending_.resize(n);
     dependents_.resize(n);
     remaining_.assign(n, 0.0);
@@ -89,6 +91,15 @@ class Engine {
     size_t done = 0;
     for (;;) {
       done += start_ready(t);
+      if (running_.empty() && !blocked_.empty()) {
+        // Deadlock on memory: let the earliest waiting alloc through over capacity.
+        std::sort(blocked_.begin(), blocked_.end());
+        forced_ = blocked_.front();
+        ++r_.memory_overcommits;
+        candidates_.push_back(forced_);
+        blocked_.erase(blocked_.begin());
+        continue;
+      }
       if (running_.empty()) break;
       ++r_.events;
       if (flows_changed_) recompute_rates();
@@ -152,6 +163,7 @@ class Engine {
         const int st = s_.ops[id].stream;
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
         if (head_[st] >= queue_[st].size() || queue_[st][head_[st]] != id) continue;
+        if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
         const OpWork& w = work_[id];
@@ -170,6 +182,28 @@ class Engine {
     }
     std::sort(running_.begin(), running_.end());
     return done;
+  }
+
+  // Tracks the rank's live GPU bytes; an alloc that does not fit waits for a free (limit_gpu_memory).
+  bool admit_memory(OpId id) {
+    const Op& op = s_.ops[id];
+    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || op.mem.tier != Tier::gpu) return true;
+    if (op.kind == OpKind::free) {
+      live_gpu_ -= op.mem.bytes;
+      for (OpId b : blocked_) candidates_.push_back(b);
+      blocked_.clear();
+      return true;
+    }
+    if (id != forced_ && live_gpu_ > 0 && live_gpu_ + op.mem.bytes > gpu_capacity_) {
+      if (!waited_[id]) {
+        waited_[id] = 1;
+        ++r_.memory_waits;
+      }
+      if (std::find(blocked_.begin(), blocked_.end(), id) == blocked_.end()) blocked_.push_back(id);
+      return false;
+    }
+    live_gpu_ += op.mem.bytes;
+    return true;
   }
 
   // SharePolicy::ordered: a transfer waits for the previous transfer (in program order) on each of its links.
@@ -234,6 +268,11 @@ class Engine {
   std::vector<char> busy_;
   std::vector<OpId> candidates_, running_;
   bool flows_changed_ = false;
+  Bytes gpu_capacity_ = std::numeric_limits<Bytes>::max();
+  Bytes live_gpu_ = 0;
+  std::vector<OpId> blocked_;
+  std::vector<char> waited_;
+  OpId forced_ = -1;
 };
 
 }  // namespace

@@ -36,6 +36,8 @@ struct TimingResult {
   std::vector<double> link_bytes;     // bytes each link carried (per rank)
   Seconds makespan_s = 0;
   std::int64_t events = 0;            // event-loop iterations (for ops/s figures)
+  int memory_waits = 0;               // GPU allocs that had to wait for frees (SimOptions::limit_gpu_memory)
+  int memory_overcommits = 0;         // GPU allocs let through over capacity because nothing else could run
 
   // Steady-state time per step: last step's end minus the previous step's end; with one step, its span.
   Seconds step_s() const;

@@ -209,6 +209,68 @@ TEST(Simulate, GivesTheSameResultsFromFourConcurrentThreadsAsFromOne) {
   }
 }
 
+Op mem_op(Schedule& s, OpKind kind, const std::string& buffer, const std::string& stream, Bytes bytes,
+          std::vector<OpId> deps) {
+  Op op;
+  op.kind = kind;
+  op.name = std::string(kind == OpKind::alloc ? "alloc." : "free.") + buffer;
+  op.phase = Phase::forward;
+  op.stream = s.stream(stream);
+  op.deps = std::move(deps);
+  op.mem = {buffer, Tier::gpu, MemCategory::buffers, "gathered", bytes};
+  return op;
+}
+
+// Comm stream: alloc+gather L0, alloc+gather L1 (no deps on compute); compute: fwd L0, free L0, fwd L1,
+// free L1. Two gathered layers do not fit next to each other in a 3 GiB GPU.
+Schedule prefetch_ahead(const ClusterSpec& c) {
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  Schedule& s = b.s;
+  OpId a0 = s.add(mem_op(s, OpKind::alloc, "L0", "comm", 2 * kGiB, {}));
+  OpId g0 = b.collective("ag0", Phase::forward, CollectiveKind::all_gather, world, kMiB, {a0});
+  OpId a1 = s.add(mem_op(s, OpKind::alloc, "L1", "comm", 2 * kGiB, {}));
+  OpId g1 = b.collective("ag1", Phase::forward, CollectiveKind::all_gather, world, kMiB, {a1});
+  OpId f0 = b.compute("fwd0", Phase::forward, 5e14, {g0});
+  s.add(mem_op(s, OpKind::free, "L0", "compute", 2 * kGiB, {f0}));
+  OpId f1 = b.compute("fwd1", Phase::forward, 5e14, {g1});
+  s.add(mem_op(s, OpKind::free, "L1", "compute", 2 * kGiB, {f1}));
+  return b.s;
+}
+
+TEST(Simulate, AGpuAllocWaitsUntilAFreeMakesRoom) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.gpu.hbm_bytes = 3 * kGiB;
+  const Schedule s = prefetch_ahead(c);
+  const TimingResult t = simulate(c, s);
+  EXPECT_EQ(t.memory_waits, 1);
+  EXPECT_EQ(t.memory_overcommits, 0);
+  EXPECT_DOUBLE_EQ(t.ops[2].start_s, t.ops[5].end_s);  // alloc L1 waits for free L0 at t = 1 s
+  EXPECT_GT(t.makespan_s, 2.0);                        // so ag1 is exposed before fwd1
+  ClusterSpec roomy = c;
+  roomy.gpu.hbm_bytes = 80 * kGiB;
+  const TimingResult u = simulate(roomy, s);
+  EXPECT_EQ(u.memory_waits, 0);
+  EXPECT_DOUBLE_EQ(u.ops[2].start_s, u.ops[1].end_s);
+  SimOptions unlimited;
+  unlimited.limit_gpu_memory = false;
+  EXPECT_EQ(simulate(c, s, unlimited).memory_waits, 0);
+}
+
+TEST(Simulate, AnAllocThatCanNeverFitGoesThroughOverCapacityInsteadOfDeadlocking) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.gpu.hbm_bytes = 3 * kGiB;
+  ScheduleBuilder b(c);
+  Schedule& s = b.s;
+  s.add(mem_op(s, OpKind::alloc, "A", "compute", 2 * kGiB, {}));
+  s.add(mem_op(s, OpKind::alloc, "B", "compute", 2 * kGiB, {}));  // same stream holds the free of A
+  s.add(mem_op(s, OpKind::free, "A", "compute", 2 * kGiB, {}));
+  s.add(mem_op(s, OpKind::free, "B", "compute", 2 * kGiB, {}));
+  const TimingResult t = simulate(c, s);
+  EXPECT_EQ(t.memory_overcommits, 1);
+  EXPECT_EQ(t.ops.size(), 4u);
+}
+
 TEST(Simulate, RejectsAScheduleBuiltForAnotherClusterShape) {
   ScheduleBuilder b(test_cluster(2, 8));
   b.compute("fwd", Phase::forward, 1e12);
