@@ -182,6 +182,8 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
   }
   walk_critical_path(s, t, w0, w1, top_contributors, r);
   timed_peaks(s, t, r);
+  r.memory_waits = t.memory_waits;
+  r.memory_overcommits = t.memory_overcommits;
   return r;
 }
 

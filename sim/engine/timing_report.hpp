@@ -44,6 +44,8 @@ struct TimingReport {
   // walks the schedule in program order; a larger timed peak means the schedule lets streams run ahead of
   // each other further than its program order implies (e.g. prefetch without deps that bound it).
   Bytes timed_peak_bytes[3] = {0, 0, 0};
+  int memory_waits = 0;        // TimingResult::memory_waits: GPU allocs that waited for frees
+  int memory_overcommits = 0;  // TimingResult::memory_overcommits: allocs forced over HBM capacity
 };
 
 // Summarises the last simulated step (the steady state when the schedule holds several).

@@ -28,6 +28,8 @@ nlohmann::ordered_json timing_report_json(const TimingReport& r) {
     path.push_back({{"label", c.label}, {"seconds", c.seconds}, {"ops", c.ops}});
   j["critical_path"] = path;
   j["timed_peak_bytes"] = {{"gpu", r.timed_peak_bytes[0]}, {"cpu", r.timed_peak_bytes[1]}, {"nvme", r.timed_peak_bytes[2]}};
+  j["memory_waits"] = r.memory_waits;
+  j["memory_overcommits"] = r.memory_overcommits;
   return j;
 }
 
@@ -52,6 +54,14 @@ std::string format_timing(const TimingReport& r) {
   o += fmt::format("timed peak memory  gpu {:.2f} GiB, cpu {:.2f} GiB, nvme {:.2f} GiB per rank\n",
                    r.timed_peak_bytes[0] / double(kGiB), r.timed_peak_bytes[1] / double(kGiB),
                    r.timed_peak_bytes[2] / double(kGiB));
+  if (r.memory_waits > 0)
+    o += fmt::format("  {} GPU allocation{} waited for memory to be freed{}\n", r.memory_waits,
+                     r.memory_waits == 1 ? "" : "s",
+                     r.memory_overcommits > 0
+                         ? fmt::format("; {} went over HBM capacity to avoid a deadlock (the schedule lets "
+                                       "streams run further ahead than memory allows)",
+                                       r.memory_overcommits)
+                         : std::string());
   if (!r.critical_path.empty()) {
     o += "critical path      top contributors\n";
     for (const CriticalContributor& c : r.critical_path)

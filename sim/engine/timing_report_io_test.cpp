@@ -35,6 +35,16 @@ TEST(TimingJson, HoldsTheTimeBlockKeys) {
   EXPECT_EQ(j.at("critical_path").at(0).at("ops"), 3);
 }
 
+TEST(TimingText, WarnsWhenAllocationsWentOverCapacity) {
+  TimingReport r = sample();
+  r.memory_waits = 3;
+  r.memory_overcommits = 2;
+  const std::string t = format_timing(r);
+  EXPECT_NE(t.find("3 GPU allocations waited for memory to be freed; 2 went over HBM capacity"), std::string::npos)
+      << t;
+  EXPECT_EQ(timing_report_json(r).at("memory_overcommits"), 2);
+}
+
 TEST(TimingJson, ListsStepTimeFirst) { EXPECT_EQ(timing_report_json(sample()).begin().key(), "step_s"); }
 
 TEST(TimingText, ShowsStepTimeShareOfExposedCommAndTheCriticalPath) {
