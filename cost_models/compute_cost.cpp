@@ -1,0 +1,36 @@
+#include "cost_models/compute_cost.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace zsim {
+
+namespace {
+double rate(double value, double efficiency, const char* what) {
+  const double r = value * efficiency;
+  if (!(r > 0)) throw std::invalid_argument(std::string("non-positive achieved ") + what);
+  return r;
+}
+}  // namespace
+
+Seconds gemm_s(Flops flops, double peak_tflops, double efficiency) {
+  if (flops <= 0) return 0;
+  return flops / (rate(peak_tflops, efficiency, "TFLOPS") * 1e12);
+}
+
+Seconds memory_bound_s(Bytes hbm_bytes, double hbm_GBps, double efficiency) {
+  if (hbm_bytes <= 0) return 0;
+  return static_cast<double>(hbm_bytes) / GBps_to_bytes_per_s(rate(hbm_GBps, efficiency, "HBM bandwidth"));
+}
+
+Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Bytes hbm_bytes, double hbm_GBps,
+                   double hbm_efficiency) {
+  return std::max(gemm_s(flops, peak_tflops, gemm_efficiency), memory_bound_s(hbm_bytes, hbm_GBps, hbm_efficiency));
+}
+
+Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core) {
+  if (params <= 0) return 0;
+  return static_cast<double>(params) / rate(cores, params_per_s_per_core, "CPU Adam throughput");
+}
+
+}  // namespace zsim

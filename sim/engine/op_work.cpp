@@ -1,0 +1,120 @@
+#include "sim/engine/op_work.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "cost_models/compute_cost.hpp"
+#include "sim/report/comm_volume.hpp"
+
+namespace zsim {
+
+namespace {
+
+FlowPath scaled(const FlowPath& p, double coefficient) {
+  FlowPath out;
+  if (coefficient <= 0) return out;
+  for (FlowUse u : p) out.push_back({u.link, u.coefficient * coefficient});
+  return out;
+}
+
+void append(FlowPath& to, const FlowPath& more) { to.insert(to.end(), more.begin(), more.end()); }
+
+// Rate the route gives a flow alone (its bottleneck).
+double alone_rate(const FlowPath& route, const RankLinks& links) {
+  double r = std::numeric_limits<double>::infinity();
+  for (FlowUse u : route) r = std::min(r, links.bytes_per_s[u.link] / u.coefficient);
+  return r;
+}
+
+void require_capacity(const Op& op, const FlowPath& route, const RankLinks& links) {
+  for (FlowUse u : route)
+    if (!(links.bytes_per_s[u.link] > 0))
+      throw std::invalid_argument("op " + std::to_string(op.id) + " '" + op.name + "' needs link " +
+                                  links.names[u.link] + ", which has zero bandwidth in the cluster spec");
+}
+
+OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) {
+  OpWork w;
+  const CollectiveOp& col = op.collective;
+  const ProcessGroup& g = s.groups.at(col.group);
+  const int n = g.size;
+  if (n <= 1 || col.bytes <= 0) return w;
+  const double S = static_cast<double>(col.bytes);
+  const int k = g.nodes_spanned();
+  Seconds inter_latency = links.nvlink_latency_s;  // a group on one node has no network steps
+  if (k <= 1) {
+    w.route = links.nvlink;
+  } else {
+    inter_latency = links.ib_latency_s;
+    const Bytes sent = bytes_sent_per_gpu(col.what, col.bytes, n);
+    const Bytes cross = cross_node_bytes_per_gpu(col.what, col.bytes, g);
+    const double c_nic = sent > 0 ? std::min(1.0, static_cast<double>(cross) / static_cast<double>(sent)) : 1.0;
+    append(w.route, scaled(links.nic, c_nic));
+    if (g.ranks_per_node > 1) append(w.route, scaled(links.nvlink, 1.0 - c_nic));
+    append(w.route, scaled(links.leaf_uplink, c_nic * off_leaf_fraction(col.what, k, links.nodes_per_leaf)));
+  }
+  require_capacity(op, w.route, links);
+  const CollectiveLink link{links.nvlink_latency_s, inter_latency, alone_rate(w.route, links)};
+  w.algorithm = choose_algorithm(col.what, S, n, k, link);
+  w.fixed_s = latency_s(col.what, w.algorithm, n, k, link);
+  w.flow_bytes = bandwidth_bytes(col.what, w.algorithm, S, n);
+  return w;
+}
+
+OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
+  OpWork w;
+  if (op.copy.bytes <= 0) return w;
+  w.flow_bytes = static_cast<double>(op.copy.bytes);
+  switch (op.copy.what) {
+    case CopyKind::h2d:
+    case CopyKind::d2h: {
+      const double frac = op.copy.pinned ? 1.0 : c.efficiency.pageable_pcie_fraction;
+      if (!(frac > 0)) throw std::invalid_argument("efficiency.pageable_pcie_fraction must be > 0");
+      w.route = scaled(op.copy.what == CopyKind::h2d ? links.h2d : links.d2h, 1.0 / frac);
+      w.fixed_s = links.pcie_latency_s;
+      break;
+    }
+    case CopyKind::nvme_read: w.route = links.nvme_read; break;
+    case CopyKind::nvme_write: w.route = links.nvme_write; break;
+  }
+  require_capacity(op, w.route, links);
+  return w;
+}
+
+OpWork compute_work(const Op& op, const ClusterSpec& c, const SimOptions& o) {
+  OpWork w;
+  const ComputeOp& cp = op.compute;
+  if (cp.device == Device::cpu) {
+    const double cores = static_cast<double>(c.host.cores) / c.gpus_per_node;  // the node's cores, per rank
+    if (cp.elements > 0 && !(cores > 0))
+      throw std::invalid_argument("op '" + op.name + "' runs on the CPU but host.cores is 0");
+    w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core);
+    return w;
+  }
+  const double peak = o.precision == Precision::fp32 ? c.gpu.peak_fp32_tflops : c.gpu.peak_tflops;
+  w.fixed_s = roofline_s(cp.flops, peak, c.efficiency.gemm, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+  return w;
+}
+
+}  // namespace
+
+double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
+  if (k <= 1 || nodes_per_leaf <= 0 || k <= nodes_per_leaf) return 0;
+  if (kind == CollectiveKind::all_to_all) return static_cast<double>(k - nodes_per_leaf) / (k - 1);
+  const int leaves = (k + nodes_per_leaf - 1) / nodes_per_leaf;
+  return static_cast<double>(leaves) / k;
+}
+
+OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o) {
+  switch (op.kind) {
+    case OpKind::compute: return compute_work(op, c, o);
+    case OpKind::collective: return collective_work(op, s, links);
+    case OpKind::copy: return copy_work(op, c, links);
+    case OpKind::alloc:
+    case OpKind::free: return {};
+  }
+  return {};
+}
+
+}  // namespace zsim

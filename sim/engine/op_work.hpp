@@ -1,0 +1,34 @@
+// What one schedule op costs the simulated rank: a fixed part (compute time, or a collective's / copy's
+// latency steps) followed by a flow of bytes over a route of shared links (rate set by max-min sharing).
+// Pure mapping from op + cluster + rank links to work, via the cost models.
+#pragma once
+#include "cost_models/collective_cost.hpp"
+#include "sim/engine/sim_options.hpp"
+#include "sim/schedule/schedule.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/topology/rank_links.hpp"
+
+namespace zsim {
+
+struct OpWork {
+  Seconds fixed_s = 0;        // runs first, on no shared link
+  double flow_bytes = 0;      // then this many bytes at the rate the route's links give it
+  FlowPath route;             // links and link bytes per flow byte
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;  // collectives only
+};
+
+// Maps one op. Collectives: latency_s (steps inside a node at NVLink latency, steps between nodes at
+// InfiniBand latency) then bandwidth_bytes over the route: NVLink for groups on one node; for groups across nodes the
+// NIC route carries the cross-node share (comm_volume.hpp: cross_node_bytes_per_gpu / bytes_sent_per_gpu),
+// NVLink the rest, and the leaf uplink the part of the NIC traffic that leaves the leaf. Copies: PCIe
+// latency then bytes over PCIe (pageable: 1/pageable_pcie_fraction link bytes per byte); NVMe reads and
+// writes over the node's NVMe share. Compute: roofline time (GPU) or CPU Adam time; alloc/free: nothing.
+// Throws std::invalid_argument when an op needs a link or unit of zero capacity.
+OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
+
+// Fraction of a group's NIC traffic that also crosses its leaf's uplink (group on nodes 0..k-1):
+// ring-like algorithms cross a leaf boundary once per leaf spanned (L/k of node-to-node hops); all_to_all
+// sends uniformly to the other k-1 nodes, (k - nodes under rank 0's leaf)/(k-1) of them elsewhere.
+double off_leaf_fraction(CollectiveKind kind, int nodes_spanned, int nodes_per_leaf);
+
+}  // namespace zsim

@@ -1,0 +1,305 @@
+// The event engine on hand-built schedules: exact communication times, stream order and deps, link
+// sharing, steady state over several steps, determinism, and bad shapes.
+#include "sim/engine/simulate.hpp"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "cost_models/collective_cost.hpp"
+#include "cost_models/compute_cost.hpp"
+#include "sim/engine/test_schedules.hpp"
+
+namespace zsim {
+namespace {
+
+using testing::ScheduleBuilder;
+using testing::test_cluster;
+
+constexpr double kRel = 1e-12;
+
+TEST(Simulate, ACommunicationOnlyScheduleTakesExactlyItsCommunicationTime) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 512 * kMiB;
+  OpId a = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, S);
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {a});
+  b.collective("ar", Phase::step, CollectiveKind::all_reduce, world, S / 4, {r});
+  const AlphaBeta nvl{2e-6, 400e9};
+  const double expected = collective_s(CollectiveKind::all_gather, S, 8, nvl) +
+                          collective_s(CollectiveKind::reduce_scatter, S, 8, nvl) +
+                          collective_s(CollectiveKind::all_reduce, S / 4, 8, nvl);
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.step_s(), expected, expected * kRel);
+  EXPECT_NEAR(t.makespan_s, expected, expected * kRel);
+}
+
+TEST(Simulate, AnInterNodeGroupWithOneRankPerNodeRunsAtNicBandwidth) {
+  const ClusterSpec c = test_cluster(4, 8);
+  ScheduleBuilder b(c);
+  const int inter = b.group("inter_node", 4, 1, 8);
+  const Bytes S = 256 * kMiB;
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, inter, S);
+  const double expected = 3 * (6e-6 + S / (4 * 40e9));  // (k-1)(alpha + S/(k B_ib))
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * kRel);
+}
+
+TEST(Simulate, AWorldGroupAcrossNodesIsLimitedByTheNodesAggregateNicBandwidth) {
+  // 8 GPUs per node x 40 GB/s NICs = 320 GB/s < 400 GB/s NVLink: bus bandwidth ~ 320 (n/(n-1) (k-1)/k).
+  const ClusterSpec c = test_cluster(4, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 32, 8);
+  const Bytes S = 4 * kGiB;
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, S);
+  const double nic_bytes = static_cast<double>(S) * 3 / (4 * 8);  // S (k-1)/(k r)
+  const double expected = 28 * 2e-6 + 3 * 6e-6 + nic_bytes / 40e9;  // 28 NVLink + 3 network ring steps
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+}
+
+TEST(Simulate, AnOversubscribedFabricSlowsTheAllToAllTrafficThatLeavesTheLeaf) {
+  // 4 nodes, 2 per leaf, 4:1 oversubscription: a rank's uplink share is 40/4 = 10 GB/s. Of the NIC bytes
+  // S(k-1)/k, (k - 2)/(k - 1) = 2/3 leave the leaf, so the uplink allows S(k-1)/k x 2/3 at 10 GB/s.
+  ClusterSpec c = test_cluster(4, 8);
+  c.links.nodes_per_leaf = 2;
+  c.links.ib_oversubscription = 4;
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 32, 8);
+  const Bytes S = 3 * kGiB;
+  b.collective("a2a", Phase::backward, CollectiveKind::all_to_all, world, S);
+  const double nic_bytes = static_cast<double>(S) * 3 / 4;
+  const double latency = 7 * 2e-6 + 24 * 6e-6;  // pairwise: 7 peers on the node, 24 elsewhere
+  const double expected = latency + nic_bytes * (2.0 / 3) / 10e9;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+  c.links.ib_oversubscription = 1;  // non-blocking: the NIC (40 GB/s) is the bottleneck again
+  const double non_blocking = latency + nic_bytes / 40e9;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), non_blocking, non_blocking * 1e-9);
+}
+
+TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 1 * kGiB;
+  OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  const TimingResult t = simulate(c, b.s);
+  const double alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
+  const double expected = 7 * 2e-6 + 2 * alone;  // both flows at half rate, ending together
+  EXPECT_NEAR(t.ops[a].end_s, expected, expected * kRel);
+  EXPECT_NEAR(t.ops[r].end_s, expected, expected * kRel);
+}
+
+TEST(Simulate, WithOrderedLinksTransfersOnOneLinkRunOneAfterTheOtherInProgramOrder) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 1 * kGiB;
+  OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::ordered});
+  const double one = collective_s(CollectiveKind::all_gather, S, 8, {2e-6, 400e9});
+  EXPECT_NEAR(t.ops[a].end_s, one, one * kRel);
+  EXPECT_NEAR(t.ops[r].start_s, one, one * kRel);
+  EXPECT_NEAR(t.ops[r].end_s, 2 * one, one * kRel);
+}
+
+TEST(Simulate, AnOpWaitsForItsDepsOnOtherStreams) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  OpId f = b.compute("fwd", Phase::forward, 1e12);
+  OpId g = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, 64 * kMiB, {f});
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_DOUBLE_EQ(t.ops[f].end_s, gemm_s(1e12, 1000, 0.5));
+  EXPECT_DOUBLE_EQ(t.ops[g].start_s, t.ops[f].end_s);
+}
+
+TEST(Simulate, OpsOfOneStreamRunInProgramOrderOneAtATime) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId a = b.compute("a", Phase::forward, 1e12);
+  OpId x = b.compute("b", Phase::forward, 2e12);
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_DOUBLE_EQ(t.ops[x].start_s, t.ops[a].end_s);
+  EXPECT_NEAR(t.stream_busy_s[0], gemm_s(3e12, 1000, 0.5), 1e-15);
+}
+
+TEST(Simulate, PageableCopiesRunAtTheirFractionOfPcie) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId p = b.copy("pinned", Phase::step, CopyKind::h2d, 1'000'000'000, true);
+  OpId q = b.copy("pageable", Phase::step, CopyKind::h2d, 1'000'000'000, false, {p});
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.ops[p].duration_s(), 3e-6 + 1e9 / 50e9, 1e-15);
+  EXPECT_NEAR(t.ops[q].duration_s(), 3e-6 + 1e9 / (0.5 * 50e9), 1e-15);
+}
+
+TEST(Simulate, ANodesNvmeIsSharedByItsGpus) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId r = b.copy("read", Phase::step, CopyKind::nvme_read, 3'000'000'000);
+  EXPECT_NEAR(simulate(c, b.s).ops[r].duration_s(), 3e9 / (24e9 / 8), 1e-12);
+}
+
+TEST(Simulate, CpuAdamUsesTheRanksShareOfTheHostCores) {
+  const ClusterSpec c = test_cluster(1, 8);  // 64 cores / 8 GPUs = 8 cores per rank at 1e8 params/s
+  ScheduleBuilder b(c);
+  OpId o = b.cpu_adam("adam", 1'600'000'000);
+  EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);
+}
+
+TEST(Simulate, SeveralStepsGiveTheSteadyStatePerStep) {
+  // Each step: compute 1 s, then an all-reduce; step k's forward waits for step k-1's all-reduce.
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c, 3);
+  const int world = b.group("world", 8, 8);
+  OpId prev = -1;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<OpId> deps;
+    if (prev >= 0) deps.push_back(prev);
+    OpId f = b.compute("fwd", Phase::forward, 5e14, deps);
+    prev = b.collective("ar", Phase::step, CollectiveKind::all_reduce, world, kGiB, {f});
+  }
+  const TimingResult t = simulate(c, b.s);
+  ASSERT_EQ(t.steps.size(), 3u);
+  const double per_step = 1.0 + collective_s(CollectiveKind::all_reduce, kGiB, 8, {2e-6, 400e9});
+  EXPECT_NEAR(t.step_s(), per_step, per_step * 1e-12);
+  EXPECT_NEAR(t.makespan_s, 3 * per_step, 3 * per_step * 1e-12);
+}
+
+TEST(Simulate, IsDeterministicBitForBit) {
+  const ClusterSpec c = test_cluster(2, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 16, 8);
+  const int intra = b.group("intra_node", 8, 8);
+  OpId f = b.compute("fwd", Phase::forward, 3e13);
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 300 * kMiB, {});
+  b.collective("a2a", Phase::backward, CollectiveKind::all_to_all, intra, 77 * kMiB, {f}, "comm_rs");
+  b.copy("off", Phase::step, CopyKind::d2h, 123456789, false, {f});
+  const TimingResult t1 = simulate(c, b.s);
+  const TimingResult t2 = simulate(c, b.s);
+  ASSERT_EQ(t1.ops.size(), t2.ops.size());
+  for (size_t i = 0; i < t1.ops.size(); ++i) {
+    EXPECT_EQ(t1.ops[i].start_s, t2.ops[i].start_s);
+    EXPECT_EQ(t1.ops[i].end_s, t2.ops[i].end_s);
+  }
+  EXPECT_EQ(t1.link_bytes, t2.link_bytes);
+}
+
+TEST(Simulate, GivesTheSameResultsFromFourConcurrentThreadsAsFromOne) {
+  const ClusterSpec c = test_cluster(2, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 16, 8);
+  OpId f = b.compute("fwd", Phase::forward, 3e13);
+  b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 300 * kMiB);
+  b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, 100 * kMiB, {f}, "comm_rs");
+  b.copy("off", Phase::step, CopyKind::d2h, 123456789, true, {f});
+  const TimingResult one = simulate(c, b.s);
+  std::vector<TimingResult> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { results[i] = simulate(c, b.s); });
+  for (auto& t : threads) t.join();
+  for (const TimingResult& r : results) {
+    ASSERT_EQ(r.ops.size(), one.ops.size());
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      EXPECT_EQ(r.ops[i].start_s, one.ops[i].start_s);
+      EXPECT_EQ(r.ops[i].end_s, one.ops[i].end_s);
+    }
+  }
+}
+
+Op mem_op(Schedule& s, OpKind kind, const std::string& buffer, const std::string& stream, Bytes bytes,
+          std::vector<OpId> deps) {
+  Op op;
+  op.kind = kind;
+  op.name = std::string(kind == OpKind::alloc ? "alloc." : "free.") + buffer;
+  op.phase = Phase::forward;
+  op.stream = s.stream(stream);
+  op.deps = std::move(deps);
+  op.mem = {buffer, Tier::gpu, MemCategory::buffers, "gathered", bytes};
+  return op;
+}
+
+// Comm stream: alloc+gather L0, alloc+gather L1 (no deps on compute); compute: fwd L0, free L0, fwd L1,
+// free L1. Two gathered layers do not fit next to each other in a 3 GiB GPU.
+Schedule prefetch_ahead(const ClusterSpec& c) {
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  Schedule& s = b.s;
+  OpId a0 = s.add(mem_op(s, OpKind::alloc, "L0", "comm", 2 * kGiB, {}));
+  OpId g0 = b.collective("ag0", Phase::forward, CollectiveKind::all_gather, world, kMiB, {a0});
+  OpId a1 = s.add(mem_op(s, OpKind::alloc, "L1", "comm", 2 * kGiB, {}));
+  OpId g1 = b.collective("ag1", Phase::forward, CollectiveKind::all_gather, world, kMiB, {a1});
+  OpId f0 = b.compute("fwd0", Phase::forward, 5e14, {g0});
+  s.add(mem_op(s, OpKind::free, "L0", "compute", 2 * kGiB, {f0}));
+  OpId f1 = b.compute("fwd1", Phase::forward, 5e14, {g1});
+  s.add(mem_op(s, OpKind::free, "L1", "compute", 2 * kGiB, {f1}));
+  return b.s;
+}
+
+TEST(Simulate, AGpuAllocWaitsUntilAFreeMakesRoom) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.gpu.hbm_bytes = 3 * kGiB;
+  const Schedule s = prefetch_ahead(c);
+  const TimingResult t = simulate(c, s);
+  EXPECT_EQ(t.memory_waits, 1);
+  EXPECT_EQ(t.memory_overcommits, 0);
+  EXPECT_DOUBLE_EQ(t.ops[2].start_s, t.ops[5].end_s);  // alloc L1 waits for free L0 at t = 1 s
+  EXPECT_GT(t.makespan_s, 2.0);                        // so ag1 is exposed before fwd1
+  ClusterSpec roomy = c;
+  roomy.gpu.hbm_bytes = 80 * kGiB;
+  const TimingResult u = simulate(roomy, s);
+  EXPECT_EQ(u.memory_waits, 0);
+  EXPECT_DOUBLE_EQ(u.ops[2].start_s, u.ops[1].end_s);
+  SimOptions unlimited;
+  unlimited.limit_gpu_memory = false;
+  EXPECT_EQ(simulate(c, s, unlimited).memory_waits, 0);
+}
+
+TEST(Simulate, AnAllocThatCanNeverFitGoesThroughOverCapacityInsteadOfDeadlocking) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.gpu.hbm_bytes = 3 * kGiB;
+  ScheduleBuilder b(c);
+  Schedule& s = b.s;
+  s.add(mem_op(s, OpKind::alloc, "A", "compute", 2 * kGiB, {}));
+  s.add(mem_op(s, OpKind::alloc, "B", "compute", 2 * kGiB, {}));  // same stream holds the free of A
+  s.add(mem_op(s, OpKind::free, "A", "compute", 2 * kGiB, {}));
+  s.add(mem_op(s, OpKind::free, "B", "compute", 2 * kGiB, {}));
+  const TimingResult t = simulate(c, s);
+  EXPECT_EQ(t.memory_overcommits, 1);
+  EXPECT_EQ(t.ops.size(), 4u);
+}
+
+TEST(Simulate, RejectsAScheduleBuiltForAnotherClusterShape) {
+  ScheduleBuilder b(test_cluster(2, 8));
+  b.compute("fwd", Phase::forward, 1e12);
+  EXPECT_THROW(simulate(test_cluster(1, 8), b.s), std::invalid_argument);
+}
+
+TEST(Simulate, RejectsACopyOverALinkOfZeroBandwidth) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.nvme.read_GBps = 0;
+  ScheduleBuilder b(c);
+  b.copy("read", Phase::step, CopyKind::nvme_read, 1000);
+  EXPECT_THROW(simulate(c, b.s), std::invalid_argument);
+}
+
+TEST(FindSteps, AStepStartsAtTheFirstNonStepOpAfterAStepPhaseOp) {
+  const ClusterSpec c = test_cluster(1, 1);
+  ScheduleBuilder b(c, 2);
+  b.compute("init", Phase::init, 0);
+  b.compute("f0", Phase::forward, 1);
+  b.compute("o0", Phase::step, 1);
+  b.compute("f1", Phase::forward, 1);
+  b.compute("b1", Phase::backward, 1);
+  b.compute("o1", Phase::step, 1);
+  std::vector<StepSpan> spans;
+  EXPECT_EQ(find_steps(b.s, &spans), (std::vector<int>{-1, 0, 0, 1, 1, 1}));
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[1].first, 3);
+  EXPECT_EQ(spans[1].last, 5);
+}
+
+}  // namespace
+}  // namespace zsim
