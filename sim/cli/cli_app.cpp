@@ -1,6 +1,9 @@
 #include "sim/cli/cli_app.hpp"
 
+#include <algorithm>
 #include <ostream>
+#include <sstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -8,17 +11,26 @@
 #include "sim/cli/pipeline.hpp"
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"
+#include "sim/sweep/progress_bar.hpp"
+#include "sim/sweep/sweep.hpp"
 
 namespace zsim {
 namespace {
 
-constexpr int kExitNotInThisBuild = 1;
+constexpr int kExitInternal = 1;
 
 struct Arguments {
   std::string scenario;
   std::string json_file;
   std::string schedule_file;
+  std::string trace_file;
+  std::string csv_file;
   std::vector<std::string> overrides;
+  std::vector<std::string> grid;
+  int steps = 2;
+  int plan_steps = 1;
+  unsigned threads = 0;  // 0 = all hardware threads
+  std::size_t top = 10;
 };
 
 Scenario load(const Arguments& a, std::ostream& err) {
@@ -29,23 +41,61 @@ Scenario load(const Arguments& a, std::ostream& err) {
 
 int run_report(const Arguments& a, std::ostream& out, std::ostream& err) {
   Scenario s = load(a, err);
-  ReportOutputs r = scenario_to_report(s);
+  PipelineOptions o;
+  o.steps = a.steps;
+  o.want_trace = !a.trace_file.empty();
+  o.want_csv = !a.csv_file.empty();
+  ReportOutputs r = scenario_to_report(s, o);
   if (!a.json_file.empty()) write_file_atomically(a.json_file, r.json);
+  if (o.want_trace) write_file_atomically(a.trace_file, r.trace);
+  if (o.want_csv) write_file_atomically(a.csv_file, r.csv);
   out << r.terminal;
   return 0;
 }
 
 int run_plan(const Arguments& a, std::ostream& out, std::ostream& err) {
   Scenario s = load(a, err);
-  auto schedule = scenario_to_schedule_json(s);
-  if (!schedule) {
-    err << "zsim plan: the scenario is valid, but this build has no schedule builder yet (sim/plan is not "
-           "wired in); nothing written\n";
-    return kExitNotInThisBuild;
-  }
-  write_file_atomically(a.schedule_file, *schedule);
+  write_file_atomically(a.schedule_file, scenario_to_schedule_json(s, a.plan_steps));
   out << "schedule written to " << a.schedule_file << "\n";
   return 0;
+}
+
+int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) {
+  Scenario base = load(a, err);  // the base scenario must be valid on its own
+  (void)base;
+  std::vector<GridAxis> axes;
+  for (const auto& g : a.grid) axes.push_back(parse_grid_axis(g));
+  PipelineOptions o;
+  o.steps = a.steps;
+  const SweepEvaluator evaluate = [&](const std::vector<std::string>& point) {
+    std::vector<std::string> overrides = a.overrides;
+    overrides.insert(overrides.end(), point.begin(), point.end());
+    return evaluate_sweep_point(load_scenario(a.scenario, overrides), o);
+  };
+  const unsigned threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  ProgressBar bar;
+  const SweepResult r = run_sweep(axes, evaluate, threads, [&](std::size_t d, std::size_t n) { bar.update(d, n); });
+  const bool all_invalid = std::none_of(r.points.begin(), r.points.end(), [](auto& p) { return p.valid; });
+  if (all_invalid && !r.points.empty()) {
+    err << "zsim sweep: no point of the grid is a valid scenario; the first says:\n"
+        << r.points.front().invalid_reason << "\n";
+    return kExitBadInput;
+  }
+  if (!a.csv_file.empty()) {
+    std::ostringstream csv;
+    write_sweep_csv(csv, r);
+    write_file_atomically(a.csv_file, csv.str());
+  }
+  print_sweep_summary(out, r, a.top);
+  return 0;
+}
+
+void add_overrides(CLI::App* app, Arguments& a) {
+  app->add_option("--set", a.overrides, "override a scenario key, e.g. deepspeed.zero_optimization.stage=2 "
+                                         "(repeatable)")
+      ->allow_extra_args(false)
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 }  // namespace
@@ -53,24 +103,35 @@ int run_plan(const Arguments& a, std::ostream& out, std::ostream& err) {
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   Arguments a;
   CLI::App app{"zsim: will this model train on this cluster under DeepSpeed ZeRO / ZeRO++, and how?\n"
-               "  zsim SCENARIO.yaml [--json FILE] [--set KEY=VALUE]...\n"
+               "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
                "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
+               "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE]\n"
                "Scenario keys: docs/scenario.md",
                "zsim"};
   app.add_option("scenario", a.scenario, "scenario YAML file");
-  app.add_option("--json", a.json_file, "also write the report as JSON to FILE");
-  app.add_option("--set", a.overrides, "override a scenario key, e.g. deepspeed.zero_optimization.stage=2 "
-                                       "(repeatable)")
-      ->allow_extra_args(false)
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  CLI::App* plan = app.add_subcommand("plan", "build the plan and emit the schedule of one step as JSON");
+  app.add_option("--json", a.json_file, "also write the report as JSON to FILE (docs/report-schema.md)");
+  app.add_option("--trace", a.trace_file, "write a Chrome trace JSON (open in Perfetto) to FILE");
+  app.add_option("--csv", a.csv_file, "write one CSV row per simulated op to FILE");
+  app.add_option("--steps", a.steps, "optimizer steps to simulate (timing reports the steady state)")
+      ->check(CLI::Range(1, 100));
+  add_overrides(&app, a);
+  CLI::App* plan = app.add_subcommand("plan", "build the plan and emit the schedule as JSON");
   plan->add_option("scenario", a.scenario, "scenario YAML file")->required();
   plan->add_option("--emit-schedule", a.schedule_file, "write the schedule JSON to FILE")->required();
-  plan->add_option("--set", a.overrides, "override a scenario key (repeatable)")
+  plan->add_option("--steps", a.plan_steps, "optimizer steps in the schedule")->check(CLI::Range(1, 100));
+  add_overrides(plan, a);
+  CLI::App* sweep = app.add_subcommand("sweep", "evaluate every combination of --grid values; rank what fits");
+  sweep->add_option("scenario", a.scenario, "base scenario YAML file")->required();
+  sweep->add_option("--grid", a.grid, "KEY=V1,V2,... (repeatable; the product is evaluated)")
+      ->required()
       ->allow_extra_args(false)
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sweep->add_option("--csv", a.csv_file, "write one CSV row per configuration to FILE");
+  sweep->add_option("--threads", a.threads, "worker threads (default: all)");
+  sweep->add_option("--top", a.top, "how many of the best fitting configurations to list");
+  sweep->add_option("--steps", a.steps, "optimizer steps simulated per point")->check(CLI::Range(1, 100));
+  add_overrides(sweep, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -82,6 +143,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   try {
     if (plan->parsed()) return run_plan(a, out, err);
+    if (sweep->parsed()) return run_sweep_command(a, out, err);
     if (a.scenario.empty()) {
       err << "zsim: no scenario given\nrun 'zsim --help' for usage\n";
       return kExitBadInput;
@@ -90,6 +152,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   } catch (const InputError& e) {
     err << e.what() << "\n";
     return kExitBadInput;
+  } catch (const std::invalid_argument& e) {  // the planner refused a combination the validator let by
+    err << "zsim: " << a.scenario << ": " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "zsim: internal error: " << e.what() << "\n";
+    return kExitInternal;
   }
 }
 

@@ -1,34 +1,71 @@
 #include "sim/cli/pipeline.hpp"
 
+#include <fmt/format.h>
+
 #include "sim/cli/scenario_summary.hpp"
+#include "sim/engine/timing_report_io.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/report/human_units.hpp"
+#include "sim/report/report_json.hpp"
+#include "sim/report/report_print.hpp"
 #include "sim/scenario/scenario_json.hpp"
+#include "sim/schedule/schedule_json.hpp"
 
 namespace zsim {
 
-ReportOutputs scenario_to_report(const Scenario& scenario) {
-  // ---- WIRE HERE (lead), with the names on the plan / report / timing branches:
-  //   Plan plan = make_plan(scenario);                        // sim/plan/plan.hpp
-  //   Schedule schedule = make_schedule(scenario, plan);      // sim/plan/schedule_builder.hpp
-  //   Report report = make_report(scenario, schedule);        // sim/report/report.hpp
-  //   return {scenario_summary(scenario) + format_report(report) /* + format_timing(...) */,
-  //           report_to_json(report).dump(2) + "\n"};        // sim/report/report_{print,json}.hpp
-  // Until then: the scenario as zsim understood it.
+PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& options) {
+  const Plan plan = make_plan(scenario);
+  PipelineResult r;
+  r.schedule = make_schedule(scenario, plan, options.steps);
+  r.report = make_report(scenario, r.schedule);
+  r.report.warnings.insert(r.report.warnings.end(), plan.warnings.begin(), plan.warnings.end());
+  TimeRequest request;
+  request.want_trace = options.want_trace;
+  request.want_csv = options.want_csv;
+  r.time = time_schedule(scenario, r.schedule, request);
+  r.report.time = ReportTime{r.time.json, r.time.terminal};
+  return r;
+}
+
+ReportOutputs scenario_to_report(const Scenario& scenario, const PipelineOptions& options) {
+  PipelineResult r = run_pipeline(scenario, options);
+  r.report.scenario = scenario_to_json(scenario);
   ReportOutputs out;
-  out.terminal = scenario_summary(scenario) +
-                 "\n(memory and communication report: not in this build yet; this is the resolved scenario)\n";
-  nlohmann::ordered_json j;
-  j["format"] = "zsim.scenario";
-  j["version"] = 1;
-  j["scenario"] = scenario_to_json(scenario);
-  out.json = j.dump(2) + "\n";
+  ReportPrintOptions print;
+  print.header = false;             // the scenario summary says what was simulated
+  print.scenario_warnings = false;  // the CLI printed them on stderr while loading
+  out.terminal = scenario_summary(scenario) + "\n" + format_report(r.report, print);
+  out.json = report_json_text(r.report);
+  out.trace = std::move(r.time.trace_json);
+  out.csv = std::move(r.time.csv);
   return out;
 }
 
-std::optional<std::string> scenario_to_schedule_json(const Scenario& scenario) {
-  // ---- WIRE HERE (lead): return schedule_to_json_text(make_schedule(scenario, make_plan(scenario)));
-  //   (sim/schedule/schedule_json.hpp on the report branch)
-  (void)scenario;
-  return std::nullopt;
+std::string scenario_to_schedule_json(const Scenario& scenario, int steps) {
+  return schedule_to_json_text(make_schedule(scenario, make_plan(scenario), steps));
+}
+
+SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options) {
+  const PipelineResult r = run_pipeline(scenario, options);
+  const MemoryWalk& m = r.report.memory;
+  SweepPoint p;
+  p.valid = true;
+  p.fits = r.report.fits;
+  for (const TierMemory* t : {&m.gpu, &m.cpu, &m.nvme}) {
+    if (t->fits()) continue;
+    p.overflow_tier = to_string(t->tier);
+    p.rejection = fmt::format("{} peak {} > capacity {}", to_string(t->tier), human_bytes(t->peak),
+                              human_bytes(t->capacity));
+    break;
+  }
+  p.step_s = r.time.report.step_s;
+  p.tokens_per_s = r.time.report.tokens_per_s;
+  p.tflops_per_gpu = r.time.report.tflops_per_gpu;
+  p.gpu_peak_bytes = m.gpu.peak;
+  p.cpu_peak_bytes = m.cpu.peak;
+  p.cross_node_bytes_per_gpu = r.report.comm.cross_node_per_gpu.total();
+  return p;
 }
 
 }  // namespace zsim

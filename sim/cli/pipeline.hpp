@@ -1,25 +1,45 @@
-// THE wiring point of zsim: scenario -> (plan -> schedule -> report). The CLI calls only these two
-// functions after the scenario has loaded; the lead replaces their bodies when sim/plan and sim/report
-// merge. Nothing here may write files: the CLI writes what they return, atomically.
+// THE wiring point of zsim: scenario -> plan -> schedule -> report (memory, communication) -> timing.
+// The CLI and the sweep call only these functions; nothing here writes files (the CLI writes what they
+// return, atomically).
 #pragma once
-#include <optional>
 #include <string>
 
+#include "sim/engine/time_schedule.hpp"
+#include "sim/report/report.hpp"
 #include "sim/scenario/scenario.hpp"
+#include "sim/schedule/schedule.hpp"
+#include "sim/sweep/sweep.hpp"
 
 namespace zsim {
 
-struct ReportOutputs {
-  std::string terminal;  // what `zsim SCENARIO` prints on stdout
-  std::string json;      // what `zsim SCENARIO --json FILE` writes
+struct PipelineOptions {
+  int steps = 2;              // optimizer steps simulated (timing reports the steady state)
+  bool want_trace = false;    // render the Chrome trace
+  bool want_csv = false;      // render the per-op CSV
 };
 
-// `zsim SCENARIO`: today the resolved-scenario summary and JSON ("format": "zsim.scenario"); to become
-// make_plan -> make_schedule -> make_report and the report's terminal / JSON writers.
-ReportOutputs scenario_to_report(const Scenario& scenario);
+struct PipelineResult {
+  Schedule schedule;
+  Report report;              // with report.time attached
+  TimeOutputs time;
+};
 
-// `zsim plan SCENARIO --emit-schedule FILE`: the schedule JSON, or nullopt while no schedule builder is
-// linked in (the CLI then says so and exits 1).
-std::optional<std::string> scenario_to_schedule_json(const Scenario& scenario);
+// Plans, builds the schedule, walks it (report) and simulates it (timing).
+PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& options = {});
+
+struct ReportOutputs {
+  std::string terminal;  // what `zsim SCENARIO` prints on stdout
+  std::string json;      // --json FILE
+  std::string trace;     // --trace FILE (Chrome trace JSON), when asked for
+  std::string csv;       // --csv FILE (one row per op), when asked for
+};
+
+ReportOutputs scenario_to_report(const Scenario& scenario, const PipelineOptions& options = {});
+
+// `zsim plan SCENARIO --emit-schedule FILE`: the schedule JSON of `steps` steps.
+std::string scenario_to_schedule_json(const Scenario& scenario, int steps = 1);
+
+// One sweep point: the scenario (already loaded with the point's overrides) through the pipeline.
+SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options = {});
 
 }  // namespace zsim

@@ -57,14 +57,18 @@ TEST_F(ZsimCli, BundledScenarioPrintsASummaryAndExitsZero) {
   EXPECT_EQ(r.err, "");
 }
 
-TEST_F(ZsimCli, JsonFileHoldsTheResolvedScenario) {
+TEST_F(ZsimCli, JsonFileHoldsTheReportWithTheResolvedScenarioAndTime) {
   fs::path json = file("out.json");
   CliRun r = zsim("scenarios/llama2-70b-zero3-64xh100.yaml --json " + json.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(j["format"], "zsim.scenario");
+  EXPECT_EQ(j["format"], "zsim.report");
+  EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["scenario"]["model"]["layers"], 80);
   EXPECT_EQ(j["scenario"]["zero_optimization"]["reduce_bucket_size"], 8192LL * 8192);  // auto = hidden^2
+  EXPECT_GT(j["memory"]["gpu"]["peak"].get<long long>(), 0);
+  EXPECT_GT(j["time"]["step_s"].get<double>(), 0.0);
+  EXPECT_TRUE(j["fits"].get<bool>());
 }
 
 TEST_F(ZsimCli, SetOverridesAreRepeatable) {
@@ -141,14 +145,51 @@ TEST_F(ZsimCli, PlanNeedsEmitSchedule) {
   EXPECT_NE(r.err.find("--emit-schedule"), std::string::npos) << r.err;
 }
 
-// Until the lead wires sim/plan into sim/cli/pipeline.cpp: say so, exit 1, write nothing.
-// (Replace this test with one that reads the schedule back when the builder is wired.)
-TEST_F(ZsimCli, PlanSaysTheScheduleBuilderIsNotWiredYet) {
+TEST_F(ZsimCli, PlanWritesAScheduleThatReadsBackAsJson) {
   fs::path sched = file("step.json");
   CliRun r = zsim("plan scenarios/llama2-7b-zero2-8xa100.yaml --emit-schedule " + sched.string());
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("no schedule builder"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(sched));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(sched));
+  EXPECT_EQ(j["format"], "zsim.schedule");
+  EXPECT_EQ(j["meta"]["world_size"], 8);
+  EXPECT_GT(j["ops"].size(), 100u);
+}
+
+TEST_F(ZsimCli, TraceAndCsvFilesAreWrittenWhenAskedFor) {
+  fs::path trace = file("t.json"), csv = file("ops.csv");
+  CliRun r = zsim("scenarios/llama2-7b-zero2-8xa100.yaml --steps 1 --trace " + trace.string() + " --csv " +
+                  csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto t = nlohmann::json::parse(slurp(trace));
+  EXPECT_FALSE(t["traceEvents"].empty());
+  EXPECT_EQ(slurp(csv).rfind("id,", 0), 0u);
+}
+
+TEST_F(ZsimCli, SweepRanksFittingConfigurationsAndWritesCsv) {
+  fs::path csv = file("sweep.csv");
+  CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --steps 1 --threads 2 "
+                  "--grid deepspeed.zero_optimization.stage=0,1,2,3 --grid training.micro_batch=1,2 --csv " +
+                  csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 configurations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Best that fit"), std::string::npos) << r.out;
+  std::istringstream rows(slurp(csv));
+  std::string line;
+  int n = 0;
+  while (std::getline(rows, line)) ++n;
+  EXPECT_EQ(n, 1 + 8);
+}
+
+TEST_F(ZsimCli, SweepWhoseEveryPointIsInvalidExitsTwo) {
+  CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --grid deepspeed.zero_optimization.stagee=1,2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("stagee"), std::string::npos) << r.err;
+}
+
+TEST_F(ZsimCli, SweepRejectsAGridWithoutValues) {
+  CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --grid deepspeed.zero_optimization.stage");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("KEY=V1,V2"), std::string::npos) << r.err;
 }
 
 TEST_F(ZsimCli, UnwritableJsonPathExitsTwo) {
