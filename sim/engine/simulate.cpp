@@ -94,7 +94,12 @@ class Engine {
     size_t done = 0;
     for (;;) {
       done += start_ready(t);
-      if (running_.empty() && !blocked_.empty()) {
+      // Ops in link_wait make no progress of their own: if only they run, the transfer they wait for is
+      // stuck behind a memory wait, which the over-commit below resolves.
+      const bool progressing = std::any_of(running_.begin(), running_.end(), [&](OpId id) {
+        return state_[id] == State::fixed || state_[id] == State::flowing;
+      });
+      if (!progressing && !blocked_.empty()) {
         // Deadlock on memory: let the earliest waiting alloc through over capacity.
         std::sort(blocked_.begin(), blocked_.end());
         forced_ = blocked_.front();
@@ -103,7 +108,7 @@ class Engine {
         blocked_.erase(blocked_.begin());
         continue;
       }
-      if (running_.empty()) break;
+      if (!progressing) break;  // nothing runs; the check after the loop reports ops that never ran
       ++r_.events;
       if (flows_changed_) recompute_rates();
       // Next event: the earliest fixed-phase end or flow completion.
