@@ -23,6 +23,7 @@ PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& opt
   TimeRequest request;
   request.want_trace = options.want_trace;
   request.want_csv = options.want_csv;
+  request.share = options.share;
   r.time = time_schedule(scenario, r.schedule, request);
   r.report.time = ReportTime{r.time.json, r.time.terminal};
   return r;

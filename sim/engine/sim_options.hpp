@@ -14,7 +14,7 @@ namespace zsim {
 enum class SharePolicy { fair, ordered };
 
 struct SimOptions {
-  SharePolicy share = SharePolicy::fair;
+  SharePolicy share = SharePolicy::ordered;
   // An alloc on the GPU tier waits (its stream stalls) until the rank's live GPU bytes plus its own fit in
   // gpu.hbm_bytes, as a caching allocator blocks until a stream frees memory. A schedule whose deps already
   // bound how far streams run ahead never waits. If every op is stuck behind such a wait, the earliest

@@ -42,7 +42,8 @@ std::vector<int> find_steps(const Schedule& s, std::vector<StepSpan>* spans) {
 
 namespace {
 
-enum class State : char { waiting, fixed, flowing, done };
+// link_wait: the fixed part is over, the transfer waits for an earlier transfer on one of its links (ordered).
+enum class State : char { waiting, fixed, link_wait, flowing, done };
 
 void check_shape(const ClusterSpec& c, const Schedule& s) {
   const ScheduleMeta& m = s.meta;
@@ -70,6 +71,8 @@ class Engine {
     waited_.assign(n, 0);
     pending_.resize(n);
     dependents_.resize(n);
+    link_pending_.assign(n, 0);
+    link_dependents_.resize(n);
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
@@ -91,7 +94,12 @@ class Engine {
     size_t done = 0;
     for (;;) {
       done += start_ready(t);
-      if (running_.empty() && !blocked_.empty()) {
+      // Ops in link_wait make no progress of their own: if only they run, the transfer they wait for is
+      // stuck behind a memory wait, which the over-commit below resolves.
+      const bool progressing = std::any_of(running_.begin(), running_.end(), [&](OpId id) {
+        return state_[id] == State::fixed || state_[id] == State::flowing;
+      });
+      if (!progressing && !blocked_.empty()) {
         // Deadlock on memory: let the earliest waiting alloc through over capacity.
         std::sort(blocked_.begin(), blocked_.end());
         forced_ = blocked_.front();
@@ -100,14 +108,14 @@ class Engine {
         blocked_.erase(blocked_.begin());
         continue;
       }
-      if (running_.empty()) break;
+      if (!progressing) break;  // nothing runs; the check after the loop reports ops that never ran
       ++r_.events;
       if (flows_changed_) recompute_rates();
       // Next event: the earliest fixed-phase end or flow completion.
       Seconds next = std::numeric_limits<double>::infinity();
       for (OpId id : running_) {
         if (state_[id] == State::fixed) next = std::min(next, fixed_end_[id]);
-        else next = std::min(next, t + remaining_[id] / rate_[id]);
+        else if (state_[id] == State::flowing) next = std::min(next, t + remaining_[id] / rate_[id]);
       }
       const Seconds dt = next - t;
       std::vector<OpId> finished;
@@ -116,6 +124,7 @@ class Engine {
           if (fixed_end_[id] <= next) finished.push_back(id);
           continue;
         }
+        if (state_[id] != State::flowing) continue;
         const bool ends = t + remaining_[id] / rate_[id] <= next;
         const double moved = ends ? remaining_[id] : rate_[id] * dt;
         for (FlowUse u : work_[id].route) r_.link_bytes[u.link] += moved * u.coefficient;
@@ -125,7 +134,7 @@ class Engine {
       t = next;
       for (OpId id : finished) {
         if (state_[id] == State::fixed && work_[id].flow_bytes > 0) {
-          begin_flow(id);
+          begin_flow_when_links_free(id);
         } else {
           finish(id, t);
           ++done;
@@ -172,7 +181,7 @@ class Engine {
           fixed_end_[id] = t + w.fixed_s;
           running_.push_back(id);
         } else if (w.flow_bytes > 0) {
-          begin_flow(id);
+          begin_flow_when_links_free(id);
           running_.push_back(id);
         } else {
           finish(id, t);
@@ -206,7 +215,10 @@ class Engine {
     return true;
   }
 
-  // SharePolicy::ordered: a transfer waits for the previous transfer (in program order) on each of its links.
+  // SharePolicy::ordered: the flow of a transfer waits for the flow of the previous transfer (in program
+  // order) on each of its links. Only the flows are serialised: fixed parts (a collective's latency steps,
+  // a copy's setup) run as soon as the op starts, concurrently with other transfers, as on real hardware
+  // where a link is idle during another collective's latency steps.
   void order_transfers_per_link() {
     std::vector<OpId> last(r_.links.bytes_per_s.size(), -1);
     for (const Op& op : s_.ops) {
@@ -219,10 +231,15 @@ class Engine {
       std::sort(before.begin(), before.end());
       before.erase(std::unique(before.begin(), before.end()), before.end());
       for (OpId b : before) {
-        ++pending_[op.id];
-        dependents_[b].push_back(op.id);
+        ++link_pending_[op.id];
+        link_dependents_[b].push_back(op.id);
       }
     }
+  }
+
+  void begin_flow_when_links_free(OpId id) {
+    if (link_pending_[id] > 0) state_[id] = State::link_wait;
+    else begin_flow(id);
   }
 
   void begin_flow(OpId id) {
@@ -233,6 +250,8 @@ class Engine {
 
   void finish(OpId id, Seconds t) {
     if (state_[id] == State::flowing) flows_changed_ = true;
+    for (OpId d : link_dependents_[id])
+      if (--link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
     r_.ops[id].end_s = t;
     const int st = s_.ops[id].stream;
@@ -262,6 +281,8 @@ class Engine {
   std::vector<State> state_;
   std::vector<int> pending_;
   std::vector<std::vector<OpId>> dependents_;
+  std::vector<int> link_pending_;                   // ordered: earlier transfers on its links not yet done
+  std::vector<std::vector<OpId>> link_dependents_;  // ordered: later transfers waiting for this one's links
   std::vector<double> remaining_, fixed_end_, rate_;
   std::vector<std::vector<OpId>> queue_;
   std::vector<size_t> head_;

@@ -83,14 +83,16 @@ TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
   const Bytes S = 1 * kGiB;
   OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
   OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
-  const TimingResult t = simulate(c, b.s);
+  const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::fair});
   const double alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
   const double expected = 7 * 2e-6 + 2 * alone;  // both flows at half rate, ending together
   EXPECT_NEAR(t.ops[a].end_s, expected, expected * kRel);
   EXPECT_NEAR(t.ops[r].end_s, expected, expected * kRel);
 }
 
-TEST(Simulate, WithOrderedLinksTransfersOnOneLinkRunOneAfterTheOtherInProgramOrder) {
+// Ordered links serialise the bytes, not the latency steps: the second collective starts at once, runs
+// its latency steps while the first moves its bytes, then moves its own bytes at the full rate.
+TEST(Simulate, WithOrderedLinksTransfersOnOneLinkMoveTheirBytesOneAfterTheOtherInProgramOrder) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
   const int world = b.group("world", 8, 8);
@@ -99,10 +101,14 @@ TEST(Simulate, WithOrderedLinksTransfersOnOneLinkRunOneAfterTheOtherInProgramOrd
   OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
   const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::ordered});
   const double one = collective_s(CollectiveKind::all_gather, S, 8, {2e-6, 400e9});
+  const double bytes_alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
   EXPECT_NEAR(t.ops[a].end_s, one, one * kRel);
-  EXPECT_NEAR(t.ops[r].start_s, one, one * kRel);
-  EXPECT_NEAR(t.ops[r].end_s, 2 * one, one * kRel);
+  EXPECT_DOUBLE_EQ(t.ops[r].start_s, 0.0);
+  EXPECT_NEAR(t.ops[r].end_s, one + bytes_alone, one * kRel);
+  EXPECT_LT(t.ops[r].end_s, 2 * one);  // the latency steps overlapped the first transfer
 }
+
+TEST(Simulate, TheDefaultSharePolicyIsOrdered) { EXPECT_EQ(SimOptions{}.share, SharePolicy::ordered); }
 
 TEST(Simulate, AnOpWaitsForItsDepsOnOtherStreams) {
   const ClusterSpec c = test_cluster(1, 8);
@@ -269,6 +275,26 @@ TEST(Simulate, AnAllocThatCanNeverFitGoesThroughOverCapacityInsteadOfDeadlocking
   const TimingResult t = simulate(c, s);
   EXPECT_EQ(t.memory_overcommits, 1);
   EXPECT_EQ(t.ops.size(), 4u);
+}
+
+// Ordered links: a transfer that waits for an earlier transfer on its link (link_wait) makes no progress;
+// if that earlier transfer is stuck behind an alloc that can never fit, the over-commit must still happen.
+TEST(Simulate, WithOrderedLinksATransferWaitingForALinkDoesNotHideAMemoryDeadlock) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.gpu.hbm_bytes = 3 * kGiB;
+  ScheduleBuilder b(c);
+  Schedule& s = b.s;
+  const int world = b.group("world", 8, 8);
+  s.add(mem_op(s, OpKind::alloc, "A", "compute", 2 * kGiB, {}));
+  const OpId alloc_b = s.add(mem_op(s, OpKind::alloc, "B", "compute", 2 * kGiB, {}));
+  const OpId ag = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, kGiB, {alloc_b}, "comm");
+  const OpId rs = b.collective("rs", Phase::forward, CollectiveKind::reduce_scatter, world, kGiB, {}, "comm_rs");
+  s.add(mem_op(s, OpKind::free, "A", "compute", 2 * kGiB, {}));
+  s.add(mem_op(s, OpKind::free, "B", "compute", 2 * kGiB, {ag}));
+  const TimingResult t = simulate(c, s, SimOptions{SharePolicy::ordered});
+  EXPECT_EQ(t.memory_overcommits, 1);
+  EXPECT_GT(t.ops[rs].end_s, t.ops[ag].end_s);  // rs moved its bytes after ag's, on the shared link
+  EXPECT_LT(t.makespan_s, 1.0);
 }
 
 TEST(Simulate, RejectsAScheduleBuiltForAnotherClusterShape) {

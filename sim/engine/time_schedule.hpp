@@ -15,7 +15,7 @@
 namespace zsim {
 
 struct TimeRequest {
-  SharePolicy share = SharePolicy::fair;
+  SharePolicy share = SharePolicy::ordered;
   bool want_trace = false;  // --trace FILE
   bool want_csv = false;    // --csv FILE
   int top_contributors = 5;
