@@ -232,9 +232,10 @@ __device__ __forceinline__ void reduced_compensated(const uint8_t* q_in, const f
 // grid = (nb, m): one thread block per output (partition j, block b); sums held in registers (R
 // vectors of V per thread), recomputed from the k chunks (L1/L2) only past R * blockDim * V.
 template <class ET, int V, int R, int K, bool LOCO, int MINB = 1>
-__global__ void __launch_bounds__(256, MINB) reduce_requant_kernel(const uint8_t* __restrict__ q_in, const float* __restrict__ steps_in, int k,
-                                      int m, int64_t P, int64_t block, ET* __restrict__ err, LocoArgs loco,
-                                      uint8_t* __restrict__ q_out, float* __restrict__ steps_out) {
+__global__ void __launch_bounds__(256, MINB)
+    reduce_requant_kernel(const uint8_t* __restrict__ q_in, const float* __restrict__ steps_in, int k, int m, int64_t P,
+                          int64_t block, ET* __restrict__ err, LocoArgs loco, uint8_t* __restrict__ q_out,
+                          float* __restrict__ steps_out) {
   const int64_t b = blockIdx.x, j = blockIdx.y, nb = gridDim.x;
   const int64_t start = b * block;
   const int64_t len = min(block, P - start);
