@@ -1,9 +1,10 @@
-// Device helpers: float <-> 16-bit conversion by type tag, vector loads/stores of 1..8 16-bit elements,
-// int4 nibble packing, and a block-wide max reduction. Only included by the .cu files.
+// Device helpers: float <-> 16-bit conversion by type tag, vector loads/stores of 16-bit elements (as
+// floats, or 8 raw in a uint4 with a packed absmax), warp- and block-wide max. Only included by .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include <type_traits>
 
 namespace zk::dev {
 
@@ -35,87 +36,68 @@ __device__ __forceinline__ void store_f(T* p, const float (&in)[V]) {
   *reinterpret_cast<Vec<T, V>*>(p) = x;
 }
 
-// Quantize x with multiplier inv (= qmax / absmax, 0 when absmax == 0) to a symmetric integer in [-qmax, qmax].
-__device__ __forceinline__ int quant_sym(float x, float inv, int qmax) {
-  float r = rintf(x * inv);
-  r = fminf(fmaxf(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
-  return static_cast<int>(r);
-}
+// Eight 16-bit floats (T = __nv_bfloat16 or __half) held raw in a uint4.
+template <class T> struct Pair2;
+template <> struct Pair2<__nv_bfloat16> { using type = __nv_bfloat162; };
+template <> struct Pair2<__half> { using type = __half2; };
 
-// V int4 values (V in 2..32, even) packed low nibble first into V/2 bytes, moved as one access of
-// V/2 bytes (1, 2, 4, 8 or 16).
-template <int V> struct Int4Word;
-template <> struct Int4Word<2> { using type = uint8_t; };
-template <> struct Int4Word<4> { using type = uint16_t; };
-template <> struct Int4Word<8> { using type = uint32_t; };
-template <> struct Int4Word<16> { using type = uint2; };
-template <> struct Int4Word<32> { using type = uint4; };
-
-// Nibble i of word w as a float, without the quarter-rate integer->float convert: the biased nibble
-// (0..15) goes into the mantissa of 2^23, and 2^23 + 8 is subtracted.
-__device__ __forceinline__ float nibble_to_float(uint32_t w, int shift) {
-  const uint32_t u = ((w >> shift) & 0xFu) ^ 0x8u;
-  return __uint_as_float(0x4B000000u | u) - 8388616.0f;
-}
-
-// Symmetric int4 quantization of x with multiplier inv: clamps x*inv to [-7, 7], rounds to nearest even by
-// adding 1.5 * 2^23 (no float->int convert); returns the two's-complement nibble and sets qf to its value.
-__device__ __forceinline__ uint32_t quant_nibble(float x, float inv, float& qf) {
-  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: multiple of 16, so its low mantissa bits are the integer's
-  const float y = fminf(fmaxf(x * inv, -7.0f), 7.0f);
-  const float big = y + kMagic;
-  qf = big - kMagic;
-  return __float_as_uint(big) & 0xFu;
-}
-
-template <int V>
-__device__ __forceinline__ void store_nibbles(uint8_t* p, const uint32_t (&nib)[V]) {
-  constexpr int kWords = V >= 8 ? V / 8 : 1;
-  uint32_t w[kWords] = {};
+// Running max of |v| over the 16-bit pairs of x (exact; NaN ignored, as by fmaxf).
+template <class T>
+__device__ __forceinline__ typename Pair2<T>::type absmax_raw8(typename Pair2<T>::type m, const uint4& x) {
+  using P2 = typename Pair2<T>::type;
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-  for (int i = 0; i < V; ++i) w[i / 8] |= nib[i] << (4 * (i % 8));
-  using W = typename Int4Word<V>::type;
-  if constexpr (V == 32) *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-  else if constexpr (V == 16) *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
-  else *reinterpret_cast<W*>(p) = static_cast<W>(w[0]);
+  for (int i = 0; i < 4; ++i) m = __hmax2(m, __habs2(*reinterpret_cast<const P2*>(&w[i])));
+  return m;
 }
-
-// V int4 values at p (V/2 bytes, one access) as floats.
-template <int V>
-__device__ __forceinline__ void load_int4_f(const uint8_t* p, float (&q)[V]) {
-  constexpr int kWords = V >= 8 ? V / 8 : 1;
-  uint32_t w[kWords];
-  if constexpr (V == 32) {
-    const uint4 x = __ldg(reinterpret_cast<const uint4*>(p));
-    w[0] = x.x; w[1] = x.y; w[2] = x.z; w[3] = x.w;
-  } else if constexpr (V == 16) {
-    const uint2 x = __ldg(reinterpret_cast<const uint2*>(p));
-    w[0] = x.x; w[1] = x.y;
-  } else {
-    w[0] = *reinterpret_cast<const typename Int4Word<V>::type*>(p);
+template <class T>
+__device__ __forceinline__ float pair_max(typename Pair2<T>::type m) {
+  return fmaxf(__low2float(m), __high2float(m));
+}
+// The eight values of x as floats.
+template <class T>
+__device__ __forceinline__ void raw8_to_f(const uint4& x, float (&f)[8]) {
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    } else {
+      const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
   }
+}
+// Eight 16-bit values at p[i..i+8) as a raw uint4, read-only path; zeros past len (last block only).
+template <class T>
+__device__ __forceinline__ uint4 load_raw8(const T* p, int64_t i, int64_t len) {
+  if (i + 8 <= len) return __ldg(reinterpret_cast<const uint4*>(p + i));
+  uint16_t h[8];
 #pragma unroll
-  for (int i = 0; i < V; ++i) q[i] = nibble_to_float(w[i / 8], 4 * (i % 8));
+  for (int j = 0; j < 8; ++j) h[j] = i + j < len ? reinterpret_cast<const uint16_t*>(p)[i + j] : uint16_t{0};
+  return make_uint4(h[0] | (uint32_t{h[1]} << 16), h[2] | (uint32_t{h[3]} << 16), h[4] | (uint32_t{h[5]} << 16),
+                    h[6] | (uint32_t{h[7]} << 16));
+}
+
+// Max over the warp (every lane gets it).
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
 // Max over the thread block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
 __device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_max[32];
-  __shared__ float result;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) warp_max[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const int nwarps = (blockDim.x + 31) >> 5;
-    float w = lane < nwarps ? warp_max[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, o));
-    if (lane == 0) result = w;
-  }
-  __syncthreads();
-  return result;
+  __shared__ float warp_max_s[32];
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) warp_max_s[threadIdx.x >> 5] = v;
+  __syncthreads();  // one barrier: every thread then reads the (at most 32) warp maxima itself
+  const int nwarps = (blockDim.x + 31) >> 5;
+  float m = warp_max_s[0];
+  for (int w = 1; w < nwarps; ++w) m = fmaxf(m, warp_max_s[w]);
+  return m;
 }
 
 }  // namespace zk::dev

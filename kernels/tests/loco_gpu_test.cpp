@@ -99,6 +99,48 @@ TEST(LocoGpu, ReduceRequantErrorUpdateFollowsTheRule) {
     }
 }
 
+// The rule above on the 16-byte path (P and block multiples of 32), for k compiled in and at run time.
+void check_reduce_requant_loco(int k, int m, int64_t P, int64_t block, Half16 fmt, uint64_t seed) {
+  SCOPED_TRACE("k=" + std::to_string(k) + " m=" + std::to_string(m) + " P=" + std::to_string(P));
+  const int64_t nb = (P + block - 1) / block;
+  const bool bf16 = fmt == Half16::bf16;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> v(-7, 7);
+  std::vector<uint8_t> qin(static_cast<size_t>(k) * m * P / 2);
+  for (auto& b : qin) b = pack_int4_pair(v(rng), v(rng));
+  std::vector<float> sin(static_cast<size_t>(k) * m * nb, 0.1f);
+  const auto e = ref::random_half16(rng, m * P, bf16, 0.05);
+  DeviceBuffer<uint8_t> qd(qin), qo(m * P / 2);
+  DeviceBuffer<float> sd(sin), so(m * nb);
+  DeviceBuffer<uint16_t> ed(e);
+  qgz_dequant_reduce_requant_loco(qd.get(), sd.get(), k, m, P, block, ed.get(), fmt, LocoParams{0.5f, 0, 3}, qo.get(),
+                                  so.get(), nullptr);
+  const auto qh = qo.download();
+  const auto sh = so.download();
+  const auto eh = ed.download();
+  const double rel = bf16 ? 1.0 / 128 : 1.0 / 1024;
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < P; ++i) {
+      const double e0 = half16_to_float(e[j * P + i], bf16);
+      double c = e0;
+      for (int t = 0; t < k; ++t) c += unpack_int4(qin.data() + (t * m + j) * (P / 2), i) * 0.1;
+      const double step = sh[j * nb + i / block];
+      const double deq = unpack_int4(qh.data() + j * (P / 2), i) * step;
+      ASSERT_LE(std::fabs(deq - c), 0.5 * step * (1 + 1e-4) + 1e-6) << j << "," << i;
+      const double want = 0.5 * e0 + 0.5 * (c - deq);
+      ASSERT_NEAR(half16_to_float(eh[j * P + i], bf16), want, std::fabs(want) * rel + 1e-6 * std::fabs(c) + 3e-8)
+          << j << "," << i;
+    }
+}
+
+TEST(LocoGpu, ReduceRequantErrorUpdateFollowsTheRuleOnTheVectorPath) {
+  ZK_REQUIRE_GPU();
+  check_reduce_requant_loco(8, 2, 8192, 2048, Half16::bf16, 31);
+  check_reduce_requant_loco(2, 3, 4096 + 32, 2048, Half16::fp16, 32);
+  check_reduce_requant_loco(4, 2, 4096, 4096, Half16::bf16, 33);
+  check_reduce_requant_loco(5, 1, 3 * 16384, 16384, Half16::fp16, 34);
+}
+
 // 100 steps of a fixed random gradient stream through the kernel, with and without feedback.
 double kernel_accumulated_error(bool feedback, int steps, int64_t n) {
   const auto s = one_rank(n, 256);

@@ -141,6 +141,40 @@ TEST(QgzGpu, DequantReduceRequantSumsChunksWithinHalfOutputStep) {
   check_reduce_requant(16, 1, 1 << 20, 2048, 5);
 }
 
+// P and block multiples of 32 take the 16-byte path: k = 2, 4, 8 compiled in (every chunk's load issued
+// first), other k at run time; a 16384-element block is wider than one pass of 256 threads.
+TEST(QgzGpu, DequantReduceRequantVectorPathForEachChunkCount) {
+  ZK_REQUIRE_GPU();
+  check_reduce_requant(2, 3, 4096, 512, 21);
+  check_reduce_requant(4, 2, 8192, 4096, 22);
+  check_reduce_requant(8, 2, 1 << 16, 2048, 23);
+  check_reduce_requant(8, 1, 3 * 16384, 16384, 24);
+  check_reduce_requant(3, 2, 4096 + 32, 2048, 25);  // last block of 32 elements
+}
+
+TEST(QgzGpu, FinalDequantReduceVectorPathForEachChunkCount) {
+  ZK_REQUIRE_GPU();
+  for (int k : {2, 3, 8}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    const int64_t P = (1 << 16) + 32, block = 2048;
+    std::mt19937_64 rng(100 + k);
+    const auto c = random_chunks(rng, k, 1, P, block);
+    DeviceBuffer<uint8_t> qin(c.q);
+    DeviceBuffer<float> sin(c.steps);
+    DeviceBuffer<float> out32(P);
+    DeviceBuffer<uint16_t> out16(P);
+    qgz_dequant_reduce(qin.get(), sin.get(), k, P, block, 0.25f, out32.get(), OutFormat::f32, nullptr);
+    qgz_dequant_reduce(qin.get(), sin.get(), k, P, block, 0.25f, out16.get(), OutFormat::fp16, nullptr);
+    const auto o32 = out32.download();
+    const auto o16 = out16.download();
+    for (int64_t e = 0; e < P; ++e) {
+      const double want = 0.25 * chunk_sum(c, k, 1, P, block, 0, e);
+      ASSERT_NEAR(o32[e], want, 1e-6 * (std::fabs(want) + 1)) << "e=" << e;
+      ASSERT_NEAR(fp16_to_float(o16[e]), want, std::fabs(want) / 2048 + 1e-6) << "e=" << e;
+    }
+  }
+}
+
 TEST(QgzGpu, FinalDequantReduceScalesTheSumIntoEachOutputFormat) {
   ZK_REQUIRE_GPU();
   for (int64_t P : {int64_t{2}, int64_t{1002}, int64_t{1 << 20}}) {
