@@ -69,19 +69,24 @@ class Engine {
     state_.assign(n, State::waiting);
     waited_.assign(n, 0);
     pending_.resize(n);
-    dependents_.resize(n);
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
     queue_.resize(s.streams.size());
     head_.assign(s.streams.size(), 0);
     busy_.assign(s.streams.size(), 0);
+    stream_of_.resize(n);
+    gpu_mem_.assign(n, GpuMem::none);
     for (const Op& op : s.ops) {
+      stream_of_[op.id] = op.stream;
+      if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu)
+        gpu_mem_[op.id] = op.kind == OpKind::alloc ? GpuMem::alloc : GpuMem::free;
       pending_[op.id] = static_cast<int>(op.deps.size());
-      for (OpId d : op.deps) dependents_[d].push_back(op.id);
+      for (OpId d : op.deps) edges_.push_back({d, op.id});
       queue_[op.stream].push_back(op.id);
     }
     if (o.share == SharePolicy::ordered) order_transfers_per_link();
+    build_dependents(n);
   }
 
   TimingResult run() {
@@ -160,7 +165,7 @@ class Engine {
       std::vector<OpId> batch;
       batch.swap(candidates_);
       for (OpId id : batch) {
-        const int st = s_.ops[id].stream;
+        const int st = stream_of_[id];
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
         if (head_[st] >= queue_[st].size() || queue_[st][head_[st]] != id) continue;
         if (!admit_memory(id)) continue;
@@ -186,15 +191,16 @@ class Engine {
 
   // Tracks the rank's live GPU bytes; an alloc that does not fit waits for a free (limit_gpu_memory).
   bool admit_memory(OpId id) {
-    const Op& op = s_.ops[id];
-    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || op.mem.tier != Tier::gpu) return true;
-    if (op.kind == OpKind::free) {
-      live_gpu_ -= op.mem.bytes;
+    const GpuMem kind = gpu_mem_[id];
+    if (kind == GpuMem::none) return true;
+    const Bytes bytes = s_.ops[id].mem.bytes;
+    if (kind == GpuMem::free) {
+      live_gpu_ -= bytes;
       for (OpId b : blocked_) candidates_.push_back(b);
       blocked_.clear();
       return true;
     }
-    if (id != forced_ && live_gpu_ > 0 && live_gpu_ + op.mem.bytes > gpu_capacity_) {
+    if (id != forced_ && live_gpu_ > 0 && live_gpu_ + bytes > gpu_capacity_) {
       if (!waited_[id]) {
         waited_[id] = 1;
         ++r_.memory_waits;
@@ -202,7 +208,7 @@ class Engine {
       if (std::find(blocked_.begin(), blocked_.end(), id) == blocked_.end()) blocked_.push_back(id);
       return false;
     }
-    live_gpu_ += op.mem.bytes;
+    live_gpu_ += bytes;
     return true;
   }
 
@@ -220,7 +226,7 @@ class Engine {
       before.erase(std::unique(before.begin(), before.end()), before.end());
       for (OpId b : before) {
         ++pending_[op.id];
-        dependents_[b].push_back(op.id);
+        edges_.push_back({b, op.id});
       }
     }
   }
@@ -235,12 +241,23 @@ class Engine {
     if (state_[id] == State::flowing) flows_changed_ = true;
     state_[id] = State::done;
     r_.ops[id].end_s = t;
-    const int st = s_.ops[id].stream;
+    const int st = stream_of_[id];
     r_.stream_busy_s[st] += t - r_.ops[id].start_s;
     busy_[st] = 0;
     if (++head_[st] < queue_[st].size()) candidates_.push_back(queue_[st][head_[st]]);
-    for (OpId d : dependents_[id])
-      if (--pending_[d] == 0) candidates_.push_back(d);
+    for (std::size_t k = dependents_begin_[id]; k < dependents_begin_[id + 1]; ++k)
+      if (const OpId d = dependents_[k]; --pending_[d] == 0) candidates_.push_back(d);
+  }
+
+  // Turns edges_ into the flat dependents_ lists, keeping each op's dependents in the order found.
+  void build_dependents(std::size_t n) {
+    dependents_begin_.assign(n + 1, 0);
+    for (const auto& [from, to] : edges_) ++dependents_begin_[from + 1];
+    for (std::size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+    dependents_.resize(edges_.size());
+    std::vector<std::size_t> next(dependents_begin_.begin(), dependents_begin_.end() - 1);
+    for (const auto& [from, to] : edges_) dependents_[next[from]++] = to;
+    edges_ = {};
   }
 
   void recompute_rates() {
@@ -261,7 +278,15 @@ class Engine {
   std::vector<OpWork> work_;
   std::vector<State> state_;
   std::vector<int> pending_;
-  std::vector<std::vector<OpId>> dependents_;
+  // Compact copies of what the hot loops need, so that they do not touch the (large) ops.
+  enum class GpuMem : char { none, alloc, free };
+  std::vector<int> stream_of_;     // s.ops[id].stream
+  std::vector<GpuMem> gpu_mem_;    // whether s.ops[id] allocates or frees GPU memory
+  // Who waits for whom, as one flat array per op (CSR): dependents_[dependents_begin_[i] ..
+  // dependents_begin_[i + 1]) wait for op i, in the order the edges were found.
+  std::vector<std::pair<OpId, OpId>> edges_;  // (op, dependent), while constructing
+  std::vector<std::size_t> dependents_begin_;
+  std::vector<OpId> dependents_;
   std::vector<double> remaining_, fixed_end_, rate_;
   std::vector<std::vector<OpId>> queue_;
   std::vector<size_t> head_;
