@@ -77,10 +77,13 @@ class Engine {
     busy_.assign(s.streams.size(), 0);
     stream_of_.resize(n);
     gpu_mem_.assign(n, GpuMem::none);
+    gpu_mem_bytes_.assign(n, 0);
     for (const Op& op : s.ops) {
       stream_of_[op.id] = op.stream;
-      if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu)
+      if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu) {
         gpu_mem_[op.id] = op.kind == OpKind::alloc ? GpuMem::alloc : GpuMem::free;
+        gpu_mem_bytes_[op.id] = op.mem.bytes;
+      }
       pending_[op.id] = static_cast<int>(op.deps.size());
       for (OpId d : op.deps) edges_.push_back({d, op.id});
       queue_[op.stream].push_back(op.id);
@@ -193,7 +196,7 @@ class Engine {
   bool admit_memory(OpId id) {
     const GpuMem kind = gpu_mem_[id];
     if (kind == GpuMem::none) return true;
-    const Bytes bytes = s_.ops[id].mem.bytes;
+    const Bytes bytes = gpu_mem_bytes_[id];
     if (kind == GpuMem::free) {
       live_gpu_ -= bytes;
       for (OpId b : blocked_) candidates_.push_back(b);
@@ -282,6 +285,7 @@ class Engine {
   enum class GpuMem : char { none, alloc, free };
   std::vector<int> stream_of_;     // s.ops[id].stream
   std::vector<GpuMem> gpu_mem_;    // whether s.ops[id] allocates or frees GPU memory
+  std::vector<Bytes> gpu_mem_bytes_;  // and how much (s.ops[id].mem.bytes)
   // Who waits for whom, as one flat array per op (CSR): dependents_[dependents_begin_[i] ..
   // dependents_begin_[i + 1]) wait for op i, in the order the edges were found.
   std::vector<std::pair<OpId, OpId>> edges_;  // (op, dependent), while constructing

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "sim/report/comm_volume.hpp"
@@ -44,7 +45,7 @@ CommWalk walk_comm(const Schedule& s) {
   CommWalk w;
   w.steps = s.meta.steps < 1 ? 1 : s.meta.steps;
   w.gpus_per_node = s.meta.gpus_per_node < 1 ? 1 : s.meta.gpus_per_node;
-  using Key = std::tuple<Phase, CollectiveKind, std::string, int, Bytes>;
+  using Key = std::tuple<Phase, CollectiveKind, std::string_view, int, Bytes>;  // views into s.groups
   std::map<Key, size_t> index;
   for (const Op& op : s.ops) {
     if (op.kind == OpKind::copy) {
