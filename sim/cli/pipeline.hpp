@@ -16,6 +16,7 @@ struct PipelineOptions {
   int steps = 2;              // optimizer steps simulated (timing reports the steady state)
   bool want_trace = false;    // render the Chrome trace
   bool want_csv = false;      // render the per-op CSV
+  bool throughput_only = false;  // timing: throughput figures only, nothing rendered (sweep points)
 };
 
 struct PipelineResult {

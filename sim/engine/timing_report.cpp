@@ -164,13 +164,9 @@ void timed_peaks(const Schedule& s, const TimingResult& t, TimingReport& r) {
 
 }  // namespace
 
-TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors) {
-  TimingReport r;
-  r.steps_simulated = static_cast<int>(t.steps.size());
-  r.step_s = t.step_s();
-  const Seconds w0 = t.window_begin_s();
-  const Seconds w1 = t.steps.empty() ? w0 : t.steps.back().end_s;
-  split_window(s, t, w0, w1, r);
+namespace {
+
+void throughput(const Schedule& s, const TimingResult& t, TimingReport& r) {
   const int last = static_cast<int>(t.steps.size()) - 1;
   for (const Op& op : s.ops) {
     if (last < 0 || op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
@@ -184,10 +180,30 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
     r.hardware_tflops_per_gpu = r.hardware_flops_per_gpu / r.step_s / 1e12;
     r.tokens_per_s = static_cast<double>(s.meta.tokens_per_step) / r.step_s;
   }
-  walk_critical_path(s, t, w0, w1, top_contributors, r);
-  timed_peaks(s, t, r);
   r.memory_waits = t.memory_waits;
   r.memory_overcommits = t.memory_overcommits;
+}
+
+}  // namespace
+
+TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors) {
+  TimingReport r;
+  r.steps_simulated = static_cast<int>(t.steps.size());
+  r.step_s = t.step_s();
+  const Seconds w0 = t.window_begin_s();
+  const Seconds w1 = t.steps.empty() ? w0 : t.steps.back().end_s;
+  split_window(s, t, w0, w1, r);
+  throughput(s, t, r);
+  walk_critical_path(s, t, w0, w1, top_contributors, r);
+  timed_peaks(s, t, r);
+  return r;
+}
+
+TimingReport summarize_throughput(const Schedule& s, const TimingResult& t) {
+  TimingReport r;
+  r.steps_simulated = static_cast<int>(t.steps.size());
+  r.step_s = t.step_s();
+  throughput(s, t, r);
   return r;
 }
 

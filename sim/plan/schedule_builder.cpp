@@ -104,7 +104,15 @@ class Builder {
     return sch_.add(std::move(op));
   }
   int stream(const char* name) { return sch_.stream(name); }
-  std::string tag() const { return ".s" + std::to_string(step_) + ".m" + std::to_string(micro_); }
+  // ".s<step>.m<micro>", rebuilt only when the position changes (it names most buffers).
+  const std::string& tag() const {
+    if (tag_step_ != step_ || tag_micro_ != micro_) {
+      tag_ = ".s" + std::to_string(step_) + ".m" + std::to_string(micro_);
+      tag_step_ = step_;
+      tag_micro_ = micro_;
+    }
+    return tag_;
+  }
   Tier tier_of(OffloadDevice d) const {
     return d == OffloadDevice::nvme ? Tier::nvme : d == OffloadDevice::cpu ? Tier::cpu : Tier::gpu;
   }
@@ -553,6 +561,8 @@ class Builder {
   std::int64_t tokens_ = 0;
   bool ckpt_ = false;
   int step_ = 0, micro_ = 0;
+  mutable std::string tag_;             // tag() for (tag_step_, tag_micro_)
+  mutable int tag_step_ = -1, tag_micro_ = -1;
   bool last_micro_ = true;
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
