@@ -35,6 +35,15 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
 }
 
+// User + system CPU seconds of this process so far (all threads): on a shared machine, where wall time
+// depends on the other load, this is the figure to compare between builds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 void print_ratio(const char* what, double measured, double target, const char* unit) {
   const double ratio = measured / target;
   std::printf("  %-28s %12.3f %-4s target <= %-8g ratio = measured/target = %.3f  %s\n", what, measured, unit,
@@ -115,15 +124,18 @@ int bench_sweep(int argc, char** argv, const std::string& path, unsigned threads
   std::vector<const char*> cargv;
   for (const auto& a : args) cargv.push_back(a.c_str());
   std::ostringstream out, err;
+  const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
   const int rc = run_cli(static_cast<int>(cargv.size()), cargv.data(), out, err);
   const double wall_s = seconds_since(t0);
+  const double cpu_s = cpu_seconds() - cpu0;
   const double rss = peak_rss_bytes();
   std::printf("zsim_bench sweep: %s, %zu points, %u thread(s), exit %d\n", path.c_str(), points, threads, rc);
   std::printf("%s", out.str().c_str());
   if (rc != 0) std::printf("%s", err.str().c_str());
   print_ratio("wall time", wall_s, 60.0, "s");
-  std::printf("  points/s %.1f; peak RSS %.3f GiB\n", static_cast<double>(points) / wall_s,
+  std::printf("  points/s %.1f; CPU %.1f s (user + sys, all threads) = %.1f ms per point; peak RSS %.3f GiB\n",
+              static_cast<double>(points) / wall_s, cpu_s, 1e3 * cpu_s / static_cast<double>(points),
               rss / (1024.0 * 1024.0 * 1024.0));
   return rc;
 }
