@@ -24,6 +24,8 @@ PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& opt
   request.want_trace = options.want_trace;
   request.want_csv = options.want_csv;
   request.share = options.share;
+  request.throughput_only = options.throughput_only;
+  request.schedule_checked = true;  // make_report ran check_schedule on r.schedule
   r.time = time_schedule(scenario, r.schedule, request);
   r.report.time = ReportTime{r.time.json, r.time.terminal};
   return r;
@@ -48,7 +50,9 @@ std::string scenario_to_schedule_json(const Scenario& scenario, int steps) {
 }
 
 SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options) {
-  const PipelineResult r = run_pipeline(scenario, options);
+  PipelineOptions point = options;
+  point.throughput_only = true;  // a point needs step time, tokens/s and TFLOPS, not the full timing report
+  const PipelineResult r = run_pipeline(scenario, point);
   const MemoryWalk& m = r.report.memory;
   SweepPoint p;
   p.valid = true;

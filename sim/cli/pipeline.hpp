@@ -17,6 +17,7 @@ struct PipelineOptions {
   bool want_trace = false;    // render the Chrome trace
   bool want_csv = false;      // render the per-op CSV
   SharePolicy share = SharePolicy::ordered;  // how concurrent transfers share a link (sim_options.hpp)
+  bool throughput_only = false;  // timing: throughput figures only, nothing rendered (sweep points)
 };
 
 struct PipelineResult {

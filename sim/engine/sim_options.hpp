@@ -22,6 +22,9 @@ struct SimOptions {
   bool limit_gpu_memory = true;
   // Training precision: GEMM-bound ops run at gpu.peak_tflops for bf16/fp16, gpu.peak_fp32_tflops for fp32.
   Precision precision = Precision::bf16;
+  // The caller has already run check_schedule() on this very schedule (the pipeline: make_report checks
+  // it), so simulate() need not check it again. Speed only; a wrong `true` skips the structural checks.
+  bool schedule_checked = false;
 };
 
 }  // namespace zsim

@@ -70,7 +70,6 @@ class Engine {
     state_.assign(n, State::waiting);
     waited_.assign(n, 0);
     pending_.resize(n);
-    dependents_.resize(n);
     link_pending_.assign(n, 0);
     link_dependents_.resize(n);
     remaining_.assign(n, 0.0);
@@ -79,12 +78,21 @@ class Engine {
     queue_.resize(s.streams.size());
     head_.assign(s.streams.size(), 0);
     busy_.assign(s.streams.size(), 0);
+    stream_of_.resize(n);
+    gpu_mem_.assign(n, GpuMem::none);
+    gpu_mem_bytes_.assign(n, 0);
     for (const Op& op : s.ops) {
+      stream_of_[op.id] = op.stream;
+      if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu) {
+        gpu_mem_[op.id] = op.kind == OpKind::alloc ? GpuMem::alloc : GpuMem::free;
+        gpu_mem_bytes_[op.id] = op.mem.bytes;
+      }
       pending_[op.id] = static_cast<int>(op.deps.size());
-      for (OpId d : op.deps) dependents_[d].push_back(op.id);
+      for (OpId d : op.deps) edges_.push_back({d, op.id});
       queue_[op.stream].push_back(op.id);
     }
     if (o.share == SharePolicy::ordered) order_transfers_per_link();
+    build_dependents(n);
   }
 
   TimingResult run() {
@@ -169,7 +177,7 @@ class Engine {
       std::vector<OpId> batch;
       batch.swap(candidates_);
       for (OpId id : batch) {
-        const int st = s_.ops[id].stream;
+        const int st = stream_of_[id];
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
         if (head_[st] >= queue_[st].size() || queue_[st][head_[st]] != id) continue;
         if (!admit_memory(id)) continue;
@@ -195,15 +203,16 @@ class Engine {
 
   // Tracks the rank's live GPU bytes; an alloc that does not fit waits for a free (limit_gpu_memory).
   bool admit_memory(OpId id) {
-    const Op& op = s_.ops[id];
-    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || op.mem.tier != Tier::gpu) return true;
-    if (op.kind == OpKind::free) {
-      live_gpu_ -= op.mem.bytes;
+    const GpuMem kind = gpu_mem_[id];
+    if (kind == GpuMem::none) return true;
+    const Bytes bytes = gpu_mem_bytes_[id];
+    if (kind == GpuMem::free) {
+      live_gpu_ -= bytes;
       for (OpId b : blocked_) candidates_.push_back(b);
       blocked_.clear();
       return true;
     }
-    if (id != forced_ && live_gpu_ > 0 && live_gpu_ + op.mem.bytes > gpu_capacity_) {
+    if (id != forced_ && live_gpu_ > 0 && live_gpu_ + bytes > gpu_capacity_) {
       if (!waited_[id]) {
         waited_[id] = 1;
         ++r_.memory_waits;
@@ -211,7 +220,7 @@ class Engine {
       if (std::find(blocked_.begin(), blocked_.end(), id) == blocked_.end()) blocked_.push_back(id);
       return false;
     }
-    live_gpu_ += op.mem.bytes;
+    live_gpu_ += bytes;
     return true;
   }
 
@@ -254,12 +263,23 @@ class Engine {
       if (--link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
     r_.ops[id].end_s = t;
-    const int st = s_.ops[id].stream;
+    const int st = stream_of_[id];
     r_.stream_busy_s[st] += t - r_.ops[id].start_s;
     busy_[st] = 0;
     if (++head_[st] < queue_[st].size()) candidates_.push_back(queue_[st][head_[st]]);
-    for (OpId d : dependents_[id])
-      if (--pending_[d] == 0) candidates_.push_back(d);
+    for (std::size_t k = dependents_begin_[id]; k < dependents_begin_[id + 1]; ++k)
+      if (const OpId d = dependents_[k]; --pending_[d] == 0) candidates_.push_back(d);
+  }
+
+  // Turns edges_ into the flat dependents_ lists, keeping each op's dependents in the order found.
+  void build_dependents(std::size_t n) {
+    dependents_begin_.assign(n + 1, 0);
+    for (const auto& [from, to] : edges_) ++dependents_begin_[from + 1];
+    for (std::size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+    dependents_.resize(edges_.size());
+    std::vector<std::size_t> next(dependents_begin_.begin(), dependents_begin_.end() - 1);
+    for (const auto& [from, to] : edges_) dependents_[next[from]++] = to;
+    edges_ = {};
   }
 
   void recompute_rates() {
@@ -280,7 +300,16 @@ class Engine {
   std::vector<OpWork> work_;
   std::vector<State> state_;
   std::vector<int> pending_;
-  std::vector<std::vector<OpId>> dependents_;
+  // Compact copies of what the hot loops need, so that they do not touch the (large) ops.
+  enum class GpuMem : char { none, alloc, free };
+  std::vector<int> stream_of_;     // s.ops[id].stream
+  std::vector<GpuMem> gpu_mem_;    // whether s.ops[id] allocates or frees GPU memory
+  std::vector<Bytes> gpu_mem_bytes_;  // and how much (s.ops[id].mem.bytes)
+  // Who waits for whom, as one flat array per op (CSR): dependents_[dependents_begin_[i] ..
+  // dependents_begin_[i + 1]) wait for op i, in the order the edges were found.
+  std::vector<std::pair<OpId, OpId>> edges_;  // (op, dependent), while constructing
+  std::vector<std::size_t> dependents_begin_;
+  std::vector<OpId> dependents_;
   std::vector<int> link_pending_;                   // ordered: earlier transfers on its links not yet done
   std::vector<std::vector<OpId>> link_dependents_;  // ordered: later transfers waiting for this one's links
   std::vector<double> remaining_, fixed_end_, rate_;
@@ -299,7 +328,7 @@ class Engine {
 }  // namespace
 
 TimingResult simulate(const ClusterSpec& cluster, const Schedule& schedule, const SimOptions& options) {
-  check_schedule(schedule);
+  if (!options.schedule_checked) check_schedule(schedule);
   check_shape(cluster, schedule);
   return Engine(cluster, schedule, options).run();
 }

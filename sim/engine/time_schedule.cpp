@@ -11,8 +11,13 @@ TimeOutputs time_schedule(const Scenario& scenario, const Schedule& schedule, co
   SimOptions options;
   options.precision = scenario.training.precision;
   options.share = request.share;
+  options.schedule_checked = request.schedule_checked;
   TimeOutputs out;
   out.result = simulate(scenario.cluster, schedule, options);
+  if (request.throughput_only) {
+    out.report = summarize_throughput(schedule, out.result);
+    return out;
+  }
   out.report = summarize(schedule, out.result, request.top_contributors);
   out.terminal = format_timing(out.report);
   out.json = timing_report_json(out.report);

@@ -19,6 +19,8 @@ struct TimeRequest {
   bool want_trace = false;  // --trace FILE
   bool want_csv = false;    // --csv FILE
   int top_contributors = 5;
+  bool throughput_only = false;  // report = summarize_throughput() only; no terminal / JSON (sweeps)
+  bool schedule_checked = false; // SimOptions::schedule_checked
 };
 
 struct TimeOutputs {

@@ -39,15 +39,17 @@ void split_window(const Schedule& s, const TimingResult& t, Seconds w0, Seconds 
     Seconds at;
     int delta;
     OpId id;
+    int activity;  // activity(s.ops[id]), kept here so the sweep below does not revisit the op
   };
   std::vector<Edge> edges;
+  edges.reserve(2 * s.ops.size());
   for (const Op& op : s.ops) {
     const int a = activity(op);
     if (a < 0) continue;
     const Seconds b = std::max(t.ops[op.id].start_s, w0), e = std::min(t.ops[op.id].end_s, w1);
     if (e <= b) continue;
-    edges.push_back({b, +1, op.id});
-    edges.push_back({e, -1, op.id});
+    edges.push_back({b, +1, op.id, a});
+    edges.push_back({e, -1, op.id, a});
   }
   std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
     if (x.at != y.at) return x.at < y.at;
@@ -81,7 +83,7 @@ void split_window(const Schedule& s, const TimingResult& t, Seconds w0, Seconds 
   for (const Edge& e : edges) {
     account(e.at);
     at = std::max(at, e.at);
-    const int a = activity(s.ops[e.id]);
+    const int a = e.activity;
     count[a] += e.delta;
     if (a == kComm) {
       if (e.delta > 0) comms.insert(e.id);
@@ -143,30 +145,28 @@ void timed_peaks(const Schedule& s, const TimingResult& t, TimingReport& r) {
   struct Event {
     Seconds at;
     OpId id;
+    int tier;     // the op's tier and signed size, kept here so the replay below does not revisit the op
+    Bytes delta;
   };
   std::vector<Event> events;
   for (const Op& op : s.ops)
-    if (op.kind == OpKind::alloc || op.kind == OpKind::free) events.push_back({t.ops[op.id].start_s, op.id});
+    if (op.kind == OpKind::alloc || op.kind == OpKind::free)
+      events.push_back({t.ops[op.id].start_s, op.id, static_cast<int>(op.mem.tier),
+                        op.kind == OpKind::alloc ? op.mem.bytes : -op.mem.bytes});
   std::sort(events.begin(), events.end(),
             [](const Event& a, const Event& b) { return a.at != b.at ? a.at < b.at : a.id < b.id; });
   Bytes live[3] = {0, 0, 0};
   for (const Event& e : events) {
-    const Op& op = s.ops[e.id];
-    const int tier = static_cast<int>(op.mem.tier);
-    live[tier] += op.kind == OpKind::alloc ? op.mem.bytes : -op.mem.bytes;
-    r.timed_peak_bytes[tier] = std::max(r.timed_peak_bytes[tier], live[tier]);
+    live[e.tier] += e.delta;
+    r.timed_peak_bytes[e.tier] = std::max(r.timed_peak_bytes[e.tier], live[e.tier]);
   }
 }
 
 }  // namespace
 
-TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors) {
-  TimingReport r;
-  r.steps_simulated = static_cast<int>(t.steps.size());
-  r.step_s = t.step_s();
-  const Seconds w0 = t.window_begin_s();
-  const Seconds w1 = t.steps.empty() ? w0 : t.steps.back().end_s;
-  split_window(s, t, w0, w1, r);
+namespace {
+
+void throughput(const Schedule& s, const TimingResult& t, TimingReport& r) {
   const int last = static_cast<int>(t.steps.size()) - 1;
   for (const Op& op : s.ops) {
     if (last < 0 || op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
@@ -180,10 +180,30 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
     r.hardware_tflops_per_gpu = r.hardware_flops_per_gpu / r.step_s / 1e12;
     r.tokens_per_s = static_cast<double>(s.meta.tokens_per_step) / r.step_s;
   }
-  walk_critical_path(s, t, w0, w1, top_contributors, r);
-  timed_peaks(s, t, r);
   r.memory_waits = t.memory_waits;
   r.memory_overcommits = t.memory_overcommits;
+}
+
+}  // namespace
+
+TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors) {
+  TimingReport r;
+  r.steps_simulated = static_cast<int>(t.steps.size());
+  r.step_s = t.step_s();
+  const Seconds w0 = t.window_begin_s();
+  const Seconds w1 = t.steps.empty() ? w0 : t.steps.back().end_s;
+  split_window(s, t, w0, w1, r);
+  throughput(s, t, r);
+  walk_critical_path(s, t, w0, w1, top_contributors, r);
+  timed_peaks(s, t, r);
+  return r;
+}
+
+TimingReport summarize_throughput(const Schedule& s, const TimingResult& t) {
+  TimingReport r;
+  r.steps_simulated = static_cast<int>(t.steps.size());
+  r.step_s = t.step_s();
+  throughput(s, t, r);
   return r;
 }
 

@@ -51,4 +51,9 @@ struct TimingReport {
 // Summarises the last simulated step (the steady state when the schedule holds several).
 TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contributors = 5);
 
+// The throughput part of summarize() only (steps_simulated, step_s, model / hardware FLOPs, TFLOPS,
+// tokens/s, memory waits), computed by the same code; the rest of the report stays zero. For sweeps,
+// which rank points by these figures and print nothing else.
+TimingReport summarize_throughput(const Schedule& s, const TimingResult& t);
+
 }  // namespace zsim

@@ -73,10 +73,10 @@ class Builder {
     std::erase(op.deps, -1);
     return op;
   }
-  OpId alloc(const std::string& buffer, Tier tier, MemCategory cat, const std::string& detail, Bytes bytes,
+  OpId alloc(std::string buffer, Tier tier, MemCategory cat, const std::string& detail, Bytes bytes,
              Phase ph, int stream, std::vector<OpId> deps = {}, int layer = -1) {
     Op op = base(OpKind::alloc, "alloc." + buffer, ph, stream, std::move(deps), layer);
-    op.mem = {buffer, tier, cat, detail, bytes};
+    op.mem = {std::move(buffer), tier, cat, detail, bytes};
     return sch_.add(std::move(op));
   }
   OpId release(OpId alloc_id, Phase ph, int stream, std::vector<OpId> deps = {}) {
@@ -85,26 +85,34 @@ class Builder {
     op.mem = a.mem;
     return sch_.add(std::move(op));
   }
-  OpId compute(const std::string& name, ComputeKind what, Phase ph, std::vector<OpId> deps, Flops flops,
+  OpId compute(std::string name, ComputeKind what, Phase ph, std::vector<OpId> deps, Flops flops,
                Bytes hbm, Elements elements, int layer = -1, Device dev = Device::gpu, int stream = -1) {
-    Op op = base(OpKind::compute, name, ph, stream < 0 ? compute_ : stream, std::move(deps), layer);
+    Op op = base(OpKind::compute, std::move(name), ph, stream < 0 ? compute_ : stream, std::move(deps), layer);
     op.compute = {what, dev, flops, hbm, elements};
     return sch_.add(std::move(op));
   }
-  OpId collective(const std::string& name, CollectiveKind what, int group, Bytes bytes, Bytes scale_bytes,
+  OpId collective(std::string name, CollectiveKind what, int group, Bytes bytes, Bytes scale_bytes,
                   DType dt, Phase ph, int stream, std::vector<OpId> deps, int layer = -1) {
-    Op op = base(OpKind::collective, name, ph, stream, std::move(deps), layer);
+    Op op = base(OpKind::collective, std::move(name), ph, stream, std::move(deps), layer);
     op.collective = {what, group, bytes, scale_bytes, dt};
     return sch_.add(std::move(op));
   }
-  OpId copy(const std::string& name, CopyKind what, Bytes bytes, bool pinned, Phase ph, int stream,
+  OpId copy(std::string name, CopyKind what, Bytes bytes, bool pinned, Phase ph, int stream,
             std::vector<OpId> deps, int layer = -1) {
-    Op op = base(OpKind::copy, name, ph, stream, std::move(deps), layer);
+    Op op = base(OpKind::copy, std::move(name), ph, stream, std::move(deps), layer);
     op.copy = {what, bytes, pinned};
     return sch_.add(std::move(op));
   }
   int stream(const char* name) { return sch_.stream(name); }
-  std::string tag() const { return ".s" + std::to_string(step_) + ".m" + std::to_string(micro_); }
+  // ".s<step>.m<micro>", rebuilt only when the position changes (it names most buffers).
+  const std::string& tag() const {
+    if (tag_step_ != step_ || tag_micro_ != micro_) {
+      tag_ = ".s" + std::to_string(step_) + ".m" + std::to_string(micro_);
+      tag_step_ = step_;
+      tag_micro_ = micro_;
+    }
+    return tag_;
+  }
   Tier tier_of(OffloadDevice d) const {
     return d == OffloadDevice::nvme ? Tier::nvme : d == OffloadDevice::cpu ? Tier::cpu : Tier::gpu;
   }
@@ -553,6 +561,8 @@ class Builder {
   std::int64_t tokens_ = 0;
   bool ckpt_ = false;
   int step_ = 0, micro_ = 0;
+  mutable std::string tag_;             // tag() for (tag_step_, tag_micro_)
+  mutable int tag_step_ = -1, tag_micro_ = -1;
   bool last_micro_ = true;
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer

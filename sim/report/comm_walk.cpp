@@ -2,6 +2,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <vector>
 #include <tuple>
 
 #include "sim/report/comm_volume.hpp"
@@ -44,7 +45,18 @@ CommWalk walk_comm(const Schedule& s) {
   CommWalk w;
   w.steps = s.meta.steps < 1 ? 1 : s.meta.steps;
   w.gpus_per_node = s.meta.gpus_per_node < 1 ? 1 : s.meta.gpus_per_node;
-  using Key = std::tuple<Phase, CollectiveKind, std::string, int, Bytes>;
+  // Collectives are summed per (phase, kind, group name, group size, bytes). Groups alike in name and size
+  // share one id (the first such group's index), so integer keys stand for (name, size).
+  std::vector<int> group_id(s.groups.size());
+  for (size_t i = 0; i < s.groups.size(); ++i) {
+    group_id[i] = static_cast<int>(i);
+    for (size_t j = 0; j < i; ++j)
+      if (s.groups[j].name == s.groups[i].name && s.groups[j].size == s.groups[i].size) {
+        group_id[i] = group_id[j];
+        break;
+      }
+  }
+  using Key = std::tuple<Phase, CollectiveKind, int, Bytes>;
   std::map<Key, size_t> index;
   for (const Op& op : s.ops) {
     if (op.kind == OpKind::copy) {
@@ -63,7 +75,7 @@ CommWalk walk_comm(const Schedule& s) {
     w.cross_node_per_gpu.at(op.phase) += cross;
     w.cross_node_scale_per_gpu.at(op.phase) += cross_node_bytes_per_gpu(c.what, c.scale_bytes, g);
 
-    const Key key{op.phase, c.what, g.name, g.size, c.bytes};
+    const Key key{op.phase, c.what, group_id[c.group], c.bytes};
     auto [it, fresh] = index.emplace(key, w.collectives.size());
     if (fresh) w.collectives.push_back({op.phase, c.what, g.name, g.size, c.bytes, c.scale_bytes, 0, 0, 0});
     CollectiveSummary& sum = w.collectives[it->second];

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 namespace zsim {
@@ -89,7 +90,7 @@ class Replayer {
 
   const Schedule& s_;
   Bytes scale_;
-  std::unordered_map<std::string, const MemOp*> allocs_;
+  std::unordered_map<std::string_view, const MemOp*> allocs_;  // keys view the allocs' names in s_
   std::array<MemoryBreakdown, 3> live_;
 };
 

@@ -1,8 +1,9 @@
 #include "sim/schedule/schedule.hpp"
 
-#include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace zsim {
 
@@ -30,7 +31,8 @@ void check_schedule(const Schedule& s) {
   auto fail = [](const Op& op, const std::string& why) {
     throw std::logic_error("schedule op " + std::to_string(op.id) + " '" + op.name + "': " + why);
   };
-  std::map<std::string, const Op*> live;
+  // Live allocs by buffer name; the views point into s.ops, which outlives the map.
+  std::unordered_map<std::string_view, const Op*> live;
   for (size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
     if (op.id != static_cast<OpId>(i)) fail(op, "id is not its index " + std::to_string(i));
