@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "sim/cli/atomic_file.hpp"
+#include "sim/common/atomic_file.hpp"
 #include "sim/cli/pipeline.hpp"
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"

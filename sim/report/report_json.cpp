@@ -1,10 +1,11 @@
 #include "sim/report/report_json.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+
+#include "sim/common/atomic_file.hpp"
 
 namespace zsim {
 
@@ -111,18 +112,7 @@ ordered_json report_to_json(const Report& r) {
 std::string report_json_text(const Report& r) { return report_to_json(r).dump(2) + "\n"; }
 
 void write_report_json(const Report& r, const std::string& path) {
-  const std::string text = report_json_text(r);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << text;
-    if (!out.flush()) throw std::runtime_error("error writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
-  }
+  write_file_atomically(path, report_json_text(r));  // the text is built before anything is written
 }
 
 }  // namespace zsim

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/common/atomic_file.hpp"
 #include "sim/common/error.hpp"
 
 namespace zsim {
@@ -449,18 +450,7 @@ Schedule read_schedule_json(const std::string& path) {
 }
 
 void write_schedule_json(const Schedule& s, const std::string& path) {
-  const std::string text = schedule_to_json_text(s);  // may throw before anything is written
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << text;
-    if (!out.flush()) throw std::runtime_error("error writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
-  }
+  write_file_atomically(path, schedule_to_json_text(s));  // the text is built before anything is written
 }
 
 }  // namespace zsim

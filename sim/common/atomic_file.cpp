@@ -1,4 +1,4 @@
-#include "sim/cli/atomic_file.hpp"
+#include "sim/common/atomic_file.hpp"
 
 #include <cstdio>
 #include <filesystem>
