@@ -11,6 +11,7 @@
 #include "sim/cli/pipeline.hpp"
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"
+#include "sim/scenario/yaml_document.hpp"
 #include "sim/sweep/progress_bar.hpp"
 #include "sim/sweep/sweep.hpp"
 
@@ -61,8 +62,12 @@ int run_plan(const Arguments& a, std::ostream& out, std::ostream& err) {
 }
 
 int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) {
-  Scenario base = load(a, err);  // the base scenario must be valid on its own
-  (void)base;
+  // The file is read once; each point parses it with its overrides.
+  const std::string text = read_input_file(a.scenario, "scenario file", {a.scenario, 0, 0, ""});
+  const auto parse = [&](const std::vector<std::string>& overrides) {
+    return parse_scenario(text, a.scenario, {overrides, {}});
+  };
+  for (const auto& w : parse(a.overrides).warnings) err << w << "\n";  // the base must be valid on its own
   std::vector<GridAxis> axes;
   for (const auto& g : a.grid) axes.push_back(parse_grid_axis(g));
   PipelineOptions o;
@@ -70,7 +75,7 @@ int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) 
   const SweepEvaluator evaluate = [&](const std::vector<std::string>& point) {
     std::vector<std::string> overrides = a.overrides;
     overrides.insert(overrides.end(), point.begin(), point.end());
-    return evaluate_sweep_point(load_scenario(a.scenario, overrides), o);
+    return evaluate_sweep_point(parse(overrides), o);
   };
   const unsigned threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
   ProgressBar bar;
