@@ -152,6 +152,7 @@ std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
   for (int u = static_cast<int>(p.units.size()) - 1; u >= 0; --u) {
     const auto& ts = p.units[u].tensors;
     for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
+      const int k = static_cast<int>(ts.rend() - it) - 1;
       const Elements n = it->numel();
       if (cur.elements > 0 && cur.elements + n > bucket_size) {
         out.push_back(std::move(cur));
@@ -162,6 +163,7 @@ std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
       cur.elements += n;
       cur.closing_elements += n;
       cur.tensors.push_back(*it);
+      cur.members.push_back({u, k});
       cur.closes_after = u;
     }
   }

@@ -47,6 +47,7 @@ struct GradBucket {
   Elements closing_elements = 0;     // the bucket's elements that unit `closes_after` produces
   Elements elements = 0;
   std::vector<TensorShape> tensors;  // the gradients in the bucket (stage 3 qgZ sizes need shapes)
+  std::vector<std::pair<int, int>> members;  // (unit, tensor index in the unit) of each of `tensors`
 };
 
 // One step of a micro-step's trace: a forward or backward use of one unit, or the recompute of one

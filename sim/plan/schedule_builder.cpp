@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "sim/plan/quantization.hpp"
+#include "sim/plan/tensor_layout.hpp"
 
 namespace zsim {
 
@@ -17,7 +19,8 @@ constexpr Bytes kFp32 = 4;
 
 class Builder {
  public:
-  Builder(const Scenario& s, const Plan& p) : s_(s), p_(p), e_(p.elem_bytes) {
+  Builder(const Scenario& s, const Plan& p) : s_(s), p_(p), e_(p.elem_bytes), layout_(tensor_layout(p)) {
+    sch_.model = schedule_model(s, p);
     compute_ = sch_.stream("compute");
     comm_ = sch_.stream("comm");
     rs_ = p.overlap_comm ? sch_.stream("comm_rs") : comm_;
@@ -123,18 +126,18 @@ class Builder {
     const Phase ph = Phase::init;
     const Elements opt = p_.optimizer_partition;
     if (p_.stage < 3) {
-      alloc("params", Tier::gpu, MemCategory::params, "", e_ * p_.params, ph, compute_);
+      params_ = alloc("params", Tier::gpu, MemCategory::params, "", e_ * p_.params, ph, compute_);
     } else {
       alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "", e_ * p_.param_partition, ph,
             compute_);
       if (p_.persistent_params > 0)
-        alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent", e_ * p_.persistent_params, ph,
-              compute_);
+        persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
+                            e_ * p_.persistent_params, ph, compute_);
     }
     // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
     // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
     if (p_.stage <= 1)
-      alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * p_.params, ph, compute_);
+      grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * p_.params, ph, compute_);
     else if (!optimizer_offloaded())
       alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
@@ -198,6 +201,45 @@ class Builder {
     OpId done = -1;   // op after which the gathered params are usable
     OpId buffer = -1; // alloc of the gathered buffer
   };
+
+  // ---- version-2 buffer uses: which bytes of which buffers a compute op reads and writes -----------
+  void use(OpId op, OpId buffer, Bytes offset, Bytes bytes, Role role, Access access, int unit = -1,
+           int tensor = -1) {
+    sch_.ops[op].uses.push_back({buffer, offset, bytes, role, access, unit, tensor});
+  }
+  void use_whole(OpId op, OpId buffer, Role role, Access access) {
+    use(op, buffer, 0, sch_.ops[buffer].mem.bytes, role, access);
+  }
+  // The weights of unit u: the whole-model buffer (stages 0-2), or its gathered buffer and the persistent one.
+  void use_params(OpId op, int u, const std::map<int, Live>& live) {
+    const auto& ts = p_.units[u].tensors;
+    for (int k = 0; k < static_cast<int>(ts.size()); ++k) {
+      const Bytes bytes = e_ * ts[k].numel();
+      if (p_.stage < 3)
+        use(op, params_, e_ * layout_.flat[u][k], bytes, Role::param, Access::read, u, k);
+      else if (layout_.gathered[u][k] >= 0)
+        use(op, live.at(u).buffer, e_ * layout_.gathered[u][k], bytes, Role::param, Access::read, u, k);
+      else
+        use(op, persistent_, e_ * layout_.persistent[u][k], bytes, Role::param, Access::read, u, k);
+    }
+  }
+  // The gradients a backward segment of unit u produces: its tensors in bucket b, in the whole-model gradient
+  // buffer (stages 0-1, accumulated) or at their place in the bucket's buffer (stages 2-3).
+  void use_grads(OpId op, int u, size_t b) {
+    if (b >= p_.buckets.size()) return;
+    Elements offset = 0;
+    for (size_t i = 0; i < p_.buckets[b].members.size(); ++i) {
+      const auto [mu, k] = p_.buckets[b].members[i];
+      const Elements n = p_.buckets[b].tensors[i].numel();
+      if (mu == u) {
+        if (p_.stage <= 1)
+          use(op, grads_, e_ * layout_.flat[u][k], e_ * n, Role::grad, Access::read_write, u, k);
+        else
+          use(op, open_.at(b), e_ * offset, e_ * n, Role::grad, Access::write, u, k);
+      }
+      offset += n;
+    }
+  }
 
   // All-gathers unit u's partitioned params for a use in phase `ph`; returns the op that completes it.
   // `after`: the compute op the gather is issued after (the previous trace step's). DeepSpeed issues a
@@ -400,14 +442,28 @@ class Builder {
 
   // The backward of unit u, cut into segments where gradient buckets fill, so that each bucket is
   // reduced (and its buffer reused) while the rest of the backward goes on, as DeepSpeed's hooks do.
-  OpId backward(int u, std::vector<OpId> deps) {
+  // `annotate` adds the uses every segment shares (weights, saved activations).
+  OpId backward(int u, std::vector<OpId> deps, const std::function<void(OpId)>& annotate) {
     const FetchUnit& U = p_.units[u];
     const Phase ph = Phase::backward;
     const Flops flops = 2 * forward_flops(u);
     const Bytes hbm = 2 * forward_hbm(u);
     Elements left = U.params;
-    if (left == 0)  // a tied head: its gradient lands in the embedding's, reduced with it
-      return compute("bwd." + U.name, ComputeKind::backward, ph, deps, flops, hbm, 0, U.layer);
+    if (left == 0) {  // a tied head: its gradient lands in the embedding's, reduced with it
+      // Stages 2-3 keep no whole gradient buffer: the embedding weight's gradient is held from here until the
+      // embedding's backward adds its own part and its bucket takes it (autograd accumulates, then the hook fires).
+      const Bytes tied_bytes = e_ * p_.units[0].tensors[0].numel();
+      if (p_.stage >= 2)
+        tied_grad_ = alloc("grads.tied" + tag(), Tier::gpu, MemCategory::grads, "tied", tied_bytes, ph, compute_);
+      const OpId c = compute("bwd." + U.name, ComputeKind::backward, ph, deps, flops, hbm, 0, U.layer);
+      sch_.ops[c].unit = u;
+      annotate(c);
+      if (p_.stage >= 2)
+        use(c, tied_grad_, 0, tied_bytes, Role::grad, Access::write, 0, 0);
+      else
+        use(c, grads_, e_ * layout_.flat[0][0], tied_bytes, Role::grad, Access::read_write, 0, 0);
+      return c;
+    }
     OpId bwd = -1;
     for (int part = 0; left > 0; ++part) {
       Elements seg = left;
@@ -422,6 +478,10 @@ class Builder {
       bwd = compute(whole ? "bwd." + U.name : "bwd." + U.name + ".part" + std::to_string(part), ComputeKind::backward,
                     ph, part == 0 ? deps : compute_deps({}), flops * share, static_cast<Bytes>(hbm * share), 0,
                     U.layer);
+      sch_.ops[bwd].unit = u;
+      annotate(bwd);
+      use_grads(bwd, u, next_reduce_);
+      if (U.is_embedding && tied_grad_ >= 0) use_whole(bwd, tied_grad_, Role::grad, Access::read);
       left -= seg;
       if (closes) reduce_current_bucket(u, bwd);
     }
@@ -444,6 +504,15 @@ class Builder {
       for (int u : st.uses)
         if (live.count(u)) deps.push_back(live[u].done);
       deps = compute_deps(deps);
+      // The weights of every unit the step uses, and the saved activations of its layer (or the logits).
+      auto annotate = [&](OpId op) {
+        for (int u : st.uses) use_params(op, u, live);
+        const int key = U.is_head ? kHead : layer;
+        if (acts.count(key)) use_whole(op, acts[key], Role::activation, st.phase == Phase::forward ? Access::read_write
+                                                                                                    : Access::read);
+        if (st.phase == Phase::backward && !st.recompute && work.count(layer))
+          use_whole(op, work[layer], Role::activation, Access::read);
+      };
       OpId c;
       if (st.recompute) {
         const std::string name = "L" + std::to_string(layer);
@@ -451,19 +520,31 @@ class Builder {
                             p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
         c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
                     layer_forward_hbm(layer), 0, layer);
+        for (int u : st.uses) use_params(c, u, live);
+        use_whole(c, acts.at(layer), Role::activation, Access::read);
+        use_whole(c, work[layer], Role::activation, Access::write);
       } else if (st.phase == Phase::forward) {
-        if (first_of_layer(st.unit))
-          acts[layer] = alloc("act.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations, "",
-                              ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute,
-                              st.phase, compute_, {}, layer);
+        // A layer's activation buffer starts with its input, which the unit before it writes (the embedding,
+        // or the previous layer's last unit): it is allocated just before that unit computes.
+        const int next = st.unit + 1;
+        const bool feeds_layer = next < static_cast<int>(p_.units.size()) && first_of_layer(next);
+        const int next_layer = feeds_layer ? p_.units[next].layer : -1;
+        if (feeds_layer) acts[next_layer] = alloc_layer_acts(next_layer);
+        if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
         if (U.is_head)
           acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
                               p_.activations.head_logits, st.phase, compute_);
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);
+        annotate(c);
+        if (feeds_layer) use_whole(c, acts[next_layer], Role::activation, Access::write);
       } else {
-        c = backward(st.unit, deps);
+        c = backward(st.unit, deps, annotate);
         last_bwd_ = c;
+        if (U.is_embedding && tied_grad_ >= 0) {
+          release(tied_grad_, st.phase, compute_, {c});
+          tied_grad_ = -1;
+        }
         if (first_of_layer(st.unit)) {
           if (work.count(layer)) release(work[layer], st.phase, compute_, {c});
           if (acts.count(layer)) release(acts[layer], st.phase, compute_, {c});
@@ -479,10 +560,17 @@ class Builder {
         release(live[u].buffer, st.phase, compute_, {c});
         live.erase(u);
       }
+      sch_.ops[c].unit = st.recompute ? -1 : st.unit;
       last_compute_ = c;
     }
     emit_deferred_reductions();
     flush_bucket_free();
+  }
+
+  OpId alloc_layer_acts(int layer) {
+    return alloc("act.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations, "",
+                 ckpt_ ? p_.activations.per_layer_checkpoint : p_.activations.per_layer_no_recompute, Phase::forward,
+                 compute_, {}, layer);
   }
 
   // ---- optimizer step -----------------------------------------------------------------------------
@@ -555,7 +643,10 @@ class Builder {
   const Scenario& s_;
   const Plan& p_;
   const Bytes e_;
+  const TensorLayout layout_;
   Schedule sch_;
+  OpId params_ = -1, persistent_ = -1, grads_ = -1;  // init allocs of the whole params / persistent / grads
+  OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;
   std::int64_t tokens_ = 0;

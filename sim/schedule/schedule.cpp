@@ -27,6 +27,27 @@ OpId Schedule::add(Op op) {
   return ops.back().id;
 }
 
+namespace {
+
+// A buffer use must name an alloc op whose buffer is live at `op`, and a range and tensor that exist.
+template <class Live, class Fail>
+void check_use(const Schedule& s, const Op& op, const BufferUse& u, const Live& live, const Fail& fail) {
+  if (u.alloc < 0 || u.alloc >= op.id || s.ops[u.alloc].kind != OpKind::alloc)
+    fail(op, "uses op " + std::to_string(u.alloc) + ", which is not an earlier alloc");
+  const MemOp& m = s.ops[u.alloc].mem;
+  auto it = live.find(m.buffer);
+  if (it == live.end() || it->second != &s.ops[u.alloc])
+    fail(op, "uses buffer '" + m.buffer + "' (alloc op " + std::to_string(u.alloc) + "), which is not live here");
+  if (u.offset < 0 || u.bytes < 0 || u.offset + u.bytes > m.bytes)
+    fail(op, "uses bytes [" + std::to_string(u.offset) + ", " + std::to_string(u.offset + u.bytes) +
+                 ") of buffer '" + m.buffer + "', which holds " + std::to_string(m.bytes));
+  if (u.unit < -1 || u.unit >= static_cast<int>(s.model.units.size())) fail(op, "a use names a bad unit index");
+  if (u.tensor < -1 || (u.tensor >= 0 && (u.unit < 0 || u.tensor >= static_cast<int>(s.model.units[u.unit].tensors.size()))))
+    fail(op, "a use names a bad tensor index");
+}
+
+}  // namespace
+
 void check_schedule(const Schedule& s) {
   auto fail = [](const Op& op, const std::string& why) {
     throw std::logic_error("schedule op " + std::to_string(op.id) + " '" + op.name + "': " + why);
@@ -44,6 +65,8 @@ void check_schedule(const Schedule& s) {
       if (g < 0 || g >= static_cast<int>(s.groups.size())) fail(op, "bad group index");
       if (op.collective.scale_bytes > op.collective.bytes) fail(op, "scale bytes exceed total bytes");
     }
+    if (op.unit < -1 || op.unit >= static_cast<int>(s.model.units.size())) fail(op, "bad unit index");
+    for (const BufferUse& u : op.uses) check_use(s, op, u, live, fail);
     if (op.kind == OpKind::alloc) {
       if (op.mem.bytes < 0) fail(op, "negative allocation");
       if (!live.emplace(op.mem.buffer, &op).second) fail(op, "buffer '" + op.mem.buffer + "' allocated twice");
@@ -134,6 +157,25 @@ const char* to_string(DType d) {
     case DType::fp16: return "fp16";
     case DType::int8: return "int8";
     case DType::int4: return "int4";
+  }
+  return "?";
+}
+const char* to_string(Access a) {
+  switch (a) {
+    case Access::read: return "read";
+    case Access::write: return "write";
+    case Access::read_write: return "read_write";
+  }
+  return "?";
+}
+const char* to_string(Role r) {
+  switch (r) {
+    case Role::param: return "param";
+    case Role::grad: return "grad";
+    case Role::activation: return "activation";
+    case Role::input: return "input";
+    case Role::output: return "output";
+    case Role::state: return "state";
   }
   return "?";
 }

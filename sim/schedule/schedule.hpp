@@ -11,7 +11,7 @@
 namespace zsim {
 
 inline constexpr const char* kScheduleFormat = "zsim.schedule";
-inline constexpr int kScheduleVersion = 1;
+inline constexpr int kScheduleVersion = 2;
 
 using OpId = std::int32_t;
 
@@ -24,6 +24,10 @@ enum class Device { gpu, cpu };
 enum class Tier { gpu, cpu, nvme };
 enum class MemCategory { params, grads, optimizer, activations, buffers };
 enum class DType { fp32, bf16, fp16, int8, int4 };
+enum class Access { read, write, read_write };
+// What a buffer region is to the op that uses it: weights it computes with, gradients it produces (and
+// accumulates), activations it saves or reads back, the input / output of a collective or copy, optimizer state.
+enum class Role { param, grad, activation, input, output, state };
 
 // A set of ranks that run a collective together, described by shape (all ranks symmetric).
 // Members are `stride` ranks apart; size == ranks_per_node * nodes_spanned().
@@ -74,6 +78,20 @@ struct MemOp {
   bool operator==(const MemOp&) const = default;  // field-wise (serialisation round trip)
 };
 
+// A byte range of a schedule buffer that an op reads or writes (version 2). The buffer is named by the id of
+// the alloc op that created it, which is live at the op. `unit`/`tensor` say which model tensor the range
+// holds (indices into Schedule::model.units and that unit's tensors), -1 when it is not one tensor.
+struct BufferUse {
+  OpId alloc = -1;
+  Bytes offset = 0;
+  Bytes bytes = 0;
+  Role role = Role::input;
+  Access access = Access::read;
+  int unit = -1;
+  int tensor = -1;
+  bool operator==(const BufferUse&) const = default;  // field-wise (serialisation round trip)
+};
+
 struct Op {
   OpId id = 0;
   OpKind kind = OpKind::compute;
@@ -82,11 +100,13 @@ struct Op {
   int stream = 0;           // index into Schedule::streams
   int layer = -1;           // transformer layer, -1 if none (embedding, optimizer, ...)
   int micro_step = 0;       // gradient-accumulation micro-step
+  int unit = -1;            // model unit (Schedule::model.units) a compute op computes, -1 if none
   std::vector<OpId> deps;   // ops (earlier in program order) that must finish first
   ComputeOp compute;        // valid when kind == compute
   CollectiveOp collective;  // valid when kind == collective
   CopyOp copy;              // valid when kind == copy
   MemOp mem;                // valid when kind == alloc / free
+  std::vector<BufferUse> uses;  // the buffer regions it reads / writes, in the order the kind documents
   bool operator==(const Op&) const = default;  // field-wise (serialisation round trip)
 };
 
@@ -101,8 +121,37 @@ struct ScheduleMeta {
   bool operator==(const ScheduleMeta&) const = default;  // field-wise (serialisation round trip)
 };
 
+// The model the schedule trains, as a runtime needs it to build real layers (version 2). Units are the modules
+// that compute ops name (`Op::unit`): embedding, per layer attn.norm .. mlp.down, final.norm, head.
+struct ModelTensor {
+  std::string name;         // "attn.q", "attn.q.bias", "mlp.norm", "embedding", "positions", ...
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;    // 0 for a vector
+  bool operator==(const ModelTensor&) const = default;
+};
+struct ModelUnit {
+  std::string name;         // "embedding", "L3.attn.q", "final.norm", "head"
+  int layer = -1;
+  std::vector<ModelTensor> tensors;  // its own tensors (a tied head has none and uses the embedding's)
+  bool operator==(const ModelUnit&) const = default;
+};
+struct ScheduleModel {
+  std::string name;
+  std::int64_t layers = 0, hidden = 0, ffn_hidden = 0, heads = 0, kv_heads = 0, vocab = 0;
+  std::int64_t max_position_embeddings = 0;  // learned positions; 0 = none
+  bool tie_word_embeddings = false;
+  bool gated_mlp = true;    // SwiGLU (gate, up, down) vs GeLU (up, down)
+  bool bias = false;        // linear layers and norms carry biases (LayerNorm); otherwise RMSNorm
+  std::int64_t micro_batch = 1, seq_len = 0, grad_accum = 1;
+  DType dtype = DType::bf16;  // training dtype of params, activations and gradients
+  bool checkpointing = false; // full activation checkpointing (recompute ops)
+  std::vector<ModelUnit> units;
+  bool operator==(const ScheduleModel&) const = default;
+};
+
 struct Schedule {
   ScheduleMeta meta;
+  ScheduleModel model;
   std::vector<std::string> streams;   // named streams: "compute", "comm", "h2d", "d2h", "nvme", "cpu"
   std::vector<ProcessGroup> groups;
   std::vector<Op> ops;                // program order; ops[i].id == i
@@ -117,7 +166,9 @@ struct Schedule {
 };
 
 // Structural checks: ids are indices, deps point backwards, stream/group indices valid,
-// every free matches a live alloc of the same name, tier and size. Throws std::logic_error.
+// every free matches a live alloc of the same name, tier and size, and every buffer use names an alloc that is
+// live at the op, with its byte range inside the buffer and its unit/tensor inside the model. Throws
+// std::logic_error.
 void check_schedule(const Schedule& s);
 
 const char* to_string(OpKind);
@@ -129,6 +180,8 @@ const char* to_string(Device);
 const char* to_string(Tier);
 const char* to_string(MemCategory);
 const char* to_string(DType);
+const char* to_string(Access);
+const char* to_string(Role);
 Bytes dtype_bits(DType);
 
 }  // namespace zsim

@@ -44,6 +44,9 @@ constexpr EnumNames<Tier, 3> kTiers{{Tier::gpu, Tier::cpu, Tier::nvme}};
 constexpr EnumNames<MemCategory, 5> kCategories{{MemCategory::params, MemCategory::grads, MemCategory::optimizer,
                                                  MemCategory::activations, MemCategory::buffers}};
 constexpr EnumNames<DType, 5> kDTypes{{DType::fp32, DType::bf16, DType::fp16, DType::int8, DType::int4}};
+constexpr EnumNames<Access, 3> kAccesses{{Access::read, Access::write, Access::read_write}};
+constexpr EnumNames<Role, 6> kRoles{{Role::param, Role::grad, Role::activation, Role::input, Role::output,
+                                     Role::state}};
 
 // ---- reading with JSON paths --------------------------------------------------------------------
 
@@ -159,6 +162,71 @@ ScheduleMeta read_meta(const Node& n) {
   return m;
 }
 
+ScheduleModel read_model(const Node& n) {
+  n.only_keys({"name", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "max_position_embeddings",
+               "tie_word_embeddings", "mlp", "bias", "micro_batch", "seq_len", "grad_accum", "dtype", "checkpointing",
+               "units"});
+  ScheduleModel m;
+  m.name = n.has("name") ? n.key("name").str() : "";
+  m.layers = n.key("layers").integer(0);
+  m.hidden = n.key("hidden").integer(1);
+  m.ffn_hidden = n.key("ffn_hidden").integer(0);
+  m.heads = n.key("heads").integer(1);
+  m.kv_heads = n.key("kv_heads").integer(1);
+  m.vocab = n.key("vocab").integer(1);
+  m.max_position_embeddings = opt_integer(n, "max_position_embeddings", 0, 0);
+  m.tie_word_embeddings = n.has("tie_word_embeddings") && n.key("tie_word_embeddings").boolean();
+  if (n.has("mlp")) {
+    const std::string mlp = n.key("mlp").str();
+    if (mlp != "gated" && mlp != "plain") n.key("mlp").fail("'" + mlp + "' is not one of: gated, plain");
+    m.gated_mlp = mlp == "gated";
+  }
+  m.bias = n.has("bias") && n.key("bias").boolean();
+  m.micro_batch = n.key("micro_batch").integer(1);
+  m.seq_len = n.key("seq_len").integer(1);
+  m.grad_accum = opt_integer(n, "grad_accum", 1, 1);
+  m.dtype = n.key("dtype").enumerated(kDTypes);
+  m.checkpointing = n.has("checkpointing") && n.key("checkpointing").boolean();
+  const Node units = n.key("units");
+  for (size_t i = 0, e = units.array_size(); i < e; ++i) {
+    const Node u = units.at(i);
+    u.only_keys({"name", "layer", "tensors"});
+    ModelUnit unit;
+    unit.name = u.key("name").str();
+    unit.layer = u.has("layer") ? u.key("layer").small_int(-1) : -1;
+    const Node ts = u.key("tensors");
+    for (size_t k = 0, te = ts.array_size(); k < te; ++k) {
+      const Node t = ts.at(k);
+      t.only_keys({"name", "rows", "cols"});
+      unit.tensors.push_back({t.key("name").str(), t.key("rows").integer(1), opt_integer(t, "cols", 0, 0)});
+    }
+    m.units.push_back(std::move(unit));
+  }
+  return m;
+}
+
+// One entry of an op's `uses`: the buffer by name and by alloc id, which must agree.
+BufferUse read_use(const Node& n, const std::vector<Op>& earlier) {
+  n.only_keys({"buffer", "alloc", "offset", "bytes", "role", "access", "unit", "tensor"});
+  BufferUse u;
+  const Node alloc = n.key("alloc");
+  const std::int64_t id = alloc.integer(0);
+  if (id >= static_cast<std::int64_t>(earlier.size()) || earlier[id].kind != OpKind::alloc)
+    alloc.fail("op " + std::to_string(id) + " is not an earlier alloc");
+  u.alloc = static_cast<OpId>(id);
+  const std::string buffer = n.key("buffer").str();
+  if (buffer != earlier[u.alloc].mem.buffer)
+    n.key("buffer").fail("'" + buffer + "' is not the buffer of alloc op " + std::to_string(u.alloc) + " ('" +
+                         earlier[u.alloc].mem.buffer + "')");
+  u.offset = opt_integer(n, "offset", 0, 0);
+  u.bytes = n.key("bytes").integer(0);
+  u.role = n.key("role").enumerated(kRoles);
+  u.access = n.key("access").enumerated(kAccesses);
+  u.unit = n.has("unit") ? n.key("unit").small_int(-1) : -1;
+  u.tensor = n.has("tensor") ? n.key("tensor").small_int(-1) : -1;
+  return u;
+}
+
 ProcessGroup read_group(const Node& n) {
   n.only_keys({"name", "size", "ranks_per_node", "stride"});
   ProcessGroup g;
@@ -189,7 +257,7 @@ int lookup(const Node& n, const std::map<std::string, int>& idx, const char* wha
 }
 
 Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& streams,
-           const std::map<std::string, int>& groups) {
+           const std::map<std::string, int>& groups, const std::vector<Op>& earlier) {
   Op op;
   const Node id = n.key("id");
   op.id = static_cast<OpId>(id.integer(0));
@@ -200,6 +268,11 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   op.stream = lookup(n.key("stream"), streams, "stream");
   op.layer = n.has("layer") ? n.key("layer").small_int(-1) : -1;
   op.micro_step = n.has("micro_step") ? n.key("micro_step").small_int(0) : 0;
+  op.unit = n.has("unit") ? n.key("unit").small_int(-1) : -1;
+  if (n.has("uses")) {
+    const Node uses = n.key("uses");
+    for (size_t i = 0, e = uses.array_size(); i < e; ++i) op.uses.push_back(read_use(uses.at(i), earlier));
+  }
   if (n.has("deps")) {
     const Node deps = n.key("deps");
     for (size_t i = 0, e = deps.array_size(); i < e; ++i) {
@@ -211,7 +284,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   }
   switch (op.kind) {
     case OpKind::compute:
-      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "deps", "compute", "device",
+      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "compute", "device",
                    "flops", "hbm_bytes", "elements"});
       op.compute.what = n.key("compute").enumerated(kComputeKinds);
       op.compute.device = n.has("device") ? n.key("device").enumerated(kDevices) : Device::gpu;
@@ -220,7 +293,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       op.compute.elements = opt_integer(n, "elements", 0, 0);
       break;
     case OpKind::collective: {
-      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "deps", "collective", "group",
+      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "collective", "group",
                    "bytes", "scale_bytes", "dtype"});
       op.collective.what = n.key("collective").enumerated(kCollectiveKinds);
       op.collective.group = lookup(n.key("group"), groups, "group");
@@ -232,7 +305,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       break;
     }
     case OpKind::copy:
-      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "deps", "copy", "bytes",
+      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "copy", "bytes",
                    "pinned"});
       op.copy.what = n.key("copy").enumerated(kCopyKinds);
       op.copy.bytes = n.key("bytes").integer(0);
@@ -240,7 +313,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       break;
     case OpKind::alloc:
     case OpKind::free:
-      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "deps", "buffer", "tier",
+      n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "buffer", "tier",
                    "category", "detail", "bytes"});
       op.mem.buffer = n.key("buffer").str();
       op.mem.tier = n.key("tier").enumerated(kTiers);
@@ -263,6 +336,17 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
             {"layer", op.layer},
             {"micro_step", op.micro_step},
             {"deps", op.deps}};
+  if (op.unit >= 0) j["unit"] = op.unit;
+  if (!op.uses.empty()) {
+    ordered_json& uses = j["uses"] = ordered_json::array();
+    for (const BufferUse& u : op.uses) {
+      ordered_json ju = {{"buffer", s.ops.at(u.alloc).mem.buffer}, {"alloc", u.alloc}, {"offset", u.offset},
+                         {"bytes", u.bytes}, {"role", to_string(u.role)}, {"access", to_string(u.access)}};
+      if (u.unit >= 0) ju["unit"] = u.unit;
+      if (u.tensor >= 0) ju["tensor"] = u.tensor;
+      uses.push_back(std::move(ju));
+    }
+  }
   switch (op.kind) {
     case OpKind::compute:
       j["compute"] = to_string(op.compute.what);
@@ -321,6 +405,32 @@ std::pair<int, int> line_col(std::string_view text, size_t offset) {
 
 namespace {
 
+ordered_json model_to_json(const ScheduleModel& m) {
+  ordered_json j = {{"name", m.name},
+                    {"layers", m.layers},
+                    {"hidden", m.hidden},
+                    {"ffn_hidden", m.ffn_hidden},
+                    {"heads", m.heads},
+                    {"kv_heads", m.kv_heads},
+                    {"vocab", m.vocab},
+                    {"max_position_embeddings", m.max_position_embeddings},
+                    {"tie_word_embeddings", m.tie_word_embeddings},
+                    {"mlp", m.gated_mlp ? "gated" : "plain"},
+                    {"bias", m.bias},
+                    {"micro_batch", m.micro_batch},
+                    {"seq_len", m.seq_len},
+                    {"grad_accum", m.grad_accum},
+                    {"dtype", to_string(m.dtype)},
+                    {"checkpointing", m.checkpointing}};
+  ordered_json& units = j["units"] = ordered_json::array();
+  for (const ModelUnit& u : m.units) {
+    ordered_json tensors = ordered_json::array();
+    for (const ModelTensor& t : u.tensors) tensors.push_back({{"name", t.name}, {"rows", t.rows}, {"cols", t.cols}});
+    units.push_back({{"name", u.name}, {"layer", u.layer}, {"tensors", std::move(tensors)}});
+  }
+  return j;
+}
+
 // Everything but the ops, in the documented key order.
 ordered_json schedule_head_json(const Schedule& s) {
   require_unique(s.streams, [](const std::string& n) { return n; }, "streams");
@@ -332,6 +442,7 @@ ordered_json schedule_head_json(const Schedule& s) {
                {"nodes", s.meta.nodes},             {"gpus_per_node", s.meta.gpus_per_node},
                {"params", s.meta.params},           {"tokens_per_step", s.meta.tokens_per_step},
                {"steps", s.meta.steps}};
+  if (!s.model.units.empty()) j["model"] = model_to_json(s.model);
   j["streams"] = s.streams;
   j["groups"] = ordered_json::array();
   for (const ProcessGroup& g : s.groups)
@@ -377,7 +488,7 @@ std::string schedule_to_json_text(const Schedule& s) {
 
 Schedule schedule_from_json(const json& j, const std::string& source) {
   const Node root(j, source);
-  root.only_keys({"format", "version", "meta", "streams", "groups", "ops"});
+  root.only_keys({"format", "version", "meta", "model", "streams", "groups", "ops"});
   const std::string format = root.key("format").str();
   if (format != kScheduleFormat)
     root.key("format").fail("expected \"" + std::string(kScheduleFormat) + "\", got \"" + format + "\"");
@@ -389,6 +500,7 @@ Schedule schedule_from_json(const json& j, const std::string& source) {
 
   Schedule s;
   s.meta = read_meta(root.key("meta"));
+  if (root.has("model")) s.model = read_model(root.key("model"));
   const Node streams = root.key("streams");
   for (size_t i = 0, e = streams.array_size(); i < e; ++i) s.streams.push_back(streams.at(i).str());
   const Node groups = root.key("groups");
@@ -404,7 +516,7 @@ Schedule schedule_from_json(const json& j, const std::string& source) {
   std::map<std::string, size_t> live;  // buffer -> index of its alloc, to check frees with a path
   for (size_t i = 0; i < n_ops; ++i) {
     const Node n = ops.at(i);
-    s.ops.push_back(read_op(n, static_cast<OpId>(i), stream_idx, group_idx));
+    s.ops.push_back(read_op(n, static_cast<OpId>(i), stream_idx, group_idx, s.ops));
     const Op& op = s.ops.back();
     if (op.kind == OpKind::alloc && !live.emplace(op.mem.buffer, i).second)
       n.key("buffer").fail("buffer '" + op.mem.buffer + "' is already allocated (op " +

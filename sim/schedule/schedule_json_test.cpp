@@ -76,6 +76,22 @@ Schedule every_kind() {
     op.collective = {CollectiveKind::all_gather, world, 64, 0, d};
     s.add(op);
   }
+  // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
+  s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
+             {{"embedding", -1, {{"embedding", 128, 64}, {"positions", 32, 64}}},
+              {"L0.attn.norm", 0, {{"attn.norm", 64, 0}, {"attn.norm.bias", 64, 0}}}}};
+  Op a = base(OpKind::alloc, compute);
+  a.mem = {"live", Tier::gpu, MemCategory::activations, "", 4096};
+  const OpId live = s.add(a);
+  const Role roles[] = {Role::param, Role::grad, Role::activation, Role::input, Role::output, Role::state};
+  const Access accesses[] = {Access::read, Access::write, Access::read_write};
+  for (int i = 0; i < 6; ++i) {
+    Op op = base(OpKind::compute, compute);
+    op.compute = {ComputeKind::forward, Device::gpu, 1.0 + i, 0, 0};
+    op.unit = i % 2;
+    op.uses = {{live, 64 * i, 64, roles[i], accesses[i % 3], i % 2, 1}, {live, 0, 4096, Role::input, Access::read, -1, -1}};
+    s.add(op);
+  }
   return s;
 }
 
@@ -116,13 +132,47 @@ TEST(ScheduleJson, FileRoundTripsIdenticallyAndLeavesNoTemporary) {
 TEST(ScheduleJson, CarriesFormatVersionAndEnumsAsStrings) {
   const json j = every_kind_json();
   EXPECT_EQ(j["format"], "zsim.schedule");
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);
   const json& ag = j["ops"][7];  // first collective
   EXPECT_EQ(ag["kind"], "collective");
   EXPECT_EQ(ag["collective"], "all_gather");
   EXPECT_EQ(ag["group"], "hpz");
   EXPECT_EQ(ag["dtype"], "int8");
   EXPECT_EQ(ag["stream"], "comm");
+}
+
+TEST(ScheduleJson, CarriesTheModelAndBufferUsesByName) {
+  const json j = every_kind_json();
+  EXPECT_EQ(j["model"]["units"][1]["name"], "L0.attn.norm");
+  EXPECT_EQ(j["model"]["mlp"], "plain");
+  const json& last = j["ops"].back();
+  EXPECT_EQ(last["unit"], 1);
+  EXPECT_EQ(last["uses"][0]["buffer"], "live");
+  EXPECT_EQ(last["uses"][0]["role"], "state");
+  EXPECT_EQ(last["uses"][0]["access"], "read_write");
+}
+
+TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
+  json j = every_kind_json();
+  j["ops"].back()["uses"][0]["buffer"] = "buf0";
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("uses[0].buffer"), std::string::npos) << e;
+}
+
+TEST(ScheduleJson, RejectsAUseOfABufferThatIsNoLongerLive) {
+  json j = every_kind_json();
+  // buf0's alloc is op 16 and its free op 17: a use of it by the last op names a freed buffer.
+  ASSERT_EQ(j["ops"][16]["buffer"], "buf0");
+  j["ops"].back()["uses"][0]["alloc"] = 16;
+  j["ops"].back()["uses"][0]["buffer"] = "buf0";
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("not live"), std::string::npos) << e;
+}
+
+TEST(ScheduleJson, RejectsAUseThatNamesATensorTheModelLacks) {
+  json j = every_kind_json();
+  j["ops"].back()["uses"][0]["tensor"] = 5;
+  EXPECT_NE(error_of(j).find("bad tensor index"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsWrongFormat) {
@@ -133,11 +183,11 @@ TEST(ScheduleJson, RejectsWrongFormat) {
 
 TEST(ScheduleJson, RejectsOtherVersions) {
   json j = every_kind_json();
-  j["version"] = 2;
+  j["version"] = 1;
   const std::string e = error_of(j);
   EXPECT_NE(e.find("step.json"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'version'"), std::string::npos) << e;
-  EXPECT_NE(e.find("unsupported version 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("unsupported version 1"), std::string::npos) << e;
 }
 
 TEST(ScheduleJson, RejectsUnknownEnumNamingThePathAndTheChoices) {
