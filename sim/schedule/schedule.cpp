@@ -38,9 +38,12 @@ void check_use(const Schedule& s, const Op& op, const BufferUse& u, const Live& 
   auto it = live.find(m.buffer);
   if (it == live.end() || it->second != &s.ops[u.alloc])
     fail(op, "uses buffer '" + m.buffer + "' (alloc op " + std::to_string(u.alloc) + "), which is not live here");
-  if (u.offset < 0 || u.bytes < 0 || u.offset + u.bytes > m.bytes)
-    fail(op, "uses bytes [" + std::to_string(u.offset) + ", " + std::to_string(u.offset + u.bytes) +
-                 ") of buffer '" + m.buffer + "', which holds " + std::to_string(m.bytes));
+  // The last rank's range (rank_stride) must fit too.
+  const int ranks = op.kind == OpKind::collective ? s.groups[op.collective.group].size : s.meta.world_size;
+  const Bytes last = u.offset + static_cast<Bytes>(ranks - 1) * u.rank_stride;
+  if (u.offset < 0 || u.bytes < 0 || u.rank_stride < 0 || last + u.bytes > m.bytes)
+    fail(op, "uses bytes [" + std::to_string(last) + ", " + std::to_string(last + u.bytes) + ") of buffer '" +
+                 m.buffer + "', which holds " + std::to_string(m.bytes));
   if (u.unit < -1 || u.unit >= static_cast<int>(s.model.units.size())) fail(op, "a use names a bad unit index");
   if (u.tensor < -1 || (u.tensor >= 0 && (u.unit < 0 || u.tensor >= static_cast<int>(s.model.units[u.unit].tensors.size()))))
     fail(op, "a use names a bad tensor index");

@@ -81,6 +81,8 @@ struct MemOp {
 // A byte range of a schedule buffer that an op reads or writes (version 2). The buffer is named by the id of
 // the alloc op that created it, which is live at the op. `unit`/`tensor` say which model tensor the range
 // holds (indices into Schedule::model.units and that unit's tensors), -1 when it is not one tensor.
+// Ranks differ only where `rank_stride` is set: rank r's range starts at offset + r x rank_stride, r being its
+// index in the collective's group (world for other ops); e.g. a stage-1/2 rank's slice of the flat gradients.
 struct BufferUse {
   OpId alloc = -1;
   Bytes offset = 0;
@@ -89,6 +91,7 @@ struct BufferUse {
   Access access = Access::read;
   int unit = -1;
   int tensor = -1;
+  Bytes rank_stride = 0;
   bool operator==(const BufferUse&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -207,7 +207,7 @@ ScheduleModel read_model(const Node& n) {
 
 // One entry of an op's `uses`: the buffer by name and by alloc id, which must agree.
 BufferUse read_use(const Node& n, const std::vector<Op>& earlier) {
-  n.only_keys({"buffer", "alloc", "offset", "bytes", "role", "access", "unit", "tensor"});
+  n.only_keys({"buffer", "alloc", "offset", "bytes", "role", "access", "unit", "tensor", "rank_stride"});
   BufferUse u;
   const Node alloc = n.key("alloc");
   const std::int64_t id = alloc.integer(0);
@@ -224,6 +224,7 @@ BufferUse read_use(const Node& n, const std::vector<Op>& earlier) {
   u.access = n.key("access").enumerated(kAccesses);
   u.unit = n.has("unit") ? n.key("unit").small_int(-1) : -1;
   u.tensor = n.has("tensor") ? n.key("tensor").small_int(-1) : -1;
+  u.rank_stride = opt_integer(n, "rank_stride", 0, 0);
   return u;
 }
 
@@ -344,6 +345,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
                          {"bytes", u.bytes}, {"role", to_string(u.role)}, {"access", to_string(u.access)}};
       if (u.unit >= 0) ju["unit"] = u.unit;
       if (u.tensor >= 0) ju["tensor"] = u.tensor;
+      if (u.rank_stride > 0) ju["rank_stride"] = u.rank_stride;
       uses.push_back(std::move(ju));
     }
   }

@@ -89,7 +89,8 @@ Schedule every_kind() {
     Op op = base(OpKind::compute, compute);
     op.compute = {ComputeKind::forward, Device::gpu, 1.0 + i, 0, 0};
     op.unit = i % 2;
-    op.uses = {{live, 64 * i, 64, roles[i], accesses[i % 3], i % 2, 1}, {live, 0, 4096, Role::input, Access::read, -1, -1}};
+    op.uses = {{live, 64 * i, 64, roles[i], accesses[i % 3], i % 2, 1, 0},
+               {live, 0, 256, Role::input, Access::read, -1, -1, 256}};  // 16 ranks x 256 bytes
     s.add(op);
   }
   return s;
@@ -167,6 +168,13 @@ TEST(ScheduleJson, RejectsAUseOfABufferThatIsNoLongerLive) {
   j["ops"].back()["uses"][0]["buffer"] = "buf0";
   const std::string e = error_of(j);
   EXPECT_NE(e.find("not live"), std::string::npos) << e;
+}
+
+TEST(ScheduleJson, RejectsARankStrideThatTakesTheLastRankPastTheBuffer) {
+  json j = every_kind_json();
+  ASSERT_EQ(j["ops"].back()["uses"][1]["rank_stride"], 256);  // 16 ranks x 256 bytes fill the 4096-byte buffer
+  j["ops"].back()["uses"][1]["rank_stride"] = 257;
+  EXPECT_NE(error_of(j).find("which holds 4096"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsAUseThatNamesATensorTheModelLacks) {
