@@ -194,6 +194,8 @@ class Builder {
     for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) b += forward_hbm(u);
     return b;
   }
+  // The units after the transformer layers (final norm, head): they share the head's activation buffer.
+  bool in_head(int u) const { return u > 0 && p_.units[u].layer < 0 && !p_.units[u].is_embedding; }
   bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
 
   // ---- stage 3 gathers ----------------------------------------------------------------------------
@@ -507,7 +509,7 @@ class Builder {
       // The weights of every unit the step uses, and the saved activations of its layer (or the logits).
       auto annotate = [&](OpId op) {
         for (int u : st.uses) use_params(op, u, live);
-        const int key = U.is_head ? kHead : layer;
+        const int key = in_head(st.unit) ? kHead : layer;
         if (acts.count(key)) use_whole(op, acts[key], Role::activation, st.phase == Phase::forward ? Access::read_write
                                                                                                     : Access::read);
         if (st.phase == Phase::backward && !st.recompute && work.count(layer))
@@ -525,19 +527,21 @@ class Builder {
         use_whole(c, work[layer], Role::activation, Access::write);
       } else if (st.phase == Phase::forward) {
         // A layer's activation buffer starts with its input, which the unit before it writes (the embedding,
-        // or the previous layer's last unit): it is allocated just before that unit computes.
+        // or the previous layer's last unit): it is allocated just before that unit computes. So is the head's
+        // (final norm and head: the last layer's output, the logits), which the last layer's last unit feeds.
         const int next = st.unit + 1;
-        const bool feeds_layer = next < static_cast<int>(p_.units.size()) && first_of_layer(next);
-        const int next_layer = feeds_layer ? p_.units[next].layer : -1;
-        if (feeds_layer) acts[next_layer] = alloc_layer_acts(next_layer);
-        if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
-        if (U.is_head)
+        int feeds = -1;  // the activation key (layer, or kHead) this unit's output starts
+        if (next < static_cast<int>(p_.units.size()) && first_of_layer(next)) feeds = p_.units[next].layer;
+        if (next < static_cast<int>(p_.units.size()) && in_head(next) && !in_head(st.unit)) feeds = kHead;
+        if (feeds >= 0) acts[feeds] = alloc_layer_acts(feeds);
+        if (feeds == kHead)
           acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
                               p_.activations.head_logits, st.phase, compute_);
+        if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);
         annotate(c);
-        if (feeds_layer) use_whole(c, acts[next_layer], Role::activation, Access::write);
+        if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
       } else {
         c = backward(st.unit, deps, annotate);
         last_bwd_ = c;
@@ -551,7 +555,7 @@ class Builder {
           work.erase(layer);
           acts.erase(layer);
         }
-        if (U.is_head && acts.count(kHead)) {
+        if (in_head(st.unit) && !in_head(st.unit - 1) && acts.count(kHead)) {  // the first head unit's backward
           release(acts[kHead], st.phase, compute_, {c});
           acts.erase(kHead);
         }

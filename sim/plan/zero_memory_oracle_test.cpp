@@ -103,10 +103,16 @@ TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
   s.training.micro_batch = 2;
   const Walked w = walk(s);
   const double S = 2048, b = 2, h = 12288, a = 96, L = 4;
+  // Every layer's activations are live once the last layer has started; the last layer's last unit then
+  // writes the head's input, so the head's buffer (logits: sb x vocab x (2 + 4) bytes) joins them.
+  const OpId last_up = op_named(w.schedule, "fwd.L3.mlp.up");
   const OpId last_fwd = op_named(w.schedule, "fwd.L3.mlp.down");
+  ASSERT_GE(last_up, 0);
   ASSERT_GE(last_fwd, 0);
+  const Bytes layers = static_cast<Bytes>(L * S * b * h * (34 + 5 * a * S / h));
+  EXPECT_EQ(live_after(w.schedule, last_up, Tier::gpu).activations, layers);
   EXPECT_EQ(live_after(w.schedule, last_fwd, Tier::gpu).activations,
-            static_cast<Bytes>(L * S * b * h * (34 + 5 * a * S / h)));
+            layers + static_cast<Bytes>(S * b * s.model.vocab * (2 + 4)));
 }
 
 // Full checkpointing: the layer inputs (2sbh each) stay, plus one layer's working set while it is
