@@ -69,10 +69,12 @@ std::optional<WorkerIdentity> detect_worker(const EnvLookup& env) {
                                   " job of several processes: MASTER_ADDR is not set (export the host name of "
                                   "rank 0, e.g. MASTER_ADDR=$(scontrol show hostnames | head -n1))");
     }
-    w.master_port = int_var(env, kEnvMasterPort).value_or(kDefaultMasterPort);
+    // torchrun's agent already listens on MASTER_PORT (its TCPStore): zrun's rendezvous takes the next port.
+    const int master_port = int_var(env, kEnvMasterPort).value_or(kDefaultMasterPort);
+    w.master_port = int_var(env, kEnvRendezvousPort).value_or(w.launcher == "torchrun" ? master_port + 1 : master_port);
     if (w.master_port < 1 || w.master_port > 65535)
-      throw std::invalid_argument("environment variable MASTER_PORT=" + std::to_string(w.master_port) +
-                                  " is not a TCP port");
+      throw std::invalid_argument("rendezvous port " + std::to_string(w.master_port) +
+                                  " (from MASTER_PORT or ZRUN_RENDEZVOUS_PORT) is not a TCP port");
     return w;
   }
   return std::nullopt;

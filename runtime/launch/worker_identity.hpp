@@ -18,7 +18,8 @@ struct WorkerIdentity {
   int local_rank = 0;            // index of this process among those of its node: its GPU
   int local_world_size = 0;      // processes on this node; 0 = the launcher does not say
   std::string master_addr = "127.0.0.1";  // where rank 0 listens for the rendezvous
-  int master_port = kDefaultMasterPort;
+  int master_port = kDefaultMasterPort;  // the rendezvous port: ZRUN_RENDEZVOUS_PORT if set, else
+                                         // MASTER_PORT (+1 under torchrun, whose agent holds MASTER_PORT)
 };
 
 // Returns the value of an environment variable, or nullptr (std::getenv in production, a map in tests).
@@ -36,5 +37,6 @@ inline constexpr const char* kEnvLocalRank = "ZRUN_LOCAL_RANK";
 inline constexpr const char* kEnvLocalWorldSize = "ZRUN_LOCAL_WORLD_SIZE";
 inline constexpr const char* kEnvMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kEnvMasterPort = "MASTER_PORT";
+inline constexpr const char* kEnvRendezvousPort = "ZRUN_RENDEZVOUS_PORT";
 
 }  // namespace zrun

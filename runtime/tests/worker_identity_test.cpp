@@ -20,7 +20,7 @@ TEST(WorkerIdentity, NoLauncherVariablesMeansZrunLaunchesTheWorkersItself) {
   EXPECT_FALSE(detect_worker(env_of({{"PATH", "/bin"}})).has_value());
 }
 
-TEST(WorkerIdentity, TorchrunVariablesGiveRankWorldLocalRankAndMaster) {
+TEST(WorkerIdentity, TorchrunVariablesGiveRankWorldLocalRankAndMasterWithTheNextPort) {
   const auto w = detect_worker(env_of({{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "1"},
                                        {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"}}));
   ASSERT_TRUE(w.has_value());
@@ -30,7 +30,15 @@ TEST(WorkerIdentity, TorchrunVariablesGiveRankWorldLocalRankAndMaster) {
   EXPECT_EQ(w->local_rank, 1);
   EXPECT_EQ(w->local_world_size, 4);
   EXPECT_EQ(w->master_addr, "node7");
-  EXPECT_EQ(w->master_port, 29400);
+  EXPECT_EQ(w->master_port, 29401);  // torchrun's own store holds MASTER_PORT
+}
+
+TEST(WorkerIdentity, ZrunRendezvousPortOverridesTheMasterPort) {
+  const auto w = detect_worker(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"},
+                                       {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"},
+                                       {"ZRUN_RENDEZVOUS_PORT", "31000"}}));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->master_port, 31000);
 }
 
 TEST(WorkerIdentity, SrunVariablesAreReadWithTheExportedMasterAddress) {
@@ -61,6 +69,7 @@ TEST(WorkerIdentity, ZrunsOwnVariablesComeFirst) {
   ASSERT_TRUE(w.has_value());
   EXPECT_EQ(w->launcher, "zrun");
   EXPECT_EQ(w->rank, 1);
+  EXPECT_EQ(w->master_port, 1234);
 }
 
 TEST(WorkerIdentity, SeveralRanksWithoutMasterAddressIsAnErrorSayingWhatToExport) {
