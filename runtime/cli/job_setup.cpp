@@ -1,0 +1,86 @@
+#include "runtime/cli/job_setup.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/common/error.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/report/human_units.hpp"
+#include "sim/report/report.hpp"
+#include "sim/scenario/scenario_parse.hpp"
+#include "sim/schedule/schedule_json.hpp"
+
+namespace zrun {
+
+using zsim::InputError;
+
+zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launched,
+                                 const std::optional<LocalGpu>& here_gpu) {
+  std::vector<std::string> overrides = args.overrides;
+  const int world = launched.world_size;
+  const auto shape_error = [&](const std::string& why) {
+    return InputError({args.scenario, 0, 0, "cluster"}, why);
+  };
+  int gpus_per_node = 0;  // 0: keep the scenario's shape
+  if (args.gpus_per_node > 0) {
+    gpus_per_node = args.gpus_per_node;
+  } else if (args.here) {
+    gpus_per_node = launched.local_world_size > 0 ? launched.local_world_size : world;
+  }
+  if (gpus_per_node > 0) {
+    if (world % gpus_per_node != 0)
+      throw shape_error(fmt::format("{} GPUs per node do not divide the {} ranks launched ({})", gpus_per_node, world,
+                                    launched.how));
+    overrides.push_back(fmt::format("cluster.nodes={}", world / gpus_per_node));
+    overrides.push_back(fmt::format("cluster.gpus_per_node={}", gpus_per_node));
+  }
+  if (args.here && here_gpu && here_gpu->hbm_bytes > 0)
+    overrides.push_back(fmt::format("cluster.gpu.hbm_bytes={}", here_gpu->hbm_bytes));
+  zsim::Scenario s = zsim::load_scenario(args.scenario, overrides);
+  if (s.world_size() != world)
+    throw shape_error(fmt::format("the scenario's cluster is {} node(s) x {} GPUs per node = {} ranks, but {} "
+                                  "rank(s) were launched ({}); pass --here to run on the GPUs launched, or "
+                                  "--gpus-per-node K to split them into virtual nodes",
+                                  s.cluster.nodes, s.cluster.gpus_per_node, s.world_size(), world, launched.how));
+  return s;
+}
+
+Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
+  Job job;
+  if (!args.schedule_file.empty()) {
+    job.schedule = zsim::read_schedule_json(args.schedule_file);
+    const zsim::ScheduleMeta& m = job.schedule.meta;
+    if (m.world_size != scenario.world_size() || m.gpus_per_node != scenario.cluster.gpus_per_node)
+      throw InputError({args.schedule_file, 0, 0, "meta"},
+                       fmt::format("the schedule is for {} ranks of {} GPUs per node, the job has {} ranks of {}",
+                                   m.world_size, m.gpus_per_node, scenario.world_size(),
+                                   scenario.cluster.gpus_per_node));
+  } else {
+    try {
+      job.schedule = zsim::make_schedule(scenario, zsim::make_plan(scenario), args.warmup + args.steps);
+    } catch (const std::invalid_argument& e) {  // the planner refused a combination the validator let by
+      throw InputError({args.scenario, 0, 0, ""}, e.what());
+    }
+  }
+  const zsim::Report report = zsim::make_report(scenario, job.schedule);
+  job.fits = report.fits;
+  const zsim::MemoryWalk& m = report.memory;
+  for (const zsim::TierMemory* t : {&m.gpu, &m.cpu, &m.nvme}) {
+    if (t->peak == 0 && t->fits()) continue;
+    const std::string line = fmt::format("{} peak {} {} capacity {}", zsim::to_string(t->tier),
+                                         zsim::human_bytes(t->peak), t->fits() ? "<=" : ">",
+                                         zsim::human_bytes(t->capacity));
+    if (!t->fits()) {
+      job.fit_summary = line + (t->peak_op_name.empty() ? "" : " (at op '" + t->peak_op_name + "')");
+      break;
+    }
+    if (job.fit_summary.empty()) job.fit_summary = line;
+  }
+  if (!job.fits && !args.force)
+    throw InputError({args.scenario, 0, 0, ""},
+                     "zsim predicts this does not fit: " + job.fit_summary + "; --force runs it anyway");
+  job.scenario = std::move(scenario);
+  return job;
+}
+
+}  // namespace zrun

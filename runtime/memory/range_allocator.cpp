@@ -1,0 +1,58 @@
+#include "runtime/memory/range_allocator.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace zrun {
+
+RangeAllocator::RangeAllocator(Bytes capacity_bytes)
+    : capacity_(capacity_bytes / kAlignmentBytes * kAlignmentBytes) {
+  if (capacity_ > 0) free_[0] = capacity_;
+}
+
+std::optional<Bytes> RangeAllocator::allocate(Bytes bytes) {
+  if (bytes < 0) throw std::invalid_argument("RangeAllocator: negative size");
+  const Bytes size = std::max(kAlignmentBytes, aligned(bytes));
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < size) continue;
+    const Bytes offset = it->first, rest = it->second - size;
+    free_.erase(it);
+    if (rest > 0) free_[offset + size] = rest;
+    live_[offset] = size;
+    used_ += size;
+    return offset;
+  }
+  return std::nullopt;
+}
+
+void RangeAllocator::release(Bytes offset) {
+  const auto live = live_.find(offset);
+  if (live == live_.end())
+    throw std::logic_error("RangeAllocator: no range is allocated at offset " + std::to_string(offset));
+  Bytes start = offset, size = live->second;
+  used_ -= size;
+  live_.erase(live);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == start + size) {  // merge with the free range after
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {  // merge with the free range before
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = size;
+}
+
+Bytes RangeAllocator::largest_free_bytes() const {
+  Bytes largest = 0;
+  for (const auto& [offset, size] : free_) largest = std::max(largest, size);
+  return largest;
+}
+
+}  // namespace zrun

@@ -1,0 +1,91 @@
+// The zrun binary as a user meets it, on a machine without GPUs (CI): argument and scenario errors exit 2
+// with a message, before anything is launched.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct ZrunRun {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ZrunRun zrun_with_env(const std::string& env, const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("zrun_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd = env + " " + std::string(ZRUN_BIN) + " " + args + " >" + (dir / "out").string() + " 2>" +
+                          (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  ZrunRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
+  fs::remove_all(dir);
+  return r;
+}
+
+ZrunRun zrun(const std::string& args) { return zrun_with_env("", args); }
+
+TEST(ZrunCli, HelpListsTheOptionsAndExitsZero) {
+  const ZrunRun r = zrun("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--nproc-per-node", "--here", "--gpus-per-node", "--force", "--schedule", "--steps"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(ZrunCli, AnUnknownFlagExitsTwoNamingIt) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-1xh100.yaml --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, NoScenarioExitsTwo) {
+  const ZrunRun r = zrun("");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no scenario given"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, AMissingScenarioFileExitsTwoNamingIt) {
+  const ZrunRun r = zrun("no/such/scenario.yaml --nproc-per-node 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no/such/scenario.yaml"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, ABadOverrideExitsTwoWithZsimsError) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-1xh100.yaml --nproc-per-node 1 --set training.no_such_key=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("training.no_such_key"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, AClusterThatIsNotTheLaunchedWorldExitsTwoSayingSo) {
+  const ZrunRun r = zrun("scenarios/llama2-7b-zero2-8xa100.yaml --nproc-per-node 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("= 8 ranks, but 2 rank(s) were launched (--nproc-per-node 2)"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, AScenarioThatDoesNotFitExitsTwoNamingPeakAndCapacity) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-1xh100.yaml --nproc-per-node 1 --set cluster.gpu.hbm_bytes=1MiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("does not fit: gpu peak"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, AWorkerWithAMalformedFaultSpecificationExitsTwoNamingIt) {
+  // A worker of a world of one, as zrun's launcher would start it.
+  const ZrunRun r = zrun_with_env("ZRUN_FAULT=rank=x ZRUN_RANK=0 ZRUN_WORLD_SIZE=1 ZRUN_LOCAL_RANK=0",
+                              "runtime/scenarios/tiny-zero3-1xh100.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ZRUN_FAULT='rank=x'"), std::string::npos) << r.err;
+}
+
+}  // namespace
