@@ -70,4 +70,12 @@ std::int64_t ActivationLayout::layer_bytes(bool checkpointing) const {
 
 std::int64_t ActivationLayout::work_bytes() const { return layer.end - layer.work_base; }
 
+zsim::ActivationBytes zsim_buffer_bytes(const ActivationLayout& a) {
+  zsim::ActivationBytes b;
+  b.per_layer_no_recompute = a.layer_bytes(false);
+  b.per_layer_checkpoint = a.layer_bytes(true);
+  b.head_logits = a.head.end - a.head.logits;
+  return b;
+}
+
 }  // namespace zrun::model

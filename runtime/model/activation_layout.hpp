@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "runtime/model/model_config.hpp"
+#include "sim/plan/activation_model.hpp"
 
 namespace zrun::model {
 
@@ -70,5 +71,10 @@ struct ActivationLayout {
 };
 
 ActivationLayout activation_layout(const ModelConfig& c);
+
+// zrun's bytes for each buffer zsim predicts (sim/plan/activation_model.hpp), to set beside the prediction:
+// per_layer_no_recompute = a layer's buffer without checkpointing, per_layer_checkpoint = with it (its
+// input), head_logits = the logits with the loss's fp32 row values (log-sum-exp, per-token loss, the mean).
+zsim::ActivationBytes zsim_buffer_bytes(const ActivationLayout& a);
 
 }  // namespace zrun::model

@@ -12,6 +12,7 @@
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/synthetic_data.hpp"
+#include "runtime/model/tests/cpu_reference.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/scenario/presets.hpp"
 
@@ -172,6 +173,75 @@ TEST(ActivationLayout, CheckpointedLayerKeepsOnlyItsInputAsZsimAssumes) {
   // The working set holds the materialised softmax: b * heads * s * s elements.
   EXPECT_GE(a.work_bytes(), c.micro_batch * c.heads * c.seq_len * c.seq_len * 2);
   EXPECT_GE(a.head_bytes(), c.tokens() * c.vocab * 2);
+}
+
+TEST(ActivationLayout, LayerWithoutCheckpointingKeepsExactlyItsBackwardInputs) {
+  // The tiny shapes make every tensor a multiple of the 256-byte alignment, so the sizes add up exactly.
+  for (const bool gated : {true, false}) {
+    zsim::ModelSpec m = tiny_llama();
+    m.mlp = gated ? zsim::MlpKind::gated : zsim::MlpKind::plain;
+    zsim::Scenario s = scenario_of(m, 0, 1);
+    s.training.activation_checkpointing = zsim::Checkpointing::none;
+    const ModelConfig c = model_config(s, zsim::make_plan(s));
+    const std::int64_t T = 32, h = 64, kv = 32, f = 128, es = 2, b = 2, heads = 4, seq = 16;
+    // x_in, n1, q, attn, x_mid, n2; k, v; softmax probs; two norms' fp32 mean + rstd; gate?, up, act.
+    const std::int64_t expect = 6 * T * h * es + 2 * T * kv * es + b * heads * seq * seq * es + 2 * (2 * T * 4) +
+                                (gated ? 3 : 2) * T * f * es;
+    const ActivationLayout a = activation_layout(c);
+    EXPECT_EQ(a.layer_bytes(false), expect) << (gated ? "SwiGLU" : "GeLU");
+    const zsim::ActivationBytes z = zsim_buffer_bytes(a);
+    EXPECT_EQ(z.per_layer_no_recompute, expect);
+    EXPECT_EQ(z.per_layer_checkpoint, T * h * es);
+    // logits, then lse and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes
+    EXPECT_EQ(z.head_logits, T * c.vocab * es + 3 * 256);
+  }
+}
+
+using test::Params;
+using test::Vec;
+
+// The GPU tests' oracle checked against the definition of a gradient: central differences of its loss.
+TEST(CpuReference, GradientsMatchFiniteDifferencesOfTheLoss) {
+  for (const bool gpt : {false, true}) {
+    ModelConfig c;
+    c.hidden = 8, c.heads = 2, c.kv_heads = 1, c.head_dim = 4, c.ffn = 12, c.vocab = 11, c.layers = 2;
+    c.seq_len = 4, c.micro_batch = 2, c.bias = gpt, c.gated = !gpt, c.tied_head = gpt, c.max_positions = gpt ? 4 : 0;
+    std::vector<std::pair<std::string, std::int64_t>> shapes = {{"embed.tokens", 11 * 8}, {"final.norm.weight", 8}};
+    if (gpt) shapes.push_back({"embed.positions", 4 * 8}), shapes.push_back({"final.norm.bias", 8});
+    else shapes.push_back({"head.out", 8 * 11});
+    for (int l = 0; l < 2; ++l) {
+      const std::string L = "L" + std::to_string(l) + ".";
+      for (const auto& [n, k] : std::vector<std::pair<std::string, std::int64_t>>{
+               {"attn.q", 64}, {"attn.k", 32}, {"attn.v", 32}, {"attn.o", 64}, {"mlp.up", 96}, {"mlp.down", 96}}) {
+        shapes.push_back({L + n, k});
+        if (gpt) shapes.push_back({L + n + ".bias", n == "attn.k" || n == "attn.v" ? 4 : (n == "mlp.up" ? 12 : 8)});
+      }
+      if (!gpt) shapes.push_back({L + "mlp.gate", 96});
+      for (const char* nm : {"attn.norm", "mlp.norm"}) {
+        shapes.push_back({L + nm + ".weight", 8});
+        if (gpt) shapes.push_back({L + nm + ".bias", 8});
+      }
+    }
+    Params p;
+    std::uint64_t k = 0;
+    for (const auto& [n, cnt] : shapes) {
+      Vec v(cnt);
+      for (auto& x : v) x = (n.find("norm.weight") != std::string::npos ? 1.0 : 0.0) + 0.5 * uniform_pm1(99, k++);
+      p[n] = v;
+    }
+    const std::vector<std::int32_t> tok = {1, 5, 7, 2, 9, 0, 3, 3}, tgt = {5, 7, 2, 4, 0, 3, 3, 10};
+    test::CpuReference ref(c, p);
+    ref.run(tok, tgt);
+    const Params g = ref.grads();
+    for (const auto& [n, cnt] : shapes)
+      for (std::int64_t i : {std::int64_t{0}, cnt / 2, cnt - 1}) {
+        const double eps = 1e-6;
+        Params plus = p, minus = p;
+        plus[n][i] += eps, minus[n][i] -= eps;
+        const double fd = (test::CpuReference(c, plus).run(tok, tgt) - test::CpuReference(c, minus).run(tok, tgt)) / (2 * eps);
+        EXPECT_NEAR(g.at(n)[i], fd, 1e-7 + 1e-5 * std::abs(fd)) << (gpt ? "gpt " : "llama ") << n << "[" << i << "]";
+      }
+  }
 }
 
 }  // namespace
