@@ -16,9 +16,12 @@ namespace zrun::model {
 // embedding.cu. out[t] = tokens_table[tok[t]] (+ positions[t % seq]).
 void embedding_forward(DType dt, const std::int32_t* tok, const void* table, const void* positions, void* out,
                        std::int64_t tokens, std::int64_t seq, std::int64_t h, cudaStream_t s);
-// d_table[tok[t]] += dout[t] (atomic adds); d_positions[p] += sum over the batch of dout[b * seq + p].
+// d_table[tok[t]] += dout[t]; d_positions[p] += sum over the batch of dout[b * seq + p]. Deterministic (no
+// atomics): each row's tokens are summed in fp32 in position order, then added once. scratch: device memory
+// of embedding_backward_scratch_bytes(tokens).
+std::int64_t embedding_backward_scratch_bytes(std::int64_t tokens);
 void embedding_backward(DType dt, const std::int32_t* tok, const void* dout, void* d_table, void* d_positions,
-                        std::int64_t tokens, std::int64_t seq, std::int64_t h, cudaStream_t s);
+                        std::int64_t tokens, std::int64_t seq, std::int64_t h, void* scratch, cudaStream_t s);
 
 // column_sums.cu. Partial column sums live in fp32 scratch of column_partials_floats(cols) floats.
 std::int64_t column_partial_rows(std::int64_t rows);

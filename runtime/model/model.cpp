@@ -20,12 +20,17 @@ Model::Model(const ModelConfig& c, std::vector<zsim::FetchUnit> units)
   gemm_ = std::make_unique<Gemm>();
   partials_floats_ = 2 * column_partials_floats(cfg_.tokens(), std::max({cfg_.hidden, cfg_.ffn, cfg_.kv_dim()}));
   ZK_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&partials_), partials_floats_ * sizeof(float)));
+  embed_scratch_bytes_ = embedding_backward_scratch_bytes(cfg_.tokens());
+  ZK_CUDA_CHECK(cudaMalloc(&embed_scratch_, embed_scratch_bytes_));
 }
 
-Model::~Model() { cudaFree(partials_); }
+Model::~Model() {
+  cudaFree(embed_scratch_);
+  cudaFree(partials_);
+}
 
 std::int64_t Model::scratch_bytes() const {
-  return static_cast<std::int64_t>(gemm_->workspace_bytes()) + partials_floats_ * 4;
+  return static_cast<std::int64_t>(gemm_->workspace_bytes()) + partials_floats_ * 4 + embed_scratch_bytes_;
 }
 
 char* Model::layer_ptr(const Activations& a, int l, std::int64_t off) const {
@@ -137,7 +142,7 @@ void Model::backward_unit(int u, const UnitParams& p, const UnitGrads& g, const 
   switch (r.kind) {
     case UnitKind::embedding:
       embedding_backward(dt, a.tokens, grad_ptr(a, G.dres), g.at(0), cfg_.max_positions > 0 ? g.at(1) : nullptr, T,
-                         cfg_.seq_len, h, s);
+                         cfg_.seq_len, h, embed_scratch_, s);
       return;
     case UnitKind::final_norm:
       norm_backward(dt, cfg_.bias, head_ptr(a, H.x_final), p.at(0), reinterpret_cast<float*>(head_ptr(a, H.statsf)),

@@ -1,6 +1,6 @@
 // The transformer on the GPU at the granularity of zsim's units: the executor runs the schedule's
 // fwd.<unit>, bwd.<unit> and recompute.L<l> ops one at a time with parameters ZeRO gathered into buffers it
-// owns. The model owns only small scratch (cuBLASLt workspace, reduction partials); parameters, gradients
+// owns. The model owns only small scratch (cuBLASLt workspace, reduction partials, a token sort); parameters, gradients
 // and activations are the caller's, with sizes the model reports (see ActivationLayout).
 //
 // Conventions:
@@ -81,6 +81,8 @@ class Model {
   std::unique_ptr<Gemm> gemm_;
   float* partials_ = nullptr;        // fp32 column partial sums
   std::int64_t partials_floats_ = 0;
+  void* embed_scratch_ = nullptr;    // the embedding backward's sort
+  std::int64_t embed_scratch_bytes_ = 0;
   float loss_scale_ = 1.0f;
 };
 

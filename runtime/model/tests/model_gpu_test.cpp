@@ -2,7 +2,7 @@
 // logits and every parameter gradient of a tiny model, Llama-style (RMSNorm, SwiGLU, grouped kv heads,
 // untied) and GPT-style (LayerNorm and linears with biases, GeLU, learned positions, tied or untied head),
 // in fp32 (<= 1e-4 relative) and bf16 / fp16 (<= 2e-2); recompute under full checkpointing gives the
-// gradients of the run without it; backward accumulates. Skipped with a message without a GPU.
+// gradients of the run without it; backward accumulates and is deterministic. Skipped with a message without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,6 +144,18 @@ TEST(ModelGpu, RecomputeUnderCheckpointingGivesTheGradientsOfTheFullRun) {
     EXPECT_EQ(full.loss(), ckpt.loss());
     for (const auto& [name, g] : a) EXPECT_LE(rel_l2(b.at(name), Vec(g.begin(), g.end())), 1e-6) << name;
   }
+}
+
+TEST(ModelGpu, RepeatedStepGivesBitwiseIdenticalLossAndGradients) {
+  ZK_REQUIRE_GPU();
+  Harness hs(tiny({true, true, zsim::Precision::bf16, true}));  // tied: embedding rows get head + lookup terms
+  random_params(hs, 3);
+  hs.load_batch(2);
+  const auto a = run_step(hs);
+  const float la = hs.loss();
+  const auto b = run_step(hs);
+  EXPECT_EQ(la, hs.loss());
+  for (const auto& [name, g] : a) EXPECT_EQ(g, b.at(name)) << name;
 }
 
 TEST(ModelGpu, BackwardAccumulatesIntoTheCallersGradients) {
