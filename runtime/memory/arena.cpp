@@ -38,25 +38,27 @@ void Arena::reclaim(bool wait) {
 }
 
 std::byte* Arena::alloc(const std::string& name, zsim::MemCategory category, const std::string& detail, Bytes bytes,
-                        const std::string& op_name) {
+                        const std::string& op_name, Bytes beyond_bytes) {
   if (live_.count(name))
     throw std::logic_error(fmt::format("zrun: rank {}: op '{}' allocates buffer '{}', which is already live", rank_,
                                        op_name, name));
   reclaim(false);
-  std::optional<Bytes> offset = ranges_.allocate(bytes);
+  const Bytes total = bytes + beyond_bytes;
+  std::optional<Bytes> offset = ranges_.allocate(total);
   if (!offset && !pending_.empty()) {  // memory freed on a stream but maybe still in use: wait for it
     reclaim(true);
-    offset = ranges_.allocate(bytes);
+    offset = ranges_.allocate(total);
   }
   if (!offset)
     throw ArenaOutOfMemory(fmt::format(
         "zrun: rank {}: out of {} memory at op '{}': buffer '{}' ({}{}) needs {}; arena {} of which {} in use, "
         "largest free range {}; live by category: {}",
         rank_, zsim::to_string(tier_), op_name, name, zsim::to_string(category), detail.empty() ? "" : "/" + detail,
-        human_bytes(bytes), human_bytes(ranges_.capacity_bytes()), human_bytes(ranges_.used_bytes()),
+        human_bytes(total), human_bytes(ranges_.capacity_bytes()), human_bytes(ranges_.used_bytes()),
         human_bytes(ranges_.largest_free_bytes()), accounting_.live_by_category(tier_)));
-  live_[name] = {*offset, bytes, category, detail};
+  live_[name] = {*offset, bytes, beyond_bytes, category, detail};
   accounting_.on_alloc(tier_, category, detail, bytes);
+  if (beyond_bytes > 0) accounting_.on_alloc(tier_, category, kBeyondSchedule, beyond_bytes);
   return base_ + *offset;
 }
 
@@ -67,6 +69,7 @@ void Arena::free(const std::string& name, StreamHandle stream) {
   const Buffer b = it->second;
   live_.erase(it);
   accounting_.on_free(tier_, b.category, b.detail, b.bytes);
+  if (b.beyond_bytes > 0) accounting_.on_free(tier_, b.category, kBeyondSchedule, b.beyond_bytes);
   pending_.push_back({b.offset, backend_.record_fence(stream)});
 }
 

@@ -16,6 +16,9 @@
 
 namespace zrun {
 
+// The detail under which the arena accounts memory a buffer needs beyond what the schedule gives it.
+inline constexpr const char* kBeyondSchedule = "beyond_schedule";
+
 struct ArenaOutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -29,9 +32,11 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   // Allocates the schedule buffer `name` for op `op_name`. Throws std::logic_error if `name` is live,
-  // ArenaOutOfMemory if no range fits even after waiting for every pending free.
+  // ArenaOutOfMemory if no range fits even after waiting for every pending free. `beyond_bytes`: what the
+  // real computation needs past the schedule's `bytes` in the same contiguous range; it is accounted apart,
+  // under (category, kBeyondSchedule), so measured figures keep the schedule's buffers and the excess separate.
   std::byte* alloc(const std::string& name, zsim::MemCategory category, const std::string& detail, Bytes bytes,
-                   const std::string& op_name);
+                   const std::string& op_name, Bytes beyond_bytes = 0);
   // Frees `name` once the work queued on `stream` so far is done. Throws std::logic_error if not live.
   void free(const std::string& name, StreamHandle stream = nullptr);
   std::byte* get(const std::string& name) const;  // throws std::logic_error if not live
@@ -43,7 +48,7 @@ class Arena {
 
  private:
   struct Buffer {
-    Bytes offset, bytes;
+    Bytes offset, bytes, beyond_bytes;
     zsim::MemCategory category;
     std::string detail;
   };

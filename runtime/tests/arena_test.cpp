@@ -135,3 +135,24 @@ TEST(Arena, TheReservedBlockIsReturnedWhenTheArenaGoes) {
 
 }  // namespace
 }  // namespace zrun
+
+namespace zrun {
+namespace {
+
+TEST(ArenaBeyondSchedule, BytesPastTheSchedulesAreContiguousButAccountedApart) {
+  FakeBackend dev;
+  MemoryAccounting acc;
+  Arena arena(Tier::gpu, 1 << 20, dev, 0, acc);
+  std::byte* a = arena.alloc("act.L0", MemCategory::activations, "", 1000, "fwd.embedding", 500);
+  std::byte* b = arena.alloc("act.L1", MemCategory::activations, "", 1000, "fwd.L0.mlp.down");
+  EXPECT_GE(b - a, 1500);  // the first buffer's range holds its 500 extra bytes
+  EXPECT_EQ(acc.detail(Tier::gpu, MemCategory::activations, "").live, 2000);
+  EXPECT_EQ(acc.detail(Tier::gpu, MemCategory::activations, kBeyondSchedule).live, 500);
+  EXPECT_EQ(acc.category(Tier::gpu, MemCategory::activations).live, 2500);
+  arena.free("act.L0");
+  EXPECT_EQ(acc.detail(Tier::gpu, MemCategory::activations, kBeyondSchedule).live, 0);
+  EXPECT_EQ(acc.detail(Tier::gpu, MemCategory::activations, kBeyondSchedule).peak, 500);
+}
+
+}  // namespace
+}  // namespace zrun
