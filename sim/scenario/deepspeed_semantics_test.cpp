@@ -124,11 +124,11 @@ TEST(DeepSpeedSemantics, Fp32TrainingNeedsTheGpusFp32Peak) {
 }
 
 TEST(DeepSpeedSemantics, UnmodelledKeysWarnNamingTheKey) {
-  Scenario s = parse(kBase + "    round_robin_gradients: true\n    memory_efficient_linear: false\n"
+  Scenario s = parse(kBase + "    elastic_checkpoint: true\n    memory_efficient_linear: false\n"
                              "  gradient_clipping: 1.0\n  optimizer: {type: AdamW, params: {lr: 1e-4}}\n"
                              "  wall_clock_breakdown: false\n  zero_allow_untested_optimizer: true\n");
   ASSERT_EQ(s.warnings.size(), 6u);
-  EXPECT_NE(s.warnings[0].find("'deepspeed.zero_optimization.round_robin_gradients'"), std::string::npos)
+  EXPECT_NE(s.warnings[0].find("'deepspeed.zero_optimization.elastic_checkpoint'"), std::string::npos)
       << s.warnings[0];
   EXPECT_NE(s.warnings[0].find("inline.yaml:15:5"), std::string::npos) << s.warnings[0];
   EXPECT_NE(s.warnings[3].find("'deepspeed.optimizer'"), std::string::npos) << s.warnings[3];

@@ -76,6 +76,12 @@ Schedule every_kind() {
     op.collective = {CollectiveKind::all_gather, world, 64, 0, d};
     s.add(op);
   }
+  Op red = base(OpKind::collective, comm);  // a reduce to rank 3 of the world
+  red.collective = {CollectiveKind::reduce, world, 1'000'000 + n, 0, DType::bf16, 3};
+  s.add(red);
+  Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs
+  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5};
+  s.add(d2d);
   return s;
 }
 
@@ -191,6 +197,28 @@ TEST(ScheduleJson, RejectsDependencyOnALaterOp) {
   json j = every_kind_json();
   j["ops"][5]["deps"] = {2, 6};
   EXPECT_NE(error_of(j).find("key 'ops[5].deps[1]': dependency 6 is not an earlier op"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsARootOutsideAReduceAndAReduceRootOutsideItsGroup) {
+  json j = every_kind_json();
+  const size_t reduce = j["ops"].size() - 2;
+  ASSERT_EQ(j["ops"][reduce]["collective"], "reduce");
+  j["ops"][reduce - 1]["root"] = 0;  // an all_gather
+  EXPECT_NE(error_of(j).find("only a reduce has a root"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce]["root"] = 16;  // world has ranks 0-15
+  EXPECT_NE(error_of(j).find("reduce root 16 is not a rank of its group"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce].erase("root");
+  EXPECT_NE(error_of(j).find("root': missing"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsACopyRankOutsideTheWorld) {
+  json j = every_kind_json();
+  const size_t copy = j["ops"].size() - 1;
+  ASSERT_EQ(j["ops"][copy]["rank"], 5);
+  j["ops"][copy]["rank"] = 16;
+  EXPECT_NE(error_of(j).find("copy rank 16 is not a rank of the world"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
