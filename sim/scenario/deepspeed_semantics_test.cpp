@@ -31,6 +31,35 @@ TEST(DeepSpeedSemantics, DefaultsAreDeepSpeeds) {
   EXPECT_FALSE(z.zero_quantized_gradients);
   EXPECT_FALSE(z.zeropp_loco_param.enabled);
   EXPECT_FALSE(z.stage3_allgather_sequential);
+  EXPECT_TRUE(z.use_multi_rank_bucket_allreduce);  // zero/config.py: default True
+  EXPECT_FALSE(z.round_robin_gradients);
+}
+
+TEST(DeepSpeedSemantics, MultiRankBucketAllreduceAndRoundRobinGradientsAreRead) {
+  const ZeroConfig z = parse(kBase + "    use_multi_rank_bucket_allreduce: false\n    round_robin_gradients: true\n").zero;
+  EXPECT_FALSE(z.use_multi_rank_bucket_allreduce);
+  EXPECT_TRUE(z.round_robin_gradients);
+}
+
+// MiCS is a partitioning scheme of its own: a shard size other than DeepSpeed's -1 (off) is refused,
+// naming the key, MiCS and where it was written.
+TEST(DeepSpeedSemantics, MicsIsRefusedNamingTheKeyAndMics) {
+  auto e = error_of(kBase + "    mics_shard_size: 8\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.mics_shard_size");
+  EXPECT_EQ(e->where().line, 15);
+  EXPECT_NE(std::string(e->what()).find("MiCS"), std::string::npos) << e->what();
+  EXPECT_NE(std::string(e->what()).find("docs/scenario.md"), std::string::npos) << e->what();
+}
+
+// A refused key at its default (or null, or a block with enabled: false) changes nothing: a warning only.
+TEST(DeepSpeedSemantics, RefusedKeysAtTheirDefaultAreAcceptedWithAWarning) {
+  Scenario s = parse(kBase + "    mics_shard_size: -1\n    cpu_offload: false\n  communication_data_type: null\n"
+                             "  amp: {enabled: false}\n");
+  EXPECT_EQ(s.warnings.size(), 4u);
+  EXPECT_TRUE(error_of(kBase + "    cpu_offload: true\n"));
+  EXPECT_TRUE(error_of(kBase + "  communication_data_type: fp32\n"));
+  EXPECT_TRUE(error_of(kBase + "  data_types: {grad_accum_dtype: fp32}\n"));
 }
 
 TEST(DeepSpeedSemantics, OverlapCommDefaultsToTrueForStage3Only) {
