@@ -242,3 +242,18 @@ TEST(ZeroGradReduction, Stage1WithoutOverlapFillsBucketsInModelOrder) {
   for (size_t i = 0; i < numel.size(); ++i) forward[i] = static_cast<int>(i);
   EXPECT_EQ(schedule_calls(make_schedule(s, p)), deepspeed_calls(numel, forward, p.dp, k));
 }
+
+// Every combination of the reduction keys with overlap, accumulation and optimizer offload builds a
+// schedule that passes the structural checks (flat buffers freed, roots and copy ranks in range).
+TEST(ZeroGradReduction, EveryCombinationOfTheKeysPassesCheckSchedule) {
+  for (int stage : {1, 2})
+    for (bool overlap : {false, true})
+      for (OffloadDevice off : {OffloadDevice::none, OffloadDevice::cpu})
+        for (int bits = 0; bits < 16; ++bits) {
+          Scenario s = small(stage, {(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, kBucket});
+          s.zero.overlap_comm = overlap;
+          s.zero.offload_optimizer.device = off;
+          s.training.grad_accum = 2;
+          EXPECT_NO_THROW(check_schedule(make_schedule(s, make_plan(s), 2))) << stage << overlap << bits;
+        }
+}
