@@ -64,7 +64,7 @@ OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) 
 
 OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
-  if (op.copy.bytes <= 0) return w;
+  if (op.copy.bytes <= 0 || op.copy.rank > 0) return w;  // rank 0's program: others' copies cost it nothing
   w.flow_bytes = static_cast<double>(op.copy.bytes);
   switch (op.copy.what) {
     case CopyKind::h2d:
@@ -77,6 +77,11 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     }
     case CopyKind::nvme_read: w.route = links.nvme_read; break;
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
+    case CopyKind::d2d:  // read and write in HBM, on no shared link
+      w.flow_bytes = 0;
+      w.fixed_s = roofline_s(0, c.gpu.peak_tflops, c.efficiency.gemm, 2 * op.copy.bytes, c.gpu.hbm_GBps,
+                             c.efficiency.hbm);
+      break;
   }
   require_capacity(op, w.route, links);
   return w;

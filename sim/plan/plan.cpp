@@ -273,6 +273,9 @@ Plan make_plan(const Scenario& s) {
       p.stage != 3)
     p.warnings.push_back("ZeRO++ options and stage3_allgather_sequential apply to stage 3 only; ignored at stage " +
                          std::to_string(p.stage));
+  if ((z.round_robin_gradients || !z.use_multi_rank_bucket_allreduce) && p.stage != 1 && p.stage != 2)
+    p.warnings.push_back("round_robin_gradients and use_multi_rank_bucket_allreduce apply to stages 1-2 "
+                         "(DeepSpeedZeroOptimizer) only; ignored at stage " + std::to_string(p.stage));
   if (p.qgz) {
     std::int64_t fallback = 0;
     for (const auto& u : p.units)

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "sim/plan/grad_reduction.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
@@ -33,6 +34,7 @@ class Builder {
     const auto& t = s.training;
     tokens_ = t.micro_batch * t.seq_len;
     ckpt_ = t.activation_checkpointing == Checkpointing::full;
+    if (p.stage == 1 || p.stage == 2) plan_zero12_reductions();
   }
 
   Schedule build(int steps) {
@@ -361,8 +363,78 @@ class Builder {
   bool defer_reductions() const { return p_.stage == 0 || (p_.stage == 1 && !p_.overlap_comm); }
 
   void emit_deferred_reductions() {
+    if (p_.stage == 1 && !deferred_.empty()) {
+      // Stage 1 without overlap_comm: reduce_gradients walks the parameters in model order after the
+      // backward pass, so its buckets fill in that order (not the backward order of the hooks).
+      for (size_t k = 0; k < boundary_calls_.size(); ++k) {
+        const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1);
+        if (optimizer_offloaded())
+          reduce_done_.push_back(copy("bwd.bucket" + std::to_string(k) + ".d2h", CopyKind::d2h,
+                                      e_ * ceil_div(boundary_elements_[k], p_.dp),
+                                      s_.zero.offload_optimizer.pin_memory, Phase::backward, stream("d2h"), {done}));
+        else
+          reduce_done_.push_back(done);
+        serial_dep_ = done;
+      }
+      deferred_.clear();
+      return;
+    }
     for (auto [i, u] : deferred_) emit_reduction(i, u, last_bwd_);
     deferred_.clear();
+  }
+
+  // ZeRO-1/2: DeepSpeed's calls per bucket (sim/plan/grad_reduction.hpp), for the plan's buckets
+  // (backward order, as the gradient hooks fill them) and, for stage 1 without overlap_comm, the buckets
+  // reduce_gradients fills in model order.
+  void plan_zero12_reductions() {
+    const auto& z = s_.zero;
+    const FlatGradLayout layout = flat_grad_layout(p_, z.round_robin_gradients);
+    ReductionSettings rs;
+    rs.reduce_scatter = z.reduce_scatter;
+    rs.multi_rank_bucket_allreduce = z.use_multi_rank_bucket_allreduce;
+    rs.contiguous_gradients = z.contiguous_gradients || optimizer_offloaded();
+    rs.reduce_bucket_size = z.reduce_bucket_size;
+    for (const auto& ts : bucket_tensor_ordinals(p_)) bucket_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+    if (p_.stage == 1 && !p_.overlap_comm) {
+      std::vector<int> model_order(layout.numel.size());
+      for (size_t t = 0; t < model_order.size(); ++t) model_order[t] = static_cast<int>(t);
+      for (const auto& ts : fill_buckets(model_order, layout, z.reduce_bucket_size)) {
+        boundary_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+        Elements n = 0;
+        for (int t : ts) n += layout.numel[t];
+        boundary_elements_.push_back(n);
+      }
+    }
+  }
+
+  // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the
+  // all_reduce or reduce, and the copy of each slice back out of the flat buffer (on its owner only).
+  OpId emit_zero12_calls(const std::vector<ReductionCall>& calls, const std::string& name, OpId bwd, int layer) {
+    const Phase ph = Phase::backward;
+    OpId last = bwd;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const ReductionCall& c = calls[k];
+      const std::string cname = calls.size() > 1 ? name + ".call" + std::to_string(k) : name;
+      std::vector<OpId> deps{bwd};
+      std::optional<OpId> flat;
+      if (c.flatten) {
+        flat = alloc("flat." + cname + tag(), Tier::gpu, MemCategory::buffers, "reduce_flat", e_ * c.elements, ph,
+                     rs_, deps, layer);
+        deps = {copy(cname + ".flatten", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*flat}, layer)};
+      }
+      const bool reduce = c.kind == CollectiveKind::reduce;
+      last = collective(cname + (reduce ? ".reduce" : ".all_reduce"), c.kind, world_, e_ * c.elements, 0, p_.dtype,
+                        ph, rs_, deps, layer);
+      sch_.ops[last].collective.root = c.root;
+      const OpId coll = last;
+      for (size_t j = 0; j < c.copy_out.size(); ++j) {
+        last = copy(cname + ".copy_out" + std::to_string(j), CopyKind::d2d, e_ * c.copy_out[j].elements, true, ph,
+                    rs_, {coll}, layer);
+        sch_.ops[last].copy.rank = c.copy_out[j].owner;
+      }
+      if (flat) last = release(*flat, ph, rs_, {last});
+    }
+    return last;
   }
 
   void emit_reduction(size_t i, int u, OpId bwd) {
@@ -371,7 +443,9 @@ class Builder {
     const int layer = p_.units[u].layer;
     const Phase ph = Phase::backward;
     OpId done;
-    if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
+    if (p_.stage == 1 || p_.stage == 2) {
+      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer);
+    } else if (p_.stage == 0) {
       done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
                         rs_, {bwd}, layer);
     } else if (p_.qgz) {
@@ -664,6 +738,9 @@ class Builder {
   size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
   std::vector<OpId> reduce_done_;
   std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
+  std::vector<std::vector<ReductionCall>> bucket_calls_;    // ZeRO-1/2: per plan bucket, DeepSpeed's calls
+  std::vector<std::vector<ReductionCall>> boundary_calls_;  // ZeRO-1 without overlap_comm: model-order buckets
+  std::vector<Elements> boundary_elements_;
   OpId last_bwd_ = -1;
   OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release

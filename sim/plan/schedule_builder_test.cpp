@@ -148,15 +148,19 @@ TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
   s.zero.reduce_bucket_size = 500'000;
   s.zero.overlap_comm = true;
   const Schedule over = build(s);
-  for (const Op* op : ops_where(over, [](const Op& o) { return is_collective(o, CollectiveKind::reduce_scatter); }))
-    EXPECT_EQ(over.streams[op->stream], "comm_rs");
+  const auto reductions = ops_where(over, [](const Op& o) {
+    return o.kind == OpKind::collective && o.phase == Phase::backward;
+  });
+  ASSERT_FALSE(reductions.empty());
+  for (const Op* op : reductions) EXPECT_EQ(over.streams[op->stream], "comm_rs");
   s.zero.overlap_comm = false;
   const Schedule serial = build(s);
   // Serialised: the backward compute after a reduction waits for it.
   int waits = 0;
   for (const Op& op : serial.ops)
     if (op.kind == OpKind::compute && op.phase == Phase::backward)
-      for (OpId d : op.deps) waits += is_collective(serial.ops[d], CollectiveKind::reduce_scatter);
+      for (OpId d : op.deps) waits += serial.ops[d].kind != OpKind::compute && serial.ops[d].phase == Phase::backward &&
+                                      serial.streams[serial.ops[d].stream] == "comm";
   EXPECT_GT(waits, 0);
 }
 
@@ -214,12 +218,17 @@ TEST(ScheduleBuilder, Stages0And1ReduceOnlyOnTheLastMicroStepStage2EveryMicroSte
   }
 }
 
-TEST(ScheduleBuilder, Stage0AllReducesStages1And2ReduceScatterThenAllGather) {
+// Stage 0 all-reduces; stages 1-2 all-reduce each bucket (DeepSpeed's use_multi_rank_bucket_allreduce
+// default) and all-gather the parameters after the step; stage 3 reduce-scatters.
+TEST(ScheduleBuilder, Stage0AllReducesStages1And2AllReduceBucketsThenAllGather) {
   const Schedule s0 = build(test::scenario(test::small_llama(2), 0, 1, 8));
   EXPECT_FALSE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
   EXPECT_TRUE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
   const Schedule s2 = build(test::scenario(test::small_llama(2), 2, 1, 8));
-  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
+  EXPECT_TRUE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  const Schedule s3 = build(test::scenario(test::small_llama(2), 3, 1, 8));
+  EXPECT_FALSE(ops_where(s3, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
   const auto ag = ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); });
   ASSERT_FALSE(ag.empty());
   for (const Op* op : ag) EXPECT_EQ(op->phase, Phase::step);

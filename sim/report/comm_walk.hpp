@@ -47,6 +47,7 @@ struct CommWalk {
   std::vector<CollectiveSummary> collectives;  // in order of first appearance
   // Copies per GPU (per rank), by kind: host<->device over PCIe and NVMe traffic.
   PhaseBytes h2d, d2h, nvme_read, nvme_write;
+  PhaseBytes d2d;  // copies within GPU memory; a copy run by one rank only counts bytes / world_size
 
   Bytes cross_node_per_node_total() const { return cross_node_per_gpu.total() * gpus_per_node; }
 };

@@ -57,6 +57,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
           {"reduce_bucket_size", z.reduce_bucket_size},
           {"allgather_bucket_size", z.allgather_bucket_size},
           {"reduce_scatter", z.reduce_scatter},
+          {"use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce},
+          {"round_robin_gradients", z.round_robin_gradients},
           {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
           {"stage3_max_live_parameters", z.stage3_max_live_parameters},
           {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},

@@ -76,6 +76,12 @@ Schedule every_kind() {
     op.collective = {CollectiveKind::all_gather, world, 64, 0, d};
     s.add(op);
   }
+  Op red = base(OpKind::collective, comm);  // a reduce to rank 3 of the world
+  red.collective = {CollectiveKind::reduce, world, 1'000'000 + n, 0, DType::bf16, 3};
+  s.add(red);
+  Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs
+  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5};
+  s.add(d2d);
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
              {{"embedding", -1, {{"embedding", 128, 64}, {"positions", 32, 64}}},
@@ -249,6 +255,31 @@ TEST(ScheduleJson, RejectsDependencyOnALaterOp) {
   json j = every_kind_json();
   j["ops"][5]["deps"] = {2, 6};
   EXPECT_NE(error_of(j).find("key 'ops[5].deps[1]': dependency 6 is not an earlier op"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsARootOutsideAReduceAndAReduceRootOutsideItsGroup) {
+  json j = every_kind_json();
+  size_t reduce = 0;
+  while (reduce < j["ops"].size() && j["ops"][reduce].value("collective", "") != "reduce") ++reduce;
+  ASSERT_LT(reduce, j["ops"].size());
+  j["ops"][reduce - 1]["root"] = 0;  // an all_gather
+  EXPECT_NE(error_of(j).find("only a reduce has a root"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce]["root"] = 16;  // world has ranks 0-15
+  EXPECT_NE(error_of(j).find("reduce root 16 is not a rank of its group"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce].erase("root");
+  EXPECT_NE(error_of(j).find("root': missing"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsACopyRankOutsideTheWorld) {
+  json j = every_kind_json();
+  size_t copy = 0;
+  while (copy < j["ops"].size() && !j["ops"][copy].contains("rank")) ++copy;
+  ASSERT_LT(copy, j["ops"].size());
+  ASSERT_EQ(j["ops"][copy]["rank"], 5);
+  j["ops"][copy]["rank"] = 16;
+  EXPECT_NE(error_of(j).find("copy rank 16 is not a rank of the world"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
