@@ -35,6 +35,7 @@ PhaseBytes& copy_bucket(CommWalk& w, CopyKind k) {
     case CopyKind::d2h: return w.d2h;
     case CopyKind::nvme_read: return w.nvme_read;
     case CopyKind::nvme_write: return w.nvme_write;
+    case CopyKind::d2d: return w.d2d;
   }
   return w.h2d;
 }
@@ -85,7 +86,7 @@ CommWalk walk_comm(const Schedule& s) {
   }
   if (w.steps > 1) {
     for (PhaseBytes* b : {&w.per_gpu, &w.scale_per_gpu, &w.cross_node_per_gpu, &w.cross_node_scale_per_gpu,
-                          &w.h2d, &w.d2h, &w.nvme_read, &w.nvme_write})
+                          &w.h2d, &w.d2h, &w.nvme_read, &w.nvme_write, &w.d2d})
       *b = per_step(*b, w.steps);
     for (CollectiveSummary& c : w.collectives) {
       if (c.phase == Phase::init) continue;

@@ -105,6 +105,7 @@ const char* to_string(CopyKind k) {
     case CopyKind::d2h: return "d2h";
     case CopyKind::nvme_read: return "nvme_read";
     case CopyKind::nvme_write: return "nvme_write";
+    case CopyKind::d2d: return "d2d";
   }
   return "?";
 }

@@ -19,7 +19,7 @@ enum class OpKind { compute, collective, copy, alloc, free };
 enum class Phase { init, forward, backward, step };
 enum class ComputeKind { forward, backward, recompute, optimizer, quantize, dequantize, dequant_reduce };
 enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast };
-enum class CopyKind { h2d, d2h, nvme_read, nvme_write };
+enum class CopyKind { h2d, d2h, nvme_read, nvme_write, d2d };  // d2d: device-local copy (HBM to HBM)
 enum class Device { gpu, cpu };
 enum class Tier { gpu, cpu, nvme };
 enum class MemCategory { params, grads, optimizer, activations, buffers };

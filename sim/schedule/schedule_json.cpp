@@ -37,8 +37,8 @@ constexpr EnumNames<ComputeKind, 7> kComputeKinds{{ComputeKind::forward, Compute
 constexpr EnumNames<CollectiveKind, 5> kCollectiveKinds{{CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
                                                          CollectiveKind::all_reduce, CollectiveKind::all_to_all,
                                                          CollectiveKind::broadcast}};
-constexpr EnumNames<CopyKind, 4> kCopyKinds{{CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read,
-                                             CopyKind::nvme_write}};
+constexpr EnumNames<CopyKind, 5> kCopyKinds{{CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read,
+                                             CopyKind::nvme_write, CopyKind::d2d}};
 constexpr EnumNames<Device, 2> kDevices{{Device::gpu, Device::cpu}};
 constexpr EnumNames<Tier, 3> kTiers{{Tier::gpu, Tier::cpu, Tier::nvme}};
 constexpr EnumNames<MemCategory, 5> kCategories{{MemCategory::params, MemCategory::grads, MemCategory::optimizer,

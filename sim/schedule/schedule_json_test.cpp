@@ -54,7 +54,7 @@ Schedule every_kind() {
                      ck == CollectiveKind::all_to_all ? DType::int4 : DType::int8};
     s.add(op);
   }
-  for (CopyKind ck : {CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read, CopyKind::nvme_write}) {
+  for (CopyKind ck : {CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read, CopyKind::nvme_write, CopyKind::d2d}) {
     Op op = base(OpKind::copy, h2d);
     op.copy = {ck, 123'456'789'012LL + n, false};
     s.add(op);
@@ -195,8 +195,8 @@ TEST(ScheduleJson, RejectsDependencyOnALaterOp) {
 
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
   json j = every_kind_json();
-  j["ops"][16]["kind"] = "free";  // the first alloc becomes a free of an unallocated buffer
-  EXPECT_NE(error_of(j).find("key 'ops[16].buffer': frees buffer"), std::string::npos);
+  j["ops"][17]["kind"] = "free";  // the first alloc becomes a free of an unallocated buffer
+  EXPECT_NE(error_of(j).find("key 'ops[17].buffer': frees buffer"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsWorldSizeThatIsNotNodesTimesGpusPerNode) {
