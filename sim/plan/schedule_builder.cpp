@@ -317,6 +317,23 @@ class Builder {
       deps.push_back(buf);
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, deps, layer);
+    } else if (!c.quantized && !sec && p_.all_reduce_fetch) {
+      // stage3_use_all_reduce_for_fetch_params: a zeroed buffer of the params' padded sizes becomes their
+      // storage; each partition is copied into its slot and the buffer all-reduced (no copy-out). It is
+      // freed with the last of its units (the params are views of it).
+      Elements aligned = 0;
+      for (const TensorShape& t : c.tensors) aligned += ceil_div(t.numel(), c.n) * c.n;
+      const Member& m = members[0];
+      const OpId buf = alloc("allreduce" + suffix, Tier::gpu, MemCategory::buffers,
+                             m.prefetch ? "prefetch" : "gathered", e_ * aligned, ph, comm_, deps, layer);
+      OpId in = buf;
+      for (const TensorShape& t : c.tensors)
+        in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * ceil_div(t.numel(), c.n), true, ph, comm_, {in}, layer);
+      c.gathered = collective(c.name + ".all_reduce", CollectiveKind::all_reduce, group, e_ * aligned, 0, p_.dtype, ph,
+                              comm_, {in}, layer);
+      for (const Member& mm : members) live_[mm.unit].buffers.push_back(buf);
+      shared_[buf] = static_cast<int>(members.size());
+      c.flat = false;  // no copy-out at the wait
     } else if (!c.quantized) {
       // Coalesced: torch.cat of the partitions into this rank's slice of the flat buffer, one all-gather.
       const OpId flat = alloc("flat" + suffix, Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph, comm_, deps, layer);
@@ -569,6 +586,7 @@ class Builder {
     next_reduce_ = 0;
     live_.clear();                    // stage 3: gathered units
     calls_.clear();
+    shared_.clear();
     std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
     constexpr int kHead = -2;
     for (size_t i = 0; i < p_.trace.size(); ++i) {
@@ -623,7 +641,8 @@ class Builder {
         }
       }
       for (int u : st.release) {
-        for (OpId b : live_[u].buffers) release(b, st.phase, compute_, {c});
+        for (OpId b : live_[u].buffers)
+          if (!shared_.count(b) || --shared_[b] == 0) release(b, st.phase, compute_, {c});
         live_.erase(u);
       }
       last_compute_ = c;
@@ -714,6 +733,7 @@ class Builder {
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
   std::map<int, Live> live_;         // stage 3: gathered (or in-flight) units of this micro-step
   std::vector<Call> calls_;          // stage 3: fetch calls of this micro-step
+  std::map<OpId, int> shared_;       // stage 3: a buffer several units live in -> units not yet released
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
   size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
   std::vector<OpId> reduce_done_;

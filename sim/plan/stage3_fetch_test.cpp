@@ -67,6 +67,7 @@ std::vector<FetchCall> derive_calls(const Plan& p, Elements bucket, Elements max
 }
 
 struct Collective {
+  CollectiveKind what;
   Phase phase;
   std::string group;
   DType dtype;
@@ -74,7 +75,7 @@ struct Collective {
   bool operator==(const Collective&) const = default;
 };
 std::ostream& operator<<(std::ostream& o, const Collective& c) {
-  return o << to_string(c.phase) << " " << c.group << " " << to_string(c.dtype) << " " << c.bytes;
+  return o << to_string(c.what) << " " << to_string(c.phase) << " " << c.group << " " << to_string(c.dtype) << " " << c.bytes;
 }
 
 struct Expected {
@@ -86,7 +87,10 @@ struct Expected {
 // uses under hpZ) and then the others, each group one all_gather_coalesced (or one per tensor under
 // stage3_allgather_sequential); a group of more than one tensor goes through a flat buffer and copies
 // every tensor out at the wait.
-Expected expected_for(const Plan& p, const std::vector<FetchCall>& calls, bool qwz, int hpz, bool sequential) {
+// stage3_use_all_reduce_for_fetch_params: an unquantized call of several tensors off the hpZ path is one
+// all-reduce of the params' padded sizes, with no copy-out.
+Expected expected_for(const Plan& p, const std::vector<FetchCall>& calls, bool qwz, int hpz, bool sequential,
+                      bool all_reduce = false) {
   Expected x;
   const Bytes e = 2;
   for (const FetchCall& call : calls) {
@@ -107,11 +111,16 @@ Expected expected_for(const Plan& p, const std::vector<FetchCall>& calls, bool q
         for (Elements t : tensors) part += ceil_div(t, n);
         const Phase ph = (*g)[0].phase;
         const std::string group = sec ? "hpz" : "world";
+        const auto AG = CollectiveKind::all_gather;
+        if (all_reduce && !qwz && !sec && tensors.size() > 1) {
+          x.gathers.push_back({CollectiveKind::all_reduce, ph, group, DType::bf16, e * part * n});
+          continue;
+        }
         if (qwz) {
-          x.gathers.push_back({ph, group, DType::int8, part * n});
-          x.gathers.push_back({ph, group, DType::fp32, kScaleBytes * qwz_groups(part) * n});
+          x.gathers.push_back({AG, ph, group, DType::int8, part * n});
+          x.gathers.push_back({AG, ph, group, DType::fp32, kScaleBytes * qwz_groups(part) * n});
         } else {
-          x.gathers.push_back({ph, group, DType::bf16, e * part * n});
+          x.gathers.push_back({AG, ph, group, DType::bf16, e * part * n});
         }
         if (tensors.size() > 1)
           for (Elements t : tensors) x.copy_outs.push_back(e * t);
@@ -126,8 +135,10 @@ Expected actual_of(const Schedule& sch) {
   Expected x;
   for (const Op& op : sch.ops) {
     if (op.micro_step != 0 || (op.phase != Phase::forward && op.phase != Phase::backward)) continue;
-    if (op.kind == OpKind::collective && op.collective.what == CollectiveKind::all_gather)
-      x.gathers.push_back({op.phase, sch.groups[op.collective.group].name, op.collective.dtype, op.collective.bytes});
+    if (op.kind == OpKind::collective &&  // stage 3 reduces gradients by reduce-scatter: these are fetches
+        (op.collective.what == CollectiveKind::all_gather || op.collective.what == CollectiveKind::all_reduce))
+      x.gathers.push_back({op.collective.what, op.phase, sch.groups[op.collective.group].name, op.collective.dtype,
+                           op.collective.bytes});
     if (op.kind == OpKind::copy && op.copy.what == CopyKind::d2d && op.name.ends_with(".copy_out"))
       x.copy_outs.push_back(op.copy.bytes);
   }
@@ -156,7 +167,7 @@ void expect_calls_follow_the_rule(Scenario s) {
     const Plan p = make_plan(s);
     const auto calls = derive_calls(p, s.zero.stage3_prefetch_bucket_size, s.zero.stage3_max_live_parameters);
     const Expected want = expected_for(p, calls, s.zero.zero_quantized_weights, std::max(1, s.zero.zero_hpz_partition_size),
-                                       sequential);
+                                       sequential, s.zero.stage3_use_all_reduce_for_fetch_params);
     const Expected got = actual_of(make_schedule(s, p));
     ASSERT_EQ(got.gathers.size(), want.gathers.size()) << "sequential " << sequential;
     for (size_t i = 0; i < want.gathers.size(); ++i)
@@ -204,6 +215,18 @@ TEST(Stage3Fetch, QwzWithHpzQuantizesTheBackwardHpzGathersToo) {
     EXPECT_EQ(hpz_bytes(q, DType::int8, false) * 2, hpz_bytes(plain, DType::bf16, false));
     EXPECT_GT(hpz_bytes(q, DType::fp32, true), 0);
     EXPECT_LT(hpz_bytes(q, DType::fp32, true), hpz_bytes(q, DType::int8, false) / 100);
+  }
+}
+
+// stage3_use_all_reduce_for_fetch_params (partition_parameters.py all_gather_coalesced, the
+// use_all_reduce_for_fetch_params branch): several-tensor calls are all-reduced, the rest unchanged;
+// with hpZ the backward (secondary) calls still all-gather on the hpz group.
+TEST(Stage3Fetch, AllReduceFetchReplacesOnlyCoalescedNonSecondaryCalls) {
+  for (int hpz : {1, 4}) {
+    Scenario s = small(true);
+    s.zero.zero_hpz_partition_size = hpz;
+    s.zero.stage3_use_all_reduce_for_fetch_params = true;
+    expect_calls_follow_the_rule(s);  // the sequential variant has no coalesced calls: all all-gathers
   }
 }
 

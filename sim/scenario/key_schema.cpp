@@ -127,6 +127,7 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.zeropp_loco_param.err_beta", S, Y},
     {"deepspeed.zero_optimization.zeropp_loco_param.reset_T", S, Y},
     {"deepspeed.zero_optimization.stage3_allgather_sequential", S, Y},
+    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", S, Y},
     // DeepSpeed's field names that the stage3_* keys alias (pydantic populate_by_name).
     {"deepspeed.zero_optimization.prefetch_bucket_size", S, Y,
      "deepspeed.zero_optimization.stage3_prefetch_bucket_size"},
@@ -138,6 +139,8 @@ const Entry kEntries[] = {
      "deepspeed.zero_optimization.stage3_max_reuse_distance"},
     {"deepspeed.zero_optimization.allgather_sequential", S, Y,
      "deepspeed.zero_optimization.stage3_allgather_sequential"},
+    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", S, Y,
+     "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params"},
     // zero_optimization keys DeepSpeed accepts and zsim does not model.
     {"deepspeed.zero_optimization.round_robin_gradients", A, N},
     {"deepspeed.zero_optimization.ignore_unused_parameters", A, N},
@@ -153,8 +156,6 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.model_persistence_threshold", A, N},
     {"deepspeed.zero_optimization.stage3_module_granularity_threshold", A, N},
     {"deepspeed.zero_optimization.module_granularity_threshold", A, N},
-    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", A, N},
-    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", A, N},
     {"deepspeed.zero_optimization.zero_quantized_nontrainable_weights", A, N},
     {"deepspeed.zero_optimization.mics_shard_size", A, N},
     {"deepspeed.zero_optimization.mics_hierarchical_params_gather", A, N},
