@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cost_models/compute_cost.hpp"
+#include "cost_models/transfer_cost.hpp"
 #include "sim/report/comm_volume.hpp"
 
 namespace zsim {
@@ -77,11 +78,10 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     }
     case CopyKind::nvme_read: w.route = links.nvme_read; break;
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
-    case CopyKind::d2d:  // read and write in HBM, on no shared link
+    case CopyKind::d2d:  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
       w.flow_bytes = 0;
-      w.fixed_s = roofline_s(0, c.gpu.peak_tflops, c.efficiency.gemm, 2 * op.copy.bytes, c.gpu.hbm_GBps,
-                             c.efficiency.hbm);
-      break;
+      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+      return w;
   }
   require_capacity(op, w.route, links);
   return w;

@@ -262,6 +262,7 @@ Plan make_plan(const Scenario& s) {
     p.qgz = z.zero_quantized_gradients && p.nodes > 1;  // DeepSpeed's all-to-all path needs > 1 node
     p.loco = p.qgz && z.zeropp_loco_param.enabled;
     p.sequential_allgather = z.stage3_allgather_sequential;
+    p.all_reduce_fetch = z.stage3_use_all_reduce_for_fetch_params;
   }
 
   // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per

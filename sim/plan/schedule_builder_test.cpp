@@ -103,13 +103,23 @@ TEST(ScheduleBuilder, RecomputeRegathersOnlyWithoutReuse) {
   EXPECT_LE(gathers(2 * p.shapes.layer.params()), 2 * units);  // reuse may also skip some backward gathers
 }
 
+// The forward of a unit waits for the op that completes its fetch: its all-gather (one tensor) or its
+// copy out of a coalesced call's flat buffer.
 TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
-  const Schedule sch = build(test::scenario(test::small_llama(2), 3, 1, 8));
-  for (const Op& op : sch.ops) {
-    if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
-    bool waits_for_gather = false;
-    for (OpId d : op.deps) waits_for_gather |= is_collective(sch.ops[d], CollectiveKind::all_gather);
-    EXPECT_TRUE(waits_for_gather) << op.name;
+  for (Elements prefetch : {Elements{0}, Elements{3'000'000}}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+    s.zero.stage3_prefetch_bucket_size = prefetch;
+    const Schedule sch = build(s);
+    for (const Op& op : sch.ops) {
+      if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
+      bool waits_for_gather = false;
+      for (OpId d : op.deps) {
+        const Op& dep = sch.ops[d];
+        waits_for_gather |= is_collective(dep, CollectiveKind::all_gather) ||
+                            (dep.kind == OpKind::copy && dep.copy.what == CopyKind::d2d && dep.name == op.name + ".copy_out");
+      }
+      EXPECT_TRUE(waits_for_gather) << op.name << " prefetch " << prefetch;
+    }
   }
 }
 
@@ -246,17 +256,30 @@ TEST(ScheduleBuilder, HpzBackwardGathersStayInsideTheHpzGroup) {
   EXPECT_EQ(secondary, 2 * make_plan(s).params / 8);  // 16-bit params / hpZ size
 }
 
-TEST(ScheduleBuilder, QwzGathersInt8WithScalesBetweenQuantizeAndDequantize) {
+// DeepSpeed's all_gather_coalesced with quantize: the partition is quantized, its int8 values and its
+// fp32 scales are all-gathered by two collectives, and the wait dequantizes.
+TEST(ScheduleBuilder, QwzGathersInt8AndScalesBetweenQuantizeAndDequantize) {
   Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
   s.zero.zero_quantized_weights = true;
   const Schedule sch = build(s);
   const auto ag = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); });
   ASSERT_FALSE(ag.empty());
-  for (const Op* op : ag) {
-    EXPECT_EQ(op->collective.dtype, DType::int8);
-    EXPECT_GT(op->collective.scale_bytes, 0);
-    EXPECT_EQ(sch.ops[op->deps[0]].compute.what, ComputeKind::quantize);
-    EXPECT_EQ(sch.ops[op->id + 1].compute.what, ComputeKind::dequantize);
+  ASSERT_EQ(ag.size() % 2, 0u);
+  for (size_t i = 0; i < ag.size(); i += 2) {
+    const Op& data = *ag[i];
+    const Op& scales = *ag[i + 1];
+    EXPECT_EQ(data.collective.dtype, DType::int8);
+    EXPECT_EQ(data.collective.scale_bytes, 0);
+    EXPECT_EQ(scales.collective.dtype, DType::fp32);
+    EXPECT_EQ(scales.collective.scale_bytes, scales.collective.bytes);
+    EXPECT_GT(scales.collective.bytes, 0);
+    EXPECT_EQ(sch.ops[data.deps[0]].compute.what, ComputeKind::quantize);
+    EXPECT_EQ(scales.deps, data.deps);
+    bool dequantized = false;
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::dequantize)
+        dequantized |= std::find(op.deps.begin(), op.deps.end(), scales.id) != op.deps.end();
+    EXPECT_TRUE(dequantized) << scales.name;
   }
 }
 

@@ -87,6 +87,8 @@ TEST(ZeroCommOracle, PerStepFiguresDoNotDependOnTheNumberOfStepsBuilt) {
 //   intra-node reduction: M/4 (k-1)/k. Exactly, the rest is quantization scales and the 1-D tensors
 //   (norm weights) that DeepSpeed reduce-scatters in 16 bits:
 //     forward:  sum over units u of N * 4 * qwz_groups(partition_u) * (k-1)/k          (qwZ scales)
+// (DeepSpeed quantizes each fetch call's concatenated partitions as one tensor; without prefetch every
+// call is one module, so the scales are counted per unit.)
 //     backward: sum over matrices (4 * gpn * floor(max(r, c, N) / gpn)) (k-1)/k           (qgZ scales)
 //               + 2 * vector_elements * (k-1)/k   (16-bit reduce-scatter: S (k-1)/(k r_g) per GPU x gpn)
 TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
@@ -95,6 +97,7 @@ TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
     const double k = nodes, N = nodes * gpn;
     Scenario s = test::scenario(test::llama2_7b(), 3, nodes, gpn);
     s.zero.stage3_max_reuse_distance = 0;  // every unit gathered for forward and again for backward
+    s.zero.stage3_prefetch_bucket_size = 0;  // one module per fetch call
     s.training.activation_checkpointing = Checkpointing::none;
     const Plan p = make_plan(s);
     const double M = 2.0 * p.params, f = (k - 1) / k;

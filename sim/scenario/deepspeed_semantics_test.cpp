@@ -183,6 +183,7 @@ TEST(DeepSpeedSemantics, ZeroPlusPlusAndLocoAndOffloadBlocks) {
     zero_quantized_gradients: true
     zeropp_loco_param: {err_beta: 0.5, reset_T: 512}
     stage3_allgather_sequential: true
+    use_all_reduce_for_fetch_params: true
     offload_optimizer: {device: cpu, pin_memory: true, ratio: 0.3}
     offload_param: {device: cpu, buffer_count: 6, buffer_size: 1e8, max_in_cpu: 2e9}
 )",
@@ -195,6 +196,7 @@ TEST(DeepSpeedSemantics, ZeroPlusPlusAndLocoAndOffloadBlocks) {
   EXPECT_DOUBLE_EQ(z.zeropp_loco_param.err_beta, 0.5);
   EXPECT_EQ(z.zeropp_loco_param.reset_T, 512);
   EXPECT_TRUE(z.stage3_allgather_sequential);
+  EXPECT_TRUE(z.stage3_use_all_reduce_for_fetch_params);  // DeepSpeed's field name for the stage3_ key
   EXPECT_EQ(z.offload_optimizer.device, OffloadDevice::cpu);
   EXPECT_TRUE(z.offload_optimizer.pin_memory);
   EXPECT_DOUBLE_EQ(z.offload_optimizer.ratio, 0.3);

@@ -137,6 +137,7 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.zeropp_loco_param.err_beta", S, Y},
     {"deepspeed.zero_optimization.zeropp_loco_param.reset_T", S, Y},
     {"deepspeed.zero_optimization.stage3_allgather_sequential", S, Y},
+    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", S, Y},
     // DeepSpeed's field names that the stage3_* keys alias (pydantic populate_by_name).
     {"deepspeed.zero_optimization.prefetch_bucket_size", S, Y,
      "deepspeed.zero_optimization.stage3_prefetch_bucket_size"},
@@ -148,6 +149,8 @@ const Entry kEntries[] = {
      "deepspeed.zero_optimization.stage3_max_reuse_distance"},
     {"deepspeed.zero_optimization.allgather_sequential", S, Y,
      "deepspeed.zero_optimization.stage3_allgather_sequential"},
+    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", S, Y,
+     "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params"},
     // zero_optimization keys DeepSpeed accepts and zsim does not model.
     {"deepspeed.zero_optimization.ignore_unused_parameters", A, N},
     {"deepspeed.zero_optimization.memory_efficient_linear", A, N},
@@ -169,8 +172,6 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.module_granularity_threshold", A, R, nullptr, "0",
      "fetches small modules' parameters with their parent module (parameter_offload.py leaf modules), "
      "which changes the stage-3 gather granularity"},
-    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", A, N},
-    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", A, N},
     {"deepspeed.zero_optimization.zero_quantized_nontrainable_weights", A, N},
     {"deepspeed.zero_optimization.mics_shard_size", A, R, nullptr, "-1",
      "turns on MiCS (runtime/zero/mics.py): parameters partitioned over groups of mics_shard_size ranks and "

@@ -136,6 +136,7 @@ struct ZeroConfig {
   bool zero_quantized_gradients = false;
   LocoConfig zeropp_loco_param;
   bool stage3_allgather_sequential = false;
+  bool stage3_use_all_reduce_for_fetch_params = false;  // fetch by all-reduce of a zero-padded buffer
 };
 
 struct Scenario {

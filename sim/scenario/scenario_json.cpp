@@ -75,7 +75,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
           {"zero_hpz_partition_size", z.zero_hpz_partition_size},
           {"zero_quantized_weights", z.zero_quantized_weights},
           {"zero_quantized_gradients", z.zero_quantized_gradients},
-          {"stage3_allgather_sequential", z.stage3_allgather_sequential}};
+          {"stage3_allgather_sequential", z.stage3_allgather_sequential},
+          {"stage3_use_all_reduce_for_fetch_params", z.stage3_use_all_reduce_for_fetch_params}};
   if (z.zeropp_loco_param.enabled)
     zj["zeropp_loco_param"] = {{"err_beta", z.zeropp_loco_param.err_beta}, {"reset_T", z.zeropp_loco_param.reset_T}};
   else

@@ -361,6 +361,7 @@ ZeroConfig resolve_zero(const FlatConfig& f, const ModelSpec& model) {
   if (auto v = f.get_real(key("zeropp_loco_param.err_beta"))) z.zeropp_loco_param.err_beta = *v;
   small_int(key("zeropp_loco_param.reset_T"), z.zeropp_loco_param.reset_T);
   flag(key("stage3_allgather_sequential"), z.stage3_allgather_sequential);
+  flag(key("stage3_use_all_reduce_for_fetch_params"), z.stage3_use_all_reduce_for_fetch_params);
   return z;
 }
 
