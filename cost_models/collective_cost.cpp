@@ -24,7 +24,8 @@ double busbw_factor(CollectiveKind kind, int n) {
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_to_all: return frac;
     case CollectiveKind::all_reduce: return 2 * frac;
-    case CollectiveKind::broadcast: return n > 1 ? 1.0 : 0.0;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::reduce: return n > 1 ? 1.0 : 0.0;
   }
   return 0;
 }

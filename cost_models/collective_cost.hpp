@@ -26,7 +26,7 @@ struct CollectiveLink {
 // stay inside a node and steps that cross nodes, as NCCL's tuning model counts them
 // (src/graph/tuning.cc: a ring pass has n-1 steps of which k-1 cross nodes; a tree all_reduce climbs the
 // node-local chain and then log2 k network levels, up and down):
-//   ring all_gather / reduce_scatter / broadcast: intra n-k, inter k-1;  ring all_reduce: twice that;
+//   ring all_gather / reduce_scatter / broadcast / reduce: intra n-k, inter k-1;  ring all_reduce: twice that;
 //   tree all_reduce: intra 2(n/k - 1), inter 2 ceil(log2 k);  pairwise all_to_all: intra n/k - 1, inter n - n/k.
 struct LatencySteps {
   int intra = 0;
@@ -36,7 +36,7 @@ struct LatencySteps {
 LatencySteps latency_steps(CollectiveKind kind, CollectiveAlgorithm algo, int n, int k);
 
 // nccl-tests (doc/PERFORMANCE.md) busbw = algbw * factor, algbw = size / time:
-//   all_gather, reduce_scatter, all_to_all: (n-1)/n; all_reduce: 2(n-1)/n; broadcast: 1.
+//   all_gather, reduce_scatter, all_to_all: (n-1)/n; all_reduce: 2(n-1)/n; broadcast, reduce: 1.
 double busbw_factor(CollectiveKind kind, int n);
 
 // Bytes each GPU's busiest link carries for one collective of nccl-tests "size" S on n ranks:
@@ -44,7 +44,7 @@ double busbw_factor(CollectiveKind kind, int n);
 double bus_bytes(CollectiveKind kind, double size_bytes, int n);
 
 // Number of latency-bound steps of the algorithm on a flat group (every rank its own node; the alpha
-// multiplier): ring all_gather / reduce_scatter / broadcast (pipelined): n-1; ring all_reduce: 2(n-1);
+// multiplier): ring all_gather / reduce_scatter / broadcast / reduce (pipelined): n-1; ring all_reduce: 2(n-1);
 // tree all_reduce: 2 ceil(log2 n); pairwise all_to_all: n-1. A group of one rank: 0.
 int latency_steps(CollectiveKind kind, CollectiveAlgorithm algo, int n);
 

@@ -17,6 +17,7 @@ TEST(BusBandwidthFactor, MatchesNcclTestsDefinitions) {
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_reduce, 8), 2 * 7.0 / 8);
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_to_all, 8), 7.0 / 8);
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::reduce, 8), 1.0);
 }
 
 TEST(BusBandwidthFactor, GroupOfOneMovesNothing) {

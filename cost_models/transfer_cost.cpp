@@ -21,4 +21,11 @@ Seconds nvme_s(Bytes bytes, double GBps) {
   return static_cast<double>(bytes) / GBps_to_bytes_per_s(GBps);
 }
 
+Seconds device_copy_s(Bytes bytes, double hbm_GBps, double hbm_efficiency) {
+  if (bytes <= 0) return 0;
+  const double rate = GBps_to_bytes_per_s(hbm_GBps) * hbm_efficiency;
+  if (!(rate > 0)) throw std::invalid_argument("non-positive HBM bandwidth for a device copy");
+  return 2.0 * static_cast<double>(bytes) / rate;
+}
+
 }  // namespace zsim

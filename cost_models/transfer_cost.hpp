@@ -15,4 +15,8 @@ Seconds pcie_copy_s(Bytes bytes, double pcie_GBps, Seconds latency_s, bool pinne
 // bytes / (GBps * 1e9): one NVMe read or write at the device's sequential bandwidth.
 Seconds nvme_s(Bytes bytes, double GBps);
 
+// A device-local copy (cudaMemcpyAsync device to device, or a torch.cat kernel): it reads and writes
+// every byte once in HBM, so 2 x bytes / (hbm_GBps * 1e9 * hbm_efficiency).
+Seconds device_copy_s(Bytes bytes, double hbm_GBps, double hbm_efficiency);
+
 }  // namespace zsim

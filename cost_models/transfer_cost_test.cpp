@@ -23,5 +23,12 @@ TEST(NvmeTransfer, IsBytesOverDeviceBandwidth) {
   EXPECT_THROW(nvme_s(1, 0.0), std::invalid_argument);
 }
 
+TEST(DeviceCopy, ReadsAndWritesEveryByteAtAchievedHbmBandwidth) {
+  // 1.6 GB copied at 4000 GB/s x 0.8: 3.2 GB of traffic at 3.2e12 B/s = 1 ms.
+  EXPECT_DOUBLE_EQ(device_copy_s(1'600'000'000, 4000, 0.8), 1e-3);
+  EXPECT_EQ(device_copy_s(0, 4000, 0.8), 0.0);
+  EXPECT_THROW(device_copy_s(1, 0.0, 0.8), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace zsim

@@ -54,6 +54,7 @@ std::string scenario_summary(const Scenario& s) {
     out += fmt::format(", prefetch {}, max live {}, persistence threshold {}{}", elements(z.stage3_prefetch_bucket_size),
                        elements(z.stage3_max_live_parameters), elements(z.stage3_param_persistence_threshold),
                        z.stage3_allgather_sequential ? ", sequential all-gather" : "");
+  if (z.stage == 3 && z.stage3_use_all_reduce_for_fetch_params) out += ", fetch by all-reduce";
   out += " (elements)\n";
   std::string zpp;
   if (z.zero_quantized_weights) zpp += " qwZ";

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cost_models/compute_cost.hpp"
+#include "cost_models/transfer_cost.hpp"
 #include "sim/report/comm_volume.hpp"
 
 namespace zsim {
@@ -64,7 +65,7 @@ OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) 
 
 OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
-  if (op.copy.bytes <= 0) return w;
+  if (op.copy.bytes <= 0 || op.copy.rank > 0) return w;  // rank 0's program: others' copies cost it nothing
   w.flow_bytes = static_cast<double>(op.copy.bytes);
   switch (op.copy.what) {
     case CopyKind::h2d:
@@ -77,6 +78,10 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     }
     case CopyKind::nvme_read: w.route = links.nvme_read; break;
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
+    case CopyKind::d2d:  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
+      w.flow_bytes = 0;
+      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+      return w;
   }
   require_capacity(op, w.route, links);
   return w;

@@ -22,7 +22,8 @@ struct OpWork {
 // NIC route carries the cross-node share (comm_volume.hpp: cross_node_bytes_per_gpu / bytes_sent_per_gpu),
 // NVLink the rest, and the leaf uplink the part of the NIC traffic that leaves the leaf. Copies: PCIe
 // latency then bytes over PCIe (pageable: 1/pageable_pcie_fraction link bytes per byte); NVMe reads and
-// writes over the node's NVMe share. Compute: roofline time (GPU) or CPU Adam time; alloc/free: nothing.
+// writes over the node's NVMe share; device copies (d2d) read and write their bytes in HBM (transfer_cost.hpp).
+// The program timed is rank 0's: a copy with a `rank` other than 0 costs nothing. Compute: roofline time (GPU) or CPU Adam time; alloc/free: nothing.
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
 

@@ -141,6 +141,31 @@ TEST(Simulate, PageableCopiesRunAtTheirFractionOfPcie) {
   EXPECT_NEAR(t.ops[q].duration_s(), 3e-6 + 1e9 / (0.5 * 50e9), 1e-15);
 }
 
+// A d2d copy reads and writes its bytes in HBM; the program timed is rank 0's, so a copy that only
+// another rank runs (DeepSpeed's copy-out of a slice that rank owns) takes rank 0 no time.
+TEST(Simulate, DeviceCopiesReadAndWriteInHbmAndOtherRanksCopiesCostNothing) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  OpId mine = b.copy("mine", Phase::backward, CopyKind::d2d, 1'200'000'000, true, {}, "comm");
+  OpId theirs = b.copy("theirs", Phase::backward, CopyKind::d2d, 1'200'000'000, true, {mine}, "comm");
+  b.s.ops[theirs].copy.rank = 3;
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.ops[mine].duration_s(), 2 * 1.2e9 / (3000e9 * 0.8), 1e-15);
+  EXPECT_EQ(t.ops[theirs].duration_s(), 0);
+}
+
+// ncclReduce is timed as a pipelined ring, like broadcast: (n-1) a + S/B.
+TEST(Simulate, AReduceTakesAPipelinedRingsTime) {
+  const ClusterSpec c = test_cluster(1, 8);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8);
+  const Bytes S = 256 * kMiB;
+  OpId r = b.collective("reduce", Phase::backward, CollectiveKind::reduce, world, S);
+  b.s.ops[r].collective.root = 5;
+  const double expected = 7 * 2e-6 + static_cast<double>(S) / 400e9;
+  EXPECT_NEAR(simulate(c, b.s).ops[r].duration_s(), expected, expected * kRel);
+}
+
 TEST(Simulate, ANodesNvmeIsSharedByItsGpus) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);

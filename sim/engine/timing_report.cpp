@@ -15,7 +15,9 @@ int activity(const Op& op) {
   switch (op.kind) {
     case OpKind::compute: return op.compute.what == ComputeKind::optimizer ? kOptimizer : kCompute;
     case OpKind::collective: return kComm;
-    case OpKind::copy: return kCopy;
+    // A device copy (d2d) is the stage-3 fetch's copy into / out of its flat buffer: part of the
+    // parameter communication, not offload traffic.
+    case OpKind::copy: return op.copy.what == CopyKind::d2d ? kComm : kCopy;
     default: return -1;
   }
 }
@@ -73,7 +75,7 @@ void split_window(const Schedule& s, const TimingResult& t, Seconds w0, Seconds 
       r.exposed_comm_s += d;
       const Op& op = s.ops[*comms.begin()];  // attributed to the earliest op in program order
       r.exposed_comm_by_phase[to_string(op.phase)] += d;
-      r.exposed_comm_by_collective[to_string(op.collective.what)] += d;
+      r.exposed_comm_by_collective[op.kind == OpKind::copy ? "d2d_copy" : to_string(op.collective.what)] += d;
     } else if (count[kCopy] > 0) {
       r.offload_s += d;
     } else {

@@ -24,7 +24,7 @@ struct TimingReport {
   // The step window split by what runs, in priority order (they sum to step_s):
   Seconds compute_s = 0;       // a GPU compute kernel (not the optimizer) runs
   Seconds optimizer_s = 0;     // else an optimizer op (GPU or CPU) runs
-  Seconds exposed_comm_s = 0;  // else a collective runs
+  Seconds exposed_comm_s = 0;  // else a collective (or a stage-3 fetch d2d copy) runs
   Seconds offload_s = 0;       // else a copy (PCIe h2d/d2h, NVMe) runs: exposed offload
   Seconds idle_s = 0;          // nothing runs (latency of a dependency chain, ...)
   std::map<std::string, Seconds> exposed_comm_by_phase;       // "forward", "backward", "step", "init"

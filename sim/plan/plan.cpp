@@ -262,6 +262,7 @@ Plan make_plan(const Scenario& s) {
     p.qgz = z.zero_quantized_gradients && p.nodes > 1;  // DeepSpeed's all-to-all path needs > 1 node
     p.loco = p.qgz && z.zeropp_loco_param.enabled;
     p.sequential_allgather = z.stage3_allgather_sequential;
+    p.all_reduce_fetch = z.stage3_use_all_reduce_for_fetch_params;
   }
 
   // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
@@ -273,6 +274,9 @@ Plan make_plan(const Scenario& s) {
       p.stage != 3)
     p.warnings.push_back("ZeRO++ options and stage3_allgather_sequential apply to stage 3 only; ignored at stage " +
                          std::to_string(p.stage));
+  if ((z.round_robin_gradients || !z.use_multi_rank_bucket_allreduce) && p.stage != 1 && p.stage != 2)
+    p.warnings.push_back("round_robin_gradients and use_multi_rank_bucket_allreduce apply to stages 1-2 "
+                         "(DeepSpeedZeroOptimizer) only; ignored at stage " + std::to_string(p.stage));
   if (p.qgz) {
     std::int64_t fallback = 0;
     for (const auto& u : p.units)

@@ -105,6 +105,7 @@ struct Plan {
   bool hpz_enabled = false;          // zero_hpz_partition_size > 1
   bool loco = false;
   bool sequential_allgather = false;
+  bool all_reduce_fetch = false;     // stage3_use_all_reduce_for_fetch_params
   bool overlap_comm = false;
   bool reduce_scatter = true;
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "sim/plan/grad_reduction.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
@@ -33,6 +34,7 @@ class Builder {
     const auto& t = s.training;
     tokens_ = t.micro_batch * t.seq_len;
     ckpt_ = t.activation_checkpointing == Checkpointing::full;
+    if (p.stage == 1 || p.stage == 2) plan_zero12_reductions();
   }
 
   Schedule build(int steps) {
@@ -198,10 +200,45 @@ class Builder {
   bool in_head(int u) const { return u > 0 && p_.units[u].layer < 0 && !p_.units[u].is_embedding; }
   bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
 
-  // ---- stage 3 gathers ----------------------------------------------------------------------------
+  // ---- stage 3 fetch calls ------------------------------------------------------------------------
+  // DeepSpeed's PartitionedParameterCoordinator.fetch_sub_module gathers the current module's params in
+  // one __all_gather_params call, waits for them, then gathers the prefetch batch in one more call.
+  // __all_gather_params_ splits a call into the params with an hpZ secondary partition and those
+  // without, each one all_gather_coalesced (partition_parameters.py). That takes DeepSpeed's
+  // single-parameter path for one tensor (all-gather straight into the parameter's padded buffer) and
+  // otherwise concatenates the partitions into a flat buffer, all-gathers it, and at the wait copies
+  // each parameter out of it (AllGatherCoalescedHandle.wait). qwZ quantizes the (concatenated)
+  // partition, all-gathers the int8 data and the fp32 scales as two collectives, and dequantizes at the
+  // wait. stage3_allgather_sequential gathers every tensor with its own single-parameter call.
+  struct Member {
+    int unit = 0;
+    Phase phase = Phase::forward;  // phase of the use it is gathered for
+    bool prefetch = false;
+  };
+  // One all_gather_coalesced call on one group. Its collectives are issued at once; its wait (dequantize,
+  // copy-out) runs when the first of its units is needed; its temporaries live until the last one is
+  // (the handle stays in DeepSpeed's inflight registry until then).
+  struct Call {
+    std::vector<Member> members;
+    std::vector<TensorShape> tensors;
+    std::string name;           // "fwd.L3.attn.q" or, for a batch, "fwd.L3.attn.q+6" (6 more units)
+    Phase phase = Phase::forward;
+    int layer = -1;
+    int n = 1;                  // ranks in the group
+    bool flat = false;          // more than one tensor: flat buffer, copy-out at the wait
+    bool quantized = false;
+    Elements part = 0;          // this rank's elements in the call
+    OpId gathered = -1;         // the call's last collective
+    OpId last_read = -1;        // last op that reads the temporaries
+    std::vector<OpId> temps;    // allocs freed when every member has been waited for
+    bool waited = false;
+    int unwaited = 0;           // members not yet waited for
+  };
   struct Live {
-    OpId done = -1;   // op after which the gathered params are usable
-    OpId buffer = -1; // alloc of the gathered buffer
+    OpId done = -1;             // op after which the gathered params are usable (set at the wait)
+    std::vector<OpId> buffers;  // allocs of the unit's gathered storage
+    std::vector<std::pair<OpId, Bytes>> where;  // per gathered tensor, in order: its buffer and byte offset
+    std::vector<int> pending;   // calls it arrives by, not yet waited for by this unit
   };
 
   // ---- version-2 buffer uses: which bytes of which buffers a compute op reads and writes -----------
@@ -213,16 +250,19 @@ class Builder {
     use(op, buffer, 0, sch_.ops[buffer].mem.bytes, role, access);
   }
   // The weights of unit u: the whole-model buffer (stages 0-2), or its gathered buffer and the persistent one.
-  void use_params(OpId op, int u, const std::map<int, Live>& live) {
+  void use_params(OpId op, int u) {
     const auto& ts = p_.units[u].tensors;
+    size_t gathered = 0;
     for (int k = 0; k < static_cast<int>(ts.size()); ++k) {
       const Bytes bytes = e_ * ts[k].numel();
-      if (p_.stage < 3)
+      if (p_.stage < 3) {
         use(op, params_, e_ * layout_.flat[u][k], bytes, Role::param, Access::read, u, k);
-      else if (layout_.gathered[u][k] >= 0)
-        use(op, live.at(u).buffer, e_ * layout_.gathered[u][k], bytes, Role::param, Access::read, u, k);
-      else
+      } else if (layout_.gathered[u][k] >= 0) {
+        const auto [buffer, offset] = live_.at(u).where.at(gathered++);
+        use(op, buffer, offset, bytes, Role::param, Access::read, u, k);
+      } else {
         use(op, persistent_, e_ * layout_.persistent[u][k], bytes, Role::param, Access::read, u, k);
+      }
     }
   }
   // The gradients a backward segment of unit u produces: its tensors in bucket b, in the whole-model gradient
@@ -243,86 +283,217 @@ class Builder {
     }
   }
 
-  // All-gathers unit u's partitioned params for a use in phase `ph`; returns the op that completes it.
-  // `after`: the compute op the gather is issued after (the previous trace step's). DeepSpeed issues a
-  // step's fetches and prefetches from that step's hook, once the memory released before it is free;
-  // the dependency keeps the comm stream from running further ahead than the prefetch window.
-  Live gather(int u, Phase ph, bool prefetch, OpId after) {
-    const FetchUnit& U = p_.units[u];
-    const std::string name = (ph == Phase::forward ? "fwd." : "bwd.") + U.name;
-    const int layer = U.layer;
-    std::vector<OpId> deps{after};
-    std::optional<OpId> cpu_swap, staging;
-    const Bytes part_bytes = e_ * U.partition;
-    if (p_.param_device == OffloadDevice::nvme) {
-      cpu_swap = alloc("param_swap." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::cpu,
-                       MemCategory::buffers, "param_swap", part_bytes, ph, stream("nvme"), deps, layer);
-      deps = {copy(name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"), {*cpu_swap}, layer)};
+  bool secondary(Phase ph) const { return ph == Phase::backward && p_.hpz_enabled; }
+  std::string gathered_name(const Member& m, int call) const {
+    return "gathered." + p_.units[m.unit].name + tag() + (m.phase == Phase::forward ? "f" : "b") + ".c" +
+           std::to_string(call);
+  }
+
+  // Issues one fetch call of DeepSpeed's coordinator (the current module, or the prefetch batch), after
+  // `after`, the compute op of the previous trace step (DeepSpeed issues a step's fetches from that
+  // step's hook; the dependency keeps the comm stream from running further ahead than the prefetch
+  // window).
+  void fetch(const std::vector<Member>& members, OpId after) {
+    std::vector<Member> with, without;  // with and without a secondary partition, in DeepSpeed's order
+    for (const Member& m : members) {
+      live_[m.unit] = Live{};
+      (secondary(m.phase) ? with : without).push_back(m);
     }
-    if (p_.param_device != OffloadDevice::none) {
-      staging = alloc("param_h2d." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
-                      MemCategory::buffers, "prefetch", part_bytes, ph, stream("h2d"), deps, layer);
-      deps = {copy(name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph, stream("h2d"),
-                   {*staging}, layer)};
-      if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), deps);
-    }
-    Live live;
-    live.buffer = alloc("gathered." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu,
-                        MemCategory::buffers, prefetch ? "prefetch" : "gathered", e_ * U.gathered, ph, comm_,
-                        deps, layer);
-    deps.push_back(live.buffer);
-    const bool secondary = ph == Phase::backward && p_.hpz_enabled;
-    const int group = secondary ? hpz_ : world_;
-    const int n = secondary ? p_.hpz.size : p_.dp;
-    const bool quantized = p_.qwz && !secondary;
-    // Coalesced all-gather (DeepSpeed's default) goes through flat buffers: the input partition is
-    // copied into one; sequential all-gather gathers each tensor on its own, without them.
-    std::vector<std::vector<TensorShape>> calls;
-    if (p_.sequential_allgather)
-      for (const auto& t : U.gathered_tensors) calls.push_back({t});
-    else
-      calls.push_back(U.gathered_tensors);
-    OpId last = -1;
-    for (const auto& call : calls) {
-      Elements part = 0, full = 0;
-      for (const auto& t : call) {
-        part += ceil_div(t.numel(), n);
-        full += t.numel();
-      }
-      std::vector<OpId> cdeps = deps;
-      std::optional<OpId> flat;
-      if (!p_.sequential_allgather) {
-        flat = alloc("flat." + U.name + tag() + (ph == Phase::forward ? "f" : "b"), Tier::gpu, MemCategory::buffers,
-                     "gathered", e_ * part, ph, comm_, cdeps, layer);
-        cdeps.push_back(*flat);
-      }
-      if (quantized) {
-        const QuantizedSize q = qwz_partition_bytes(part);
-        const OpId qbuf = alloc("qwz." + U.name + tag() + std::to_string(last + 1), Tier::gpu, MemCategory::buffers,
-                                "quant", q.total() * (n + 1), ph, comm_, cdeps, layer);
-        const OpId qz = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, part * (e_ + 1), part, layer,
-                                Device::gpu, comm_);
-        const OpId ag = collective(name + ".all_gather", CollectiveKind::all_gather, group, q.total() * n,
-                                   q.scales * n, DType::int8, ph, comm_, {qz}, layer);
-        last = compute(name + ".dequantize", ComputeKind::dequantize, ph, {ag}, 0, full * (1 + e_), full, layer,
-                       Device::gpu, comm_);
-        release(qbuf, ph, comm_, {last});
+    for (const auto* g : {&with, &without}) {
+      if (g->empty()) continue;
+      if (p_.sequential_allgather) {
+        for (const Member& m : *g)
+          for (const TensorShape& t : p_.units[m.unit].gathered_tensors) issue_call({m}, {t}, after);
       } else {
-        last = collective(name + ".all_gather", CollectiveKind::all_gather, group, e_ * part * n, 0, p_.dtype, ph,
-                          comm_, cdeps, layer);
+        std::vector<TensorShape> tensors;
+        for (const Member& m : *g)
+          for (const TensorShape& t : p_.units[m.unit].gathered_tensors) tensors.push_back(t);
+        issue_call(*g, std::move(tensors), after);
       }
-      if (flat) release(*flat, ph, comm_, {last});
     }
-    if (staging) release(*staging, ph, comm_, {last});
-    if (ph == Phase::forward && p_.hpz_enabled && micro_ == 0 && !hpz_buffers_.count(u)) {
-      // hpZ: keep a secondary partition (1/hpz of the unit) for the backward all-gathers of this step.
-      Elements sec = 0;
-      for (const auto& t : U.gathered_tensors) sec += ceil_div(t.numel(), p_.hpz.size);
-      hpz_buffers_[u] = alloc("hpz." + U.name + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers, "hpz",
-                              e_ * sec, ph, comm_, {last}, layer);
+  }
+
+  void issue_call(const std::vector<Member>& members, std::vector<TensorShape> tensors, OpId after) {
+    const int id = static_cast<int>(calls_.size());
+    Call c;
+    c.members = members;
+    c.tensors = std::move(tensors);
+    const FetchUnit& U0 = p_.units[members[0].unit];
+    c.phase = members[0].phase;
+    c.layer = U0.layer;
+    c.name = (c.phase == Phase::forward ? "fwd." : "bwd.") + U0.name +
+             (members.size() > 1 ? "+" + std::to_string(members.size() - 1) : "");
+    const bool sec = secondary(c.phase);
+    const int group = sec ? hpz_ : world_;
+    c.n = sec ? p_.hpz.size : p_.dp;
+    c.quantized = p_.qwz;
+    c.flat = c.tensors.size() > 1;
+    for (const TensorShape& t : c.tensors) c.part += ceil_div(t.numel(), c.n);
+    const Phase ph = c.phase;
+    const int layer = c.layer;
+    const std::string suffix = tag() + ".c" + std::to_string(id);
+    // Offloaded params: each unit's partition comes to the GPU first (NVMe -> CPU -> GPU staging).
+    std::vector<OpId> deps{after}, staging;
+    if (p_.param_device != OffloadDevice::none) {
+      std::vector<OpId> arrived;
+      for (const Member& m : members) {
+        const FetchUnit& U = p_.units[m.unit];
+        const Bytes part_bytes = e_ * U.partition;
+        const std::string what = U.name + suffix;
+        std::vector<OpId> d{after};
+        std::optional<OpId> cpu_swap;
+        if (p_.param_device == OffloadDevice::nvme) {
+          cpu_swap = alloc("param_swap." + what, Tier::cpu, MemCategory::buffers, "param_swap", part_bytes, ph,
+                           stream("nvme"), d, U.layer);
+          d = {copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"),
+                    {*cpu_swap}, U.layer)};
+        }
+        staging.push_back(alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", part_bytes, ph,
+                                stream("h2d"), d, U.layer));
+        d = {copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph,
+                  stream("h2d"), {staging.back()}, U.layer)};
+        if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), d);
+        arrived.push_back(d[0]);
+      }
+      deps = arrived;
     }
-    live.done = last;
-    return live;
+    const Elements out = c.part * c.n;  // the gathered (padded) elements
+    if (!c.flat && !c.quantized) {
+      // DeepSpeed's single-parameter path: gathered straight into the parameter's padded buffer.
+      const Member& m = members[0];
+      const OpId buf = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
+                             e_ * out, ph, comm_, deps, layer);
+      live_[m.unit].buffers.push_back(buf);
+      live_[m.unit].where.push_back({buf, 0});
+      deps.push_back(buf);
+      c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
+                              comm_, deps, layer);
+    } else if (!c.quantized && !sec && p_.all_reduce_fetch) {
+      // stage3_use_all_reduce_for_fetch_params: a zeroed buffer of the params' padded sizes becomes their
+      // storage; each partition is copied into its slot and the buffer all-reduced (no copy-out). It is
+      // freed with the last of its units (the params are views of it).
+      Elements aligned = 0;
+      for (const TensorShape& t : c.tensors) aligned += ceil_div(t.numel(), c.n) * c.n;
+      const Member& m = members[0];
+      const OpId buf = alloc("allreduce" + suffix, Tier::gpu, MemCategory::buffers,
+                             m.prefetch ? "prefetch" : "gathered", e_ * aligned, ph, comm_, deps, layer);
+      OpId in = buf;
+      for (const TensorShape& t : c.tensors)
+        in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * ceil_div(t.numel(), c.n), true, ph, comm_, {in}, layer);
+      c.gathered = collective(c.name + ".all_reduce", CollectiveKind::all_reduce, group, e_ * aligned, 0, p_.dtype, ph,
+                              comm_, {in}, layer);
+      Bytes offset = 0;  // the call's tensors are its members' gathered tensors, in order, each padded
+      for (const Member& mm : members) {
+        live_[mm.unit].buffers.push_back(buf);
+        for (const TensorShape& t : p_.units[mm.unit].gathered_tensors) {
+          live_[mm.unit].where.push_back({buf, offset});
+          offset += e_ * ceil_div(t.numel(), c.n) * c.n;
+        }
+      }
+      shared_[buf] = static_cast<int>(members.size());
+      c.flat = false;  // no copy-out at the wait
+    } else if (!c.quantized) {
+      // Coalesced: torch.cat of the partitions into this rank's slice of the flat buffer, one all-gather.
+      const OpId flat = alloc("flat" + suffix, Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph, comm_, deps, layer);
+      deps.push_back(flat);
+      const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, deps, layer);
+      c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
+                              comm_, {in}, layer);
+      c.temps.push_back(flat);
+    } else {
+      // qwZ (CUDAQuantizer on the partition, or on the torch.cat of the partitions): int8 values + fp32
+      // scales in, the gathered int8 values + scales of the group out; two all-gathers.
+      const QuantizedSize q = qwz_partition_bytes(c.part);
+      std::optional<OpId> cat;
+      if (c.flat) {
+        cat = alloc("qwz_in" + suffix, Tier::gpu, MemCategory::buffers, "quant", e_ * c.part, ph, comm_, deps, layer);
+        deps = {copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer)};
+      }
+      const OpId qbuf = alloc("qwz" + suffix, Tier::gpu, MemCategory::buffers, "quant", q.total() * (c.n + 1), ph, comm_,
+                              deps, layer);
+      const OpId qz = compute(c.name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, c.part * e_ + q.total(),
+                              c.part, layer, Device::gpu, comm_);
+      if (cat) release(*cat, ph, comm_, {qz});
+      collective(c.name + ".all_gather", CollectiveKind::all_gather, group, q.data * c.n, 0, DType::int8, ph, comm_,
+                 {qz}, layer);
+      c.gathered = collective(c.name + ".all_gather.scales", CollectiveKind::all_gather, group, q.scales * c.n,
+                              q.scales * c.n, DType::fp32, ph, comm_, {qz}, layer);
+      c.temps.push_back(qbuf);
+    }
+    c.last_read = c.gathered;
+    for (OpId st : staging) release(st, ph, comm_, {c.gathered});
+    for (const Member& m : members) live_[m.unit].pending.push_back(id);
+    c.unwaited = static_cast<int>(members.size());
+    calls_.push_back(std::move(c));
+  }
+
+  // The wait of call `id` (AllGatherCoalescedHandle.wait, on the all-gather stream): dequantize (qwZ),
+  // then copy each parameter out of the flat buffer into its own storage (coalesced calls).
+  void wait_call(int id, OpId after) {
+    Call& c = calls_[id];
+    if (c.waited) return;
+    c.waited = true;
+    const Phase ph = c.phase;
+    const int layer = c.layer;
+    OpId src = c.gathered;
+    if (c.quantized) {
+      const QuantizedSize q = qwz_partition_bytes(c.part);
+      const Elements out = c.flat ? c.part * c.n : c.tensors[0].numel();
+      OpId target;
+      if (c.flat) {
+        target = alloc("flat" + tag() + ".c" + std::to_string(id), Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph,
+                       comm_, {src, after}, layer);
+        c.temps.push_back(target);
+      } else {
+        const Member& m = c.members[0];
+        target = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
+                       e_ * out, ph, comm_, {src, after}, layer);
+        live_[m.unit].buffers.push_back(target);
+        live_[m.unit].where.push_back({target, 0});
+      }
+      src = compute(c.name + ".dequantize", ComputeKind::dequantize, ph, {src, target}, 0, q.total() * c.n + e_ * out,
+                    out, layer, Device::gpu, comm_);
+    }
+    std::map<int, OpId> done;
+    if (c.flat) {
+      for (const Member& m : c.members) {
+        const FetchUnit& U = p_.units[m.unit];
+        const OpId buf = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
+                               e_ * U.gathered, ph, comm_, {src, after}, U.layer);
+        live_[m.unit].buffers.push_back(buf);
+        for (size_t k = 0, off = 0; k < U.gathered_tensors.size(); off += U.gathered_tensors[k++].numel())
+          live_[m.unit].where.push_back({buf, e_ * static_cast<Bytes>(off)});
+        for (const TensorShape& t : U.gathered_tensors)
+          src = copy((m.phase == Phase::forward ? "fwd." : "bwd.") + U.name + ".copy_out", CopyKind::d2d,
+                     e_ * t.numel(), true, ph, comm_, {src, buf}, U.layer);
+        done[m.unit] = src;
+      }
+    }
+    c.last_read = src;
+    for (const Member& m : c.members) {
+      const OpId d = c.flat ? done[m.unit] : src;
+      live_[m.unit].done = std::max(live_[m.unit].done, d);
+      if (m.phase == Phase::forward && p_.hpz_enabled && micro_ == 0 && !hpz_buffers_.count(m.unit)) {
+        // hpZ: keep a secondary partition (1/hpz of the unit) for the backward all-gathers of this step.
+        Elements sec = 0;
+        for (const auto& t : p_.units[m.unit].gathered_tensors) sec += ceil_div(t.numel(), p_.hpz.size);
+        hpz_buffers_[m.unit] = alloc("hpz." + p_.units[m.unit].name + ".s" + std::to_string(step_), Tier::gpu,
+                                     MemCategory::buffers, "hpz", e_ * sec, ph, comm_, {d}, p_.units[m.unit].layer);
+      }
+    }
+  }
+
+  // Unit u is needed now (fetch_sub_module's wait): waits for its calls; a call's temporaries are freed
+  // once all its units have been waited for.
+  void await_unit(int u, OpId after) {
+    Live& l = live_[u];
+    for (int id : l.pending) {
+      wait_call(id, after);
+      Call& c = calls_[id];
+      if (--c.unwaited == 0)
+        for (OpId t : c.temps) release(t, c.phase, comm_, {c.last_read});
+    }
+    l.pending.clear();
   }
 
   // ---- gradient reduction -------------------------------------------------------------------------
@@ -361,8 +532,78 @@ class Builder {
   bool defer_reductions() const { return p_.stage == 0 || (p_.stage == 1 && !p_.overlap_comm); }
 
   void emit_deferred_reductions() {
+    if (p_.stage == 1 && !deferred_.empty()) {
+      // Stage 1 without overlap_comm: reduce_gradients walks the parameters in model order after the
+      // backward pass, so its buckets fill in that order (not the backward order of the hooks).
+      for (size_t k = 0; k < boundary_calls_.size(); ++k) {
+        const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1);
+        if (optimizer_offloaded())
+          reduce_done_.push_back(copy("bwd.bucket" + std::to_string(k) + ".d2h", CopyKind::d2h,
+                                      e_ * ceil_div(boundary_elements_[k], p_.dp),
+                                      s_.zero.offload_optimizer.pin_memory, Phase::backward, stream("d2h"), {done}));
+        else
+          reduce_done_.push_back(done);
+        serial_dep_ = done;
+      }
+      deferred_.clear();
+      return;
+    }
     for (auto [i, u] : deferred_) emit_reduction(i, u, last_bwd_);
     deferred_.clear();
+  }
+
+  // ZeRO-1/2: DeepSpeed's calls per bucket (sim/plan/grad_reduction.hpp), for the plan's buckets
+  // (backward order, as the gradient hooks fill them) and, for stage 1 without overlap_comm, the buckets
+  // reduce_gradients fills in model order.
+  void plan_zero12_reductions() {
+    const auto& z = s_.zero;
+    const FlatGradLayout layout = flat_grad_layout(p_, z.round_robin_gradients);
+    ReductionSettings rs;
+    rs.reduce_scatter = z.reduce_scatter;
+    rs.multi_rank_bucket_allreduce = z.use_multi_rank_bucket_allreduce;
+    rs.contiguous_gradients = z.contiguous_gradients || optimizer_offloaded();
+    rs.reduce_bucket_size = z.reduce_bucket_size;
+    for (const auto& ts : bucket_tensor_ordinals(p_)) bucket_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+    if (p_.stage == 1 && !p_.overlap_comm) {
+      std::vector<int> model_order(layout.numel.size());
+      for (size_t t = 0; t < model_order.size(); ++t) model_order[t] = static_cast<int>(t);
+      for (const auto& ts : fill_buckets(model_order, layout, z.reduce_bucket_size)) {
+        boundary_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+        Elements n = 0;
+        for (int t : ts) n += layout.numel[t];
+        boundary_elements_.push_back(n);
+      }
+    }
+  }
+
+  // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the
+  // all_reduce or reduce, and the copy of each slice back out of the flat buffer (on its owner only).
+  OpId emit_zero12_calls(const std::vector<ReductionCall>& calls, const std::string& name, OpId bwd, int layer) {
+    const Phase ph = Phase::backward;
+    OpId last = bwd;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const ReductionCall& c = calls[k];
+      const std::string cname = calls.size() > 1 ? name + ".call" + std::to_string(k) : name;
+      std::vector<OpId> deps{bwd};
+      std::optional<OpId> flat;
+      if (c.flatten) {
+        flat = alloc("flat." + cname + tag(), Tier::gpu, MemCategory::buffers, "reduce_flat", e_ * c.elements, ph,
+                     rs_, deps, layer);
+        deps = {copy(cname + ".flatten", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*flat}, layer)};
+      }
+      const bool reduce = c.kind == CollectiveKind::reduce;
+      last = collective(cname + (reduce ? ".reduce" : ".all_reduce"), c.kind, world_, e_ * c.elements, 0, p_.dtype,
+                        ph, rs_, deps, layer);
+      sch_.ops[last].collective.root = c.root;
+      const OpId coll = last;
+      for (size_t j = 0; j < c.copy_out.size(); ++j) {
+        last = copy(cname + ".copy_out" + std::to_string(j), CopyKind::d2d, e_ * c.copy_out[j].elements, true, ph,
+                    rs_, {coll}, layer);
+        sch_.ops[last].copy.rank = c.copy_out[j].owner;
+      }
+      if (flat) last = release(*flat, ph, rs_, {last});
+    }
+    return last;
   }
 
   void emit_reduction(size_t i, int u, OpId bwd) {
@@ -371,7 +612,9 @@ class Builder {
     const int layer = p_.units[u].layer;
     const Phase ph = Phase::backward;
     OpId done;
-    if (p_.stage == 0 || (p_.stage <= 2 && !p_.reduce_scatter)) {
+    if (p_.stage == 1 || p_.stage == 2) {
+      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer);
+    } else if (p_.stage == 0) {
       done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
                         rs_, {bwd}, layer);
     } else if (p_.qgz) {
@@ -492,23 +735,34 @@ class Builder {
 
   void forward_backward() {
     next_reduce_ = 0;
-    std::map<int, Live> live;         // stage 3: gathered units
+    live_.clear();                    // stage 3: gathered units
+    calls_.clear();
+    shared_.clear();
     std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
     constexpr int kHead = -2;
     for (size_t i = 0; i < p_.trace.size(); ++i) {
       const FetchStep& st = p_.trace[i];
       const FetchUnit& U = p_.units[st.unit];
       const int layer = st.layer;
-      for (int u : st.fetch) live[u] = gather(u, st.phase, false, last_compute_);
-      for (size_t k = 0; k < st.prefetch.size(); ++k)
-        live[st.prefetch[k]] = gather(st.prefetch[k], st.prefetch_phase[k], true, last_compute_);
+      // fetch_sub_module: the module's call, the wait for its params, then the prefetch batch's call.
+      std::vector<Member> now, ahead;
+      // A recompute step stands for the layer's modules run one by one: one call per module.
+      for (int u : st.fetch) {
+        now.push_back({u, st.phase, false});
+        if (st.recompute) fetch(now, last_compute_), now.clear();
+      }
+      if (!now.empty()) fetch(now, last_compute_);
+      for (int u : st.uses)
+        if (live_.count(u)) await_unit(u, last_compute_);
+      for (size_t k = 0; k < st.prefetch.size(); ++k) ahead.push_back({st.prefetch[k], st.prefetch_phase[k], true});
+      if (!ahead.empty()) fetch(ahead, last_compute_);
       std::vector<OpId> deps;
       for (int u : st.uses)
-        if (live.count(u)) deps.push_back(live[u].done);
+        if (live_.count(u)) deps.push_back(live_[u].done);
       deps = compute_deps(deps);
       // The weights of every unit the step uses, and the saved activations of its layer (or the logits).
       auto annotate = [&](OpId op) {
-        for (int u : st.uses) use_params(op, u, live);
+        for (int u : st.uses) use_params(op, u);
         const int key = in_head(st.unit) ? kHead : layer;
         if (acts.count(key)) use_whole(op, acts[key], Role::activation, st.phase == Phase::forward ? Access::read_write
                                                                                                     : Access::read);
@@ -522,7 +776,7 @@ class Builder {
                             p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
         c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
                     layer_forward_hbm(layer), 0, layer);
-        for (int u : st.uses) use_params(c, u, live);
+        for (int u : st.uses) use_params(c, u);
         use_whole(c, acts.at(layer), Role::activation, Access::read);
         use_whole(c, work[layer], Role::activation, Access::write);
       } else if (st.phase == Phase::forward) {
@@ -561,8 +815,9 @@ class Builder {
         }
       }
       for (int u : st.release) {
-        release(live[u].buffer, st.phase, compute_, {c});
-        live.erase(u);
+        for (OpId b : live_[u].buffers)
+          if (!shared_.count(b) || --shared_[b] == 0) release(b, st.phase, compute_, {c});
+        live_.erase(u);
       }
       sch_.ops[c].unit = st.recompute ? -1 : st.unit;
       last_compute_ = c;
@@ -660,10 +915,16 @@ class Builder {
   mutable int tag_step_ = -1, tag_micro_ = -1;
   bool last_micro_ = true;
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
+  std::map<int, Live> live_;         // stage 3: gathered (or in-flight) units of this micro-step
+  std::vector<Call> calls_;          // stage 3: fetch calls of this micro-step
+  std::map<OpId, int> shared_;       // stage 3: a buffer several units live in -> units not yet released
   std::map<size_t, OpId> open_;      // bucket index -> alloc of its buffer
   size_t next_reduce_ = 0;           // the bucket now filling (buckets are filled and reduced in order)
   std::vector<OpId> reduce_done_;
   std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
+  std::vector<std::vector<ReductionCall>> bucket_calls_;    // ZeRO-1/2: per plan bucket, DeepSpeed's calls
+  std::vector<std::vector<ReductionCall>> boundary_calls_;  // ZeRO-1 without overlap_comm: model-order buckets
+  std::vector<Elements> boundary_elements_;
   OpId last_bwd_ = -1;
   OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release

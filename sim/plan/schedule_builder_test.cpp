@@ -103,13 +103,23 @@ TEST(ScheduleBuilder, RecomputeRegathersOnlyWithoutReuse) {
   EXPECT_LE(gathers(2 * p.shapes.layer.params()), 2 * units);  // reuse may also skip some backward gathers
 }
 
+// The forward of a unit waits for the op that completes its fetch: its all-gather (one tensor) or its
+// copy out of a coalesced call's flat buffer.
 TEST(ScheduleBuilder, ForwardComputeWaitsForItsGather) {
-  const Schedule sch = build(test::scenario(test::small_llama(2), 3, 1, 8));
-  for (const Op& op : sch.ops) {
-    if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
-    bool waits_for_gather = false;
-    for (OpId d : op.deps) waits_for_gather |= is_collective(sch.ops[d], CollectiveKind::all_gather);
-    EXPECT_TRUE(waits_for_gather) << op.name;
+  for (Elements prefetch : {Elements{0}, Elements{3'000'000}}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+    s.zero.stage3_prefetch_bucket_size = prefetch;
+    const Schedule sch = build(s);
+    for (const Op& op : sch.ops) {
+      if (op.kind != OpKind::compute || op.compute.what != ComputeKind::forward) continue;
+      bool waits_for_gather = false;
+      for (OpId d : op.deps) {
+        const Op& dep = sch.ops[d];
+        waits_for_gather |= is_collective(dep, CollectiveKind::all_gather) ||
+                            (dep.kind == OpKind::copy && dep.copy.what == CopyKind::d2d && dep.name == op.name + ".copy_out");
+      }
+      EXPECT_TRUE(waits_for_gather) << op.name << " prefetch " << prefetch;
+    }
   }
 }
 
@@ -148,15 +158,19 @@ TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
   s.zero.reduce_bucket_size = 500'000;
   s.zero.overlap_comm = true;
   const Schedule over = build(s);
-  for (const Op* op : ops_where(over, [](const Op& o) { return is_collective(o, CollectiveKind::reduce_scatter); }))
-    EXPECT_EQ(over.streams[op->stream], "comm_rs");
+  const auto reductions = ops_where(over, [](const Op& o) {
+    return o.kind == OpKind::collective && o.phase == Phase::backward;
+  });
+  ASSERT_FALSE(reductions.empty());
+  for (const Op* op : reductions) EXPECT_EQ(over.streams[op->stream], "comm_rs");
   s.zero.overlap_comm = false;
   const Schedule serial = build(s);
   // Serialised: the backward compute after a reduction waits for it.
   int waits = 0;
   for (const Op& op : serial.ops)
     if (op.kind == OpKind::compute && op.phase == Phase::backward)
-      for (OpId d : op.deps) waits += is_collective(serial.ops[d], CollectiveKind::reduce_scatter);
+      for (OpId d : op.deps) waits += serial.ops[d].kind != OpKind::compute && serial.ops[d].phase == Phase::backward &&
+                                      serial.streams[serial.ops[d].stream] == "comm";
   EXPECT_GT(waits, 0);
 }
 
@@ -214,12 +228,17 @@ TEST(ScheduleBuilder, Stages0And1ReduceOnlyOnTheLastMicroStepStage2EveryMicroSte
   }
 }
 
-TEST(ScheduleBuilder, Stage0AllReducesStages1And2ReduceScatterThenAllGather) {
+// Stage 0 all-reduces; stages 1-2 all-reduce each bucket (DeepSpeed's use_multi_rank_bucket_allreduce
+// default) and all-gather the parameters after the step; stage 3 reduce-scatters.
+TEST(ScheduleBuilder, Stage0AllReducesStages1And2AllReduceBucketsThenAllGather) {
   const Schedule s0 = build(test::scenario(test::small_llama(2), 0, 1, 8));
   EXPECT_FALSE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
   EXPECT_TRUE(ops_where(s0, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
   const Schedule s2 = build(test::scenario(test::small_llama(2), 2, 1, 8));
-  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  EXPECT_FALSE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_reduce); }).empty());
+  EXPECT_TRUE(ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
+  const Schedule s3 = build(test::scenario(test::small_llama(2), 3, 1, 8));
+  EXPECT_FALSE(ops_where(s3, [](const Op& op) { return is_collective(op, CollectiveKind::reduce_scatter); }).empty());
   const auto ag = ops_where(s2, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); });
   ASSERT_FALSE(ag.empty());
   for (const Op* op : ag) EXPECT_EQ(op->phase, Phase::step);
@@ -237,17 +256,30 @@ TEST(ScheduleBuilder, HpzBackwardGathersStayInsideTheHpzGroup) {
   EXPECT_EQ(secondary, 2 * make_plan(s).params / 8);  // 16-bit params / hpZ size
 }
 
-TEST(ScheduleBuilder, QwzGathersInt8WithScalesBetweenQuantizeAndDequantize) {
+// DeepSpeed's all_gather_coalesced with quantize: the partition is quantized, its int8 values and its
+// fp32 scales are all-gathered by two collectives, and the wait dequantizes.
+TEST(ScheduleBuilder, QwzGathersInt8AndScalesBetweenQuantizeAndDequantize) {
   Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
   s.zero.zero_quantized_weights = true;
   const Schedule sch = build(s);
   const auto ag = ops_where(sch, [](const Op& o) { return is_collective(o, CollectiveKind::all_gather); });
   ASSERT_FALSE(ag.empty());
-  for (const Op* op : ag) {
-    EXPECT_EQ(op->collective.dtype, DType::int8);
-    EXPECT_GT(op->collective.scale_bytes, 0);
-    EXPECT_EQ(sch.ops[op->deps[0]].compute.what, ComputeKind::quantize);
-    EXPECT_EQ(sch.ops[op->id + 1].compute.what, ComputeKind::dequantize);
+  ASSERT_EQ(ag.size() % 2, 0u);
+  for (size_t i = 0; i < ag.size(); i += 2) {
+    const Op& data = *ag[i];
+    const Op& scales = *ag[i + 1];
+    EXPECT_EQ(data.collective.dtype, DType::int8);
+    EXPECT_EQ(data.collective.scale_bytes, 0);
+    EXPECT_EQ(scales.collective.dtype, DType::fp32);
+    EXPECT_EQ(scales.collective.scale_bytes, scales.collective.bytes);
+    EXPECT_GT(scales.collective.bytes, 0);
+    EXPECT_EQ(sch.ops[data.deps[0]].compute.what, ComputeKind::quantize);
+    EXPECT_EQ(scales.deps, data.deps);
+    bool dequantized = false;
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::dequantize)
+        dequantized |= std::find(op.deps.begin(), op.deps.end(), scales.id) != op.deps.end();
+    EXPECT_TRUE(dequantized) << scales.name;
   }
 }
 

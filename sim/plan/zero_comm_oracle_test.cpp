@@ -23,7 +23,9 @@ std::int64_t collectives(const CommWalk& c) {
 
 // Per GPU per step, in elements of the training dtype (2 bytes for bf16), on N ranks:
 //   data parallel (stage 0): all-reduce 2 Psi (N-1)/N
-//   stages 1-2: reduce-scatter Psi (N-1)/N + all-gather Psi (N-1)/N = 2 Psi (N-1)/N
+//   stages 1-2 as the ZeRO paper counts them (a reduce-scatter): Psi (N-1)/N + all-gather Psi (N-1)/N
+//     = 2 Psi (N-1)/N. DeepSpeed matches it with use_multi_rank_bucket_allreduce: false, whose reduces
+//     to each slice's owner send Psi (N-1)/N per GPU on average (every rank but the root sends once).
 //   stage 3: forward all-gather + backward all-gather + reduce-scatter = 3 Psi (N-1)/N
 // Tolerance: one byte of rounding per collective plus bucket padding to a multiple of N elements.
 // stage3_max_reuse_distance = 0 so that no unit stays gathered from its forward into its backward
@@ -35,6 +37,7 @@ TEST(ZeroCommOracle, BytesSentPerGpuPerStepAre2Or3TimesParams) {
       for (int stage = 0; stage <= 3; ++stage) {
         Scenario s = test::scenario(m, stage, nodes, gpn);
         s.zero.stage3_max_reuse_distance = 0;
+        s.zero.use_multi_rank_bucket_allreduce = false;
         s.training.activation_checkpointing = Checkpointing::none;
         const CommWalk c = comm_of(s);
         const double N = nodes * gpn, psi = static_cast<double>(make_plan(s).params), e = 2;
@@ -43,6 +46,20 @@ TEST(ZeroCommOracle, BytesSentPerGpuPerStepAre2Or3TimesParams) {
         const double tol = collectives(c) * (1 + N * e);
         EXPECT_NEAR(c.per_gpu.total(), oracle, tol) << m.name << " stage " << stage << " N " << N;
       }
+}
+
+// DeepSpeed's default for stages 1-2 (use_multi_rank_bucket_allreduce: true) all-reduces every bucket
+// and keeps the owned slices: 2 Psi (N-1)/N per micro-step, plus the parameter all-gather Psi (N-1)/N,
+// so 3 Psi (N-1)/N per step, half as much again as the paper's reduce-scatter.
+TEST(ZeroCommOracle, DefaultBucketAllReduceSendsThreeTimesParamsAtStages1And2) {
+  for (auto [nodes, gpn] : {std::pair{1, 8}, std::pair{8, 8}})
+    for (int stage : {1, 2}) {
+      Scenario s = test::scenario(test::llama2_7b(), stage, nodes, gpn);
+      const CommWalk c = comm_of(s);
+      const double N = nodes * gpn, psi = static_cast<double>(make_plan(s).params), e = 2;
+      EXPECT_NEAR(c.per_gpu.backward, 2 * psi * e * (N - 1) / N, collectives(c) * (1 + N * e)) << stage;
+      EXPECT_NEAR(c.per_gpu.step, psi * e * (N - 1) / N, collectives(c) * (1 + N * e)) << stage;
+    }
 }
 
 // Gradient accumulation: stages 0-1 reduce once per step, stage 2 and 3 every micro-step.
@@ -70,6 +87,8 @@ TEST(ZeroCommOracle, PerStepFiguresDoNotDependOnTheNumberOfStepsBuilt) {
 //   intra-node reduction: M/4 (k-1)/k. Exactly, the rest is quantization scales and the 1-D tensors
 //   (norm weights) that DeepSpeed reduce-scatters in 16 bits:
 //     forward:  sum over units u of N * 4 * qwz_groups(partition_u) * (k-1)/k          (qwZ scales)
+// (DeepSpeed quantizes each fetch call's concatenated partitions as one tensor; without prefetch every
+// call is one module, so the scales are counted per unit.)
 //     backward: sum over matrices (4 * gpn * floor(max(r, c, N) / gpn)) (k-1)/k           (qgZ scales)
 //               + 2 * vector_elements * (k-1)/k   (16-bit reduce-scatter: S (k-1)/(k r_g) per GPU x gpn)
 TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
@@ -78,6 +97,7 @@ TEST(ZeroCommOracle, ZeroPlusPlusCutsCrossNodeVolumeFrom3MTo075MPlusScales) {
     const double k = nodes, N = nodes * gpn;
     Scenario s = test::scenario(test::llama2_7b(), 3, nodes, gpn);
     s.zero.stage3_max_reuse_distance = 0;  // every unit gathered for forward and again for backward
+    s.zero.stage3_prefetch_bucket_size = 0;  // one module per fetch call
     s.training.activation_checkpointing = Checkpointing::none;
     const Plan p = make_plan(s);
     const double M = 2.0 * p.params, f = (k - 1) / k;

@@ -18,6 +18,12 @@ TEST(BytesSentPerGpu, AllGatherReduceScatterAllToAllBroadcastSendSTimesNMinusOne
     EXPECT_EQ(bytes_sent_per_gpu(k, S, 16), S * 15 / 16) << to_string(k);
 }
 
+// ncclReduce (ring, pipelined): every rank but the root sends the buffer once; averaged over the ranks
+// (the roots rotate over DeepSpeed's per-owner reduces) that is S (N-1)/N per GPU.
+TEST(BytesSentPerGpu, ReduceSendsTheBufferFromEveryRankButTheRoot) {
+  EXPECT_EQ(bytes_sent_per_gpu(CollectiveKind::reduce, 1600, 16), 1600 * 15 / 16);
+}
+
 TEST(BytesSentPerGpu, AllReduceSendsTwiceAsMuch) {
   EXPECT_EQ(bytes_sent_per_gpu(CollectiveKind::all_reduce, 1600, 16), 2 * 1600 * 15 / 16);
 }

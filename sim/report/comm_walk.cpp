@@ -35,6 +35,7 @@ PhaseBytes& copy_bucket(CommWalk& w, CopyKind k) {
     case CopyKind::d2h: return w.d2h;
     case CopyKind::nvme_read: return w.nvme_read;
     case CopyKind::nvme_write: return w.nvme_write;
+    case CopyKind::d2d: return w.d2d;
   }
   return w.h2d;
 }
@@ -60,7 +61,9 @@ CommWalk walk_comm(const Schedule& s) {
   std::map<Key, size_t> index;
   for (const Op& op : s.ops) {
     if (op.kind == OpKind::copy) {
-      copy_bucket(w, op.copy.what).at(op.phase) += op.copy.bytes;
+      // A copy that one rank runs adds to the per-GPU average a world_size-th of its bytes.
+      const Bytes world = s.meta.world_size < 1 ? 1 : s.meta.world_size;
+      copy_bucket(w, op.copy.what).at(op.phase) += op.copy.rank >= 0 ? op.copy.bytes / world : op.copy.bytes;
       continue;
     }
     if (op.kind != OpKind::collective) continue;
@@ -85,7 +88,7 @@ CommWalk walk_comm(const Schedule& s) {
   }
   if (w.steps > 1) {
     for (PhaseBytes* b : {&w.per_gpu, &w.scale_per_gpu, &w.cross_node_per_gpu, &w.cross_node_scale_per_gpu,
-                          &w.h2d, &w.d2h, &w.nvme_read, &w.nvme_write})
+                          &w.h2d, &w.d2h, &w.nvme_read, &w.nvme_write, &w.d2d})
       *b = per_step(*b, w.steps);
     for (CollectiveSummary& c : w.collectives) {
       if (c.phase == Phase::init) continue;

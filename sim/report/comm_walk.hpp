@@ -45,8 +45,10 @@ struct CommWalk {
   PhaseBytes cross_node_per_gpu;        // bytes per GPU crossing node boundaries
   PhaseBytes cross_node_scale_per_gpu;  // of which quantization scales
   std::vector<CollectiveSummary> collectives;  // in order of first appearance
-  // Copies per GPU (per rank), by kind: host<->device over PCIe and NVMe traffic.
-  PhaseBytes h2d, d2h, nvme_read, nvme_write;
+  // Copies per GPU (per rank), by kind: host<->device over PCIe, NVMe traffic, and device-local copies (d2d:
+  // the stage-3 coalesced fetch's flat buffer, the ZeRO-1/2 bucket flattening and copy-out; a copy run by one
+  // rank only counts bytes / world_size).
+  PhaseBytes h2d, d2h, nvme_read, nvme_write, d2d;
 
   Bytes cross_node_per_node_total() const { return cross_node_per_gpu.total() * gpus_per_node; }
 };

@@ -179,6 +179,28 @@ TEST(CommWalk, CopiesAreSummedPerKindAndPhase) {
   EXPECT_EQ(w.per_gpu.total(), 0);
 }
 
+// A d2d copy that every rank runs counts whole; one that a single rank runs (DeepSpeed's copy-out of an
+// owned slice) adds bytes / world_size to the per-GPU average.
+TEST(CommWalk, DeviceCopiesOfOneRankCountAWorldSizethOfTheirBytes) {
+  Schedule s = base();
+  s.meta.world_size = 16;
+  s.add(copy_op("flatten", Phase::backward, CopyKind::d2d, 3200));
+  Op out = copy_op("copy_out", Phase::backward, CopyKind::d2d, 1600);
+  out.copy.rank = 7;
+  s.add(out);
+  EXPECT_EQ(walk_comm(s).d2d.backward, 3200 + 1600 / 16);
+}
+
+// Each rank but the root sends a reduce's buffer once: S (n-1)/n per GPU on average.
+TEST(CommWalk, AReduceSendsItsBufferFromAllButTheRoot) {
+  Schedule s = base();
+  const int world = s.group({"world", 16, 8, 1});
+  Op r = collective_op("bwd.reduce", Phase::backward, CollectiveKind::reduce, world, 1600);
+  r.collective.root = 2;
+  s.add(r);
+  EXPECT_EQ(walk_comm(s).per_gpu.backward, 1600 * 15 / 16);
+}
+
 TEST(CommWalk, RejectsACollectiveWithoutAValidGroup) {
   Schedule s = base();
   s.add(collective_op("bad", Phase::forward, CollectiveKind::all_gather, 3, 100));

@@ -19,6 +19,7 @@ std::vector<std::string> features_of(const ZeroConfig& z) {
   if (z.zero_quantized_gradients) f.push_back("qgZ");
   if (z.zeropp_loco_param.enabled) f.push_back("LoCo");
   if (z.stage3_allgather_sequential) f.push_back("sequential_allgather");
+  if (z.stage3_use_all_reduce_for_fetch_params) f.push_back("all_reduce_fetch");
   if (z.offload_optimizer.device != OffloadDevice::none)
     f.push_back(fmt::format("offload_optimizer={}", offload_name(z.offload_optimizer.device)));
   if (z.offload_param.device != OffloadDevice::none)

@@ -72,11 +72,13 @@ ordered_json comm_json(const CommWalk& w) {
   j["copies_per_gpu"] = {{"h2d", phases_json(w.h2d)},
                          {"d2h", phases_json(w.d2h)},
                          {"nvme_read", phases_json(w.nvme_read)},
-                         {"nvme_write", phases_json(w.nvme_write)}};
+                         {"nvme_write", phases_json(w.nvme_write)},
+                         {"d2d", phases_json(w.d2d)}};
   j["copies_per_node"] = {{"h2d", phases_json(times(w.h2d, w.gpus_per_node))},
                           {"d2h", phases_json(times(w.d2h, w.gpus_per_node))},
                           {"nvme_read", phases_json(times(w.nvme_read, w.gpus_per_node))},
-                          {"nvme_write", phases_json(times(w.nvme_write, w.gpus_per_node))}};
+                          {"nvme_write", phases_json(times(w.nvme_write, w.gpus_per_node))},
+                          {"d2d", phases_json(times(w.d2d, w.gpus_per_node))}};
   return j;
 }
 

@@ -40,7 +40,7 @@ std::map<std::string, DocField> documented_fields() {
   const std::map<std::string, std::vector<std::string>> placeholders = {
       {"<tier>", {"gpu", "cpu", "nvme"}},
       {"<phase>", {"forward", "backward", "step", "total", "init"}},
-      {"<copy>", {"h2d", "d2h", "nvme_read", "nvme_write"}}};
+      {"<copy>", {"h2d", "d2h", "nvme_read", "nvme_write", "d2d"}}};
   const std::regex row(R"(^\| `([a-z_.<>\[\]]+)` \| ([^|]+) \|)");
   std::map<std::string, DocField> fields;
   std::string line;

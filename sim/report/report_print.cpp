@@ -104,13 +104,13 @@ void comm_table(std::string& s, const CommWalk& c) {
 }
 
 void copy_table(std::string& s, const CommWalk& c) {
-  const PhaseBytes* kinds[] = {&c.h2d, &c.d2h, &c.nvme_read, &c.nvme_write};
+  const PhaseBytes* kinds[] = {&c.h2d, &c.d2h, &c.nvme_read, &c.nvme_write, &c.d2d};
   Bytes any = 0;
   for (const PhaseBytes* k : kinds) any += k->total() + k->init;
   if (any == 0) return;
-  s += row("Copies per GPU per step", {"h2d", "d2h", "nvme_read", "nvme_write"});
+  s += row("Copies per GPU per step", {"h2d", "d2h", "nvme_read", "nvme_write", "d2d"});
   for (Phase p : {Phase::init, Phase::forward, Phase::backward, Phase::step}) {
-    if (p == Phase::init && c.h2d.init + c.d2h.init + c.nvme_read.init + c.nvme_write.init == 0) continue;
+    if (p == Phase::init && c.h2d.init + c.d2h.init + c.nvme_read.init + c.nvme_write.init + c.d2d.init == 0) continue;
     std::vector<std::string> cells;
     for (const PhaseBytes* k : kinds) cells.push_back(human_bytes(k->at(p)));
     s += row(to_string(p), cells);

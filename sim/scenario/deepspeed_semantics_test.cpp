@@ -31,6 +31,35 @@ TEST(DeepSpeedSemantics, DefaultsAreDeepSpeeds) {
   EXPECT_FALSE(z.zero_quantized_gradients);
   EXPECT_FALSE(z.zeropp_loco_param.enabled);
   EXPECT_FALSE(z.stage3_allgather_sequential);
+  EXPECT_TRUE(z.use_multi_rank_bucket_allreduce);  // zero/config.py: default True
+  EXPECT_FALSE(z.round_robin_gradients);
+}
+
+TEST(DeepSpeedSemantics, MultiRankBucketAllreduceAndRoundRobinGradientsAreRead) {
+  const ZeroConfig z = parse(kBase + "    use_multi_rank_bucket_allreduce: false\n    round_robin_gradients: true\n").zero;
+  EXPECT_FALSE(z.use_multi_rank_bucket_allreduce);
+  EXPECT_TRUE(z.round_robin_gradients);
+}
+
+// MiCS is a partitioning scheme of its own: a shard size other than DeepSpeed's -1 (off) is refused,
+// naming the key, MiCS and where it was written.
+TEST(DeepSpeedSemantics, MicsIsRefusedNamingTheKeyAndMics) {
+  auto e = error_of(kBase + "    mics_shard_size: 8\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.mics_shard_size");
+  EXPECT_EQ(e->where().line, 15);
+  EXPECT_NE(std::string(e->what()).find("MiCS"), std::string::npos) << e->what();
+  EXPECT_NE(std::string(e->what()).find("docs/scenario.md"), std::string::npos) << e->what();
+}
+
+// A refused key at its default (or null, or a block with enabled: false) changes nothing: a warning only.
+TEST(DeepSpeedSemantics, RefusedKeysAtTheirDefaultAreAcceptedWithAWarning) {
+  Scenario s = parse(kBase + "    mics_shard_size: -1\n    cpu_offload: false\n  communication_data_type: null\n"
+                             "  amp: {enabled: false}\n");
+  EXPECT_EQ(s.warnings.size(), 4u);
+  EXPECT_TRUE(error_of(kBase + "    cpu_offload: true\n"));
+  EXPECT_TRUE(error_of(kBase + "  communication_data_type: fp32\n"));
+  EXPECT_TRUE(error_of(kBase + "  data_types: {grad_accum_dtype: fp32}\n"));
 }
 
 TEST(DeepSpeedSemantics, OverlapCommDefaultsToTrueForStage3Only) {
@@ -124,11 +153,11 @@ TEST(DeepSpeedSemantics, Fp32TrainingNeedsTheGpusFp32Peak) {
 }
 
 TEST(DeepSpeedSemantics, UnmodelledKeysWarnNamingTheKey) {
-  Scenario s = parse(kBase + "    round_robin_gradients: true\n    memory_efficient_linear: false\n"
+  Scenario s = parse(kBase + "    elastic_checkpoint: true\n    memory_efficient_linear: false\n"
                              "  gradient_clipping: 1.0\n  optimizer: {type: AdamW, params: {lr: 1e-4}}\n"
                              "  wall_clock_breakdown: false\n  zero_allow_untested_optimizer: true\n");
   ASSERT_EQ(s.warnings.size(), 6u);
-  EXPECT_NE(s.warnings[0].find("'deepspeed.zero_optimization.round_robin_gradients'"), std::string::npos)
+  EXPECT_NE(s.warnings[0].find("'deepspeed.zero_optimization.elastic_checkpoint'"), std::string::npos)
       << s.warnings[0];
   EXPECT_NE(s.warnings[0].find("inline.yaml:15:5"), std::string::npos) << s.warnings[0];
   EXPECT_NE(s.warnings[3].find("'deepspeed.optimizer'"), std::string::npos) << s.warnings[3];
@@ -154,6 +183,7 @@ TEST(DeepSpeedSemantics, ZeroPlusPlusAndLocoAndOffloadBlocks) {
     zero_quantized_gradients: true
     zeropp_loco_param: {err_beta: 0.5, reset_T: 512}
     stage3_allgather_sequential: true
+    use_all_reduce_for_fetch_params: true
     offload_optimizer: {device: cpu, pin_memory: true, ratio: 0.3}
     offload_param: {device: cpu, buffer_count: 6, buffer_size: 1e8, max_in_cpu: 2e9}
 )",
@@ -166,6 +196,7 @@ TEST(DeepSpeedSemantics, ZeroPlusPlusAndLocoAndOffloadBlocks) {
   EXPECT_DOUBLE_EQ(z.zeropp_loco_param.err_beta, 0.5);
   EXPECT_EQ(z.zeropp_loco_param.reset_T, 512);
   EXPECT_TRUE(z.stage3_allgather_sequential);
+  EXPECT_TRUE(z.stage3_use_all_reduce_for_fetch_params);  // DeepSpeed's field name for the stage3_ key
   EXPECT_EQ(z.offload_optimizer.device, OffloadDevice::cpu);
   EXPECT_TRUE(z.offload_optimizer.pin_memory);
   EXPECT_DOUBLE_EQ(z.offload_optimizer.ratio, 0.3);

@@ -1,5 +1,8 @@
 #include "sim/scenario/flat_config.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "sim/scenario/key_schema.hpp"
 #include "sim/scenario/scalar_values.hpp"
 #include "sim/scenario/yaml_document.hpp"
@@ -10,6 +13,27 @@ namespace {
 bool is_overridden(const std::set<std::string>& overridden, const std::string& path) {
   for (const auto& o : overridden)
     if (path == o || path.compare(0, o.size() + 1, o + ".") == 0) return true;
+  return false;
+}
+
+// A refused key's value that changes nothing: null, an empty block, a block with enabled: false, or one of
+// the comma-separated `harmless` values (booleans and numbers compared as written, case-insensitively).
+bool is_harmless(const YAML::Node& value, const std::string& harmless) {
+  if (value.IsNull()) return true;
+  if (value.IsMap()) {
+    if (value.size() == 0) return true;
+    const YAML::Node enabled = value["enabled"];
+    return enabled && enabled.IsScalar() && (enabled.Scalar() == "false" || enabled.Scalar() == "False");
+  }
+  if (!value.IsScalar()) return false;
+  std::string v = value.Scalar();
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t start = 0;
+  while (start <= harmless.size()) {
+    const size_t end = std::min(harmless.find(',', start), harmless.size());
+    if (!harmless.empty() && harmless.substr(start, end - start) == v) return true;
+    start = end + 1;
+  }
   return false;
 }
 
@@ -46,7 +70,12 @@ void FlatConfig::add_block(const YAML::Node& block, const std::string& path, con
       throw InputError(loc(key_node, written_path), "duplicate key '" + key + "'");
     auto info = find_key(written_path);
     if (!info) throw InputError(loc(key_node, written_path), unknown_key_message(path, key));
-    if (info->status == KeyStatus::unmodelled) {
+    if (info->status == KeyStatus::refused && !is_harmless(value, info->harmless))
+      throw InputError(loc(key_node, written_path),
+                       "key '" + written_path + "' " + info->why + "; zsim does not model it, so it accepts only " +
+                           (std::string(info->harmless).empty() ? std::string("null") : info->harmless) +
+                           " here (docs/scenario.md, \"Keys zsim refuses\")");
+    if (info->status != KeyStatus::modelled) {
       SourceLocation w = loc(key_node, written_path);
       std::string at = w.file + (w.line > 0 ? ":" + std::to_string(w.line) + ":" + std::to_string(w.column) : "");
       warnings.push_back(at + ": warning: key '" + written_path +

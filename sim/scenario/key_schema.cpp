@@ -12,10 +12,12 @@ struct Entry {
   KeyKind kind;
   KeyStatus status;
   const char* alias_of = nullptr;  // canonical path when this is an alias
+  const char* harmless = "";       // refused keys: values that change nothing
+  const char* why = "";            // refused keys: the reason, with DeepSpeed's source
 };
 
 constexpr KeyKind M = KeyKind::map, S = KeyKind::scalar, SM = KeyKind::scalar_or_map, A = KeyKind::any;
-constexpr KeyStatus Y = KeyStatus::modelled, N = KeyStatus::unmodelled;
+constexpr KeyStatus Y = KeyStatus::modelled, N = KeyStatus::unmodelled, R = KeyStatus::refused;
 
 const Entry kEntries[] = {
     {"model", M, Y},
@@ -91,7 +93,9 @@ const Entry kEntries[] = {
     {"deepspeed.fp16.hysteresis", A, N},
     {"deepspeed.fp16.consecutive_hysteresis", A, N},
     {"deepspeed.fp16.min_loss_scale", A, N},
-    {"deepspeed.fp16.fp16_master_weights_and_grads", A, N},
+    {"deepspeed.fp16.fp16_master_weights_and_grads", A, R, nullptr, "false",
+     "keeps the master weights and gradients in fp16 (stage_1_and_2.py _configure_master_weights, CPU offload only), "
+     "which changes the optimizer state per parameter"},
     {"deepspeed.zero_optimization", M, Y},
     {"deepspeed.zero_optimization.stage", S, Y},
     {"deepspeed.zero_optimization.overlap_comm", S, Y},
@@ -99,6 +103,8 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.reduce_bucket_size", S, Y},
     {"deepspeed.zero_optimization.allgather_bucket_size", S, Y},
     {"deepspeed.zero_optimization.reduce_scatter", S, Y},
+    {"deepspeed.zero_optimization.use_multi_rank_bucket_allreduce", S, Y},
+    {"deepspeed.zero_optimization.round_robin_gradients", S, Y},
     {"deepspeed.zero_optimization.stage3_prefetch_bucket_size", S, Y},
     {"deepspeed.zero_optimization.stage3_max_live_parameters", S, Y},
     {"deepspeed.zero_optimization.stage3_max_reuse_distance", S, Y},
@@ -110,8 +116,12 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.offload_optimizer.nvme_path", S, Y},
     {"deepspeed.zero_optimization.offload_optimizer.buffer_count", S, Y},
     {"deepspeed.zero_optimization.offload_optimizer.ratio", S, Y},
-    {"deepspeed.zero_optimization.offload_optimizer.pipeline_read", A, N},
-    {"deepspeed.zero_optimization.offload_optimizer.pipeline_write", A, N},
+    {"deepspeed.zero_optimization.offload_optimizer.pipeline_read", A, R, nullptr, "false",
+     "overlaps the NVMe reads of optimizer swaps with the step (swap_tensor/pipelined_optimizer_swapper.py), "
+     "which changes the step time"},
+    {"deepspeed.zero_optimization.offload_optimizer.pipeline_write", A, R, nullptr, "false",
+     "overlaps the NVMe writes of optimizer swaps with the step (swap_tensor/pipelined_optimizer_swapper.py), "
+     "which changes the step time"},
     {"deepspeed.zero_optimization.offload_optimizer.fast_init", A, N},
     {"deepspeed.zero_optimization.offload_param", M, Y},
     {"deepspeed.zero_optimization.offload_param.device", S, Y},
@@ -127,6 +137,7 @@ const Entry kEntries[] = {
     {"deepspeed.zero_optimization.zeropp_loco_param.err_beta", S, Y},
     {"deepspeed.zero_optimization.zeropp_loco_param.reset_T", S, Y},
     {"deepspeed.zero_optimization.stage3_allgather_sequential", S, Y},
+    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", S, Y},
     // DeepSpeed's field names that the stage3_* keys alias (pydantic populate_by_name).
     {"deepspeed.zero_optimization.prefetch_bucket_size", S, Y,
      "deepspeed.zero_optimization.stage3_prefetch_bucket_size"},
@@ -138,32 +149,44 @@ const Entry kEntries[] = {
      "deepspeed.zero_optimization.stage3_max_reuse_distance"},
     {"deepspeed.zero_optimization.allgather_sequential", S, Y,
      "deepspeed.zero_optimization.stage3_allgather_sequential"},
+    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", S, Y,
+     "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params"},
     // zero_optimization keys DeepSpeed accepts and zsim does not model.
-    {"deepspeed.zero_optimization.round_robin_gradients", A, N},
     {"deepspeed.zero_optimization.ignore_unused_parameters", A, N},
     {"deepspeed.zero_optimization.memory_efficient_linear", A, N},
     {"deepspeed.zero_optimization.load_from_fp32_weights", A, N},
     {"deepspeed.zero_optimization.elastic_checkpoint", A, N},
     {"deepspeed.zero_optimization.allgather_partitions", A, N},
-    {"deepspeed.zero_optimization.use_multi_rank_bucket_allreduce", A, N},
     {"deepspeed.zero_optimization.stage3_gather_16bit_weights_on_model_save", A, N},
     {"deepspeed.zero_optimization.gather_16bit_weights_on_model_save", A, N},
     {"deepspeed.zero_optimization.stage3_gather_fp16_weights_on_model_save", A, N},
-    {"deepspeed.zero_optimization.stage3_model_persistence_threshold", A, N},
-    {"deepspeed.zero_optimization.model_persistence_threshold", A, N},
-    {"deepspeed.zero_optimization.stage3_module_granularity_threshold", A, N},
-    {"deepspeed.zero_optimization.module_granularity_threshold", A, N},
-    {"deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params", A, N},
-    {"deepspeed.zero_optimization.use_all_reduce_for_fetch_params", A, N},
+    {"deepspeed.zero_optimization.stage3_model_persistence_threshold", A, R, nullptr, "9223372036854775807",
+     "caps the elements kept whole by stage3_param_persistence_threshold (parameter_offload.py "
+     "persistent_parameters), which changes what stage 3 gathers"},
+    {"deepspeed.zero_optimization.model_persistence_threshold", A, R, nullptr, "9223372036854775807",
+     "caps the elements kept whole by stage3_param_persistence_threshold (parameter_offload.py "
+     "persistent_parameters), which changes what stage 3 gathers"},
+    {"deepspeed.zero_optimization.stage3_module_granularity_threshold", A, R, nullptr, "0",
+     "fetches small modules' parameters with their parent module (parameter_offload.py leaf modules), "
+     "which changes the stage-3 gather granularity"},
+    {"deepspeed.zero_optimization.module_granularity_threshold", A, R, nullptr, "0",
+     "fetches small modules' parameters with their parent module (parameter_offload.py leaf modules), "
+     "which changes the stage-3 gather granularity"},
     {"deepspeed.zero_optimization.zero_quantized_nontrainable_weights", A, N},
-    {"deepspeed.zero_optimization.mics_shard_size", A, N},
-    {"deepspeed.zero_optimization.mics_hierarchical_params_gather", A, N},
+    {"deepspeed.zero_optimization.mics_shard_size", A, R, nullptr, "-1",
+     "turns on MiCS (runtime/zero/mics.py): parameters partitioned over groups of mics_shard_size ranks and "
+     "replicated across them, a partitioning scheme zsim does not model"},
+    {"deepspeed.zero_optimization.mics_hierarchical_params_gather", A, R, nullptr, "false",
+     "MiCS's hierarchical all-gather (runtime/zero/mics.py); MiCS is not modelled"},
     {"deepspeed.zero_optimization.pipeline_loading_checkpoint", A, N},
     {"deepspeed.zero_optimization.override_module_apply", A, N},
-    {"deepspeed.zero_optimization.legacy_stage1", A, N},
+    {"deepspeed.zero_optimization.legacy_stage1", A, R, nullptr, "false",
+     "selects the old stage-1 optimizer (its own partitioning and reduction), not modelled"},
     {"deepspeed.zero_optimization.log_trace_cache_warnings", A, N},
-    {"deepspeed.zero_optimization.cpu_offload", A, N},
-    {"deepspeed.zero_optimization.cpu_offload_param", A, N},
+    {"deepspeed.zero_optimization.cpu_offload", A, R, nullptr, "false",
+     "the deprecated spelling of offload_optimizer: {device: cpu} (zero/config.py); write that instead"},
+    {"deepspeed.zero_optimization.cpu_offload_param", A, R, nullptr, "false",
+     "the deprecated spelling of offload_param: {device: cpu} (zero/config.py); write that instead"},
     {"deepspeed.zero_optimization.cpu_offload_use_pin_memory", A, N},
     // Top-level DeepSpeed blocks and keys zsim does not model.
     {"deepspeed.optimizer", A, N},
@@ -183,7 +206,9 @@ const Entry kEntries[] = {
     {"deepspeed.csv_monitor", A, N},
     {"deepspeed.comet", A, N},
     {"deepspeed.comms_logger", A, N},
-    {"deepspeed.communication_data_type", A, N},
+    {"deepspeed.communication_data_type", A, R, nullptr, "",
+     "sets the dtype of the gradient reductions (engine.communication_data_type), which changes their bytes; "
+     "zsim reduces in the training dtype, DeepSpeed's default"},
     {"deepspeed.seq_parallel_communication_data_type", A, N},
     {"deepspeed.memory_breakdown", A, N},
     {"deepspeed.dump_state", A, N},
@@ -193,15 +218,21 @@ const Entry kEntries[] = {
     {"deepspeed.curriculum_learning", A, N},
     {"deepspeed.compression_training", A, N},
     {"deepspeed.checkpoint", A, N},
-    {"deepspeed.data_types", A, N},
+    {"deepspeed.data_types", A, R, nullptr, "",
+     "data_types.grad_accum_dtype fp32 with bf16 selects BF16_Optimizer at stage 1 (engine "
+     "_do_optimizer_sanity_check) with fp32 gradient accumulation, which zsim does not model"},
     {"deepspeed.aio", A, N},
-    {"deepspeed.amp", A, N},
+    {"deepspeed.amp", A, R, nullptr, "",
+     "apex amp (engine._configure_optimizer AMP); DeepSpeed rejects it with ZeRO and zsim does not model it; "
+     "use bf16 or fp16"},
     {"deepspeed.sparse_attention", A, N},
     {"deepspeed.pipeline", A, N},
     {"deepspeed.eigenvalue", A, N},
     {"deepspeed.progressive_layer_drop", A, N},
     {"deepspeed.hybrid_engine", A, N},
-    {"deepspeed.torch_autocast", A, N},
+    {"deepspeed.torch_autocast", A, R, nullptr, "",
+     "torch autocast keeps fp32 parameters and reduces in per-parameter dtypes (stage_1_and_2.py "
+     "get_all_comm_dtypes), which changes memory and traffic"},
     {"deepspeed.graph_harvesting", A, N},
     {"deepspeed.nebula", A, N},
     {"deepspeed.disable_allgather", A, N},
@@ -223,7 +254,7 @@ std::optional<KeyInfo> find_key(const std::string& dotted_path) {
   auto it = idx.find(dotted_path);
   if (it == idx.end()) return std::nullopt;
   const Entry& e = *it->second;
-  return KeyInfo{e.kind, e.status, e.alias_of ? e.alias_of : e.path};
+  return KeyInfo{e.kind, e.status, e.alias_of ? e.alias_of : e.path, e.harmless, e.why};
 }
 
 std::vector<std::string> child_key_names(const std::string& parent_path) {

@@ -13,12 +13,17 @@ enum class KeyKind {
   scalar_or_map,  // a preset name or a block (cluster.gpu)
   any,            // not inspected (unmodelled blocks such as deepspeed.optimizer)
 };
-enum class KeyStatus { modelled, unmodelled };
+// refused: DeepSpeed would change memory, traffic or time in a way zsim does not model, so any value but
+// the harmless ones (DeepSpeed's default) is an error that says why.
+enum class KeyStatus { modelled, unmodelled, refused };
 
 struct KeyInfo {
   KeyKind kind;
   KeyStatus status;
   std::string canonical_path;  // the dotted path (aliases map to their canonical key)
+  const char* harmless = "";   // refused keys: values accepted as changing nothing, comma-separated
+                               // ("" = none); null, an empty block and a block with enabled: false always are
+  const char* why = "";        // refused keys: what DeepSpeed does with the key
 };
 
 // Looks up a dotted path ("deepspeed.zero_optimization.stage"); aliases resolve to the canonical key.

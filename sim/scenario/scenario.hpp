@@ -122,6 +122,8 @@ struct ZeroConfig {
   Elements reduce_bucket_size = 500'000'000;
   Elements allgather_bucket_size = 500'000'000;
   bool reduce_scatter = true;
+  bool use_multi_rank_bucket_allreduce = true;  // stages 1-2: all-reduce each bucket (else a reduce per owner)
+  bool round_robin_gradients = false;           // stages 1-2: flat order deals tensors round robin to ranks
   Elements stage3_prefetch_bucket_size = 50'000'000;
   Elements stage3_max_live_parameters = 1'000'000'000;
   Elements stage3_max_reuse_distance = 1'000'000'000;
@@ -134,6 +136,7 @@ struct ZeroConfig {
   bool zero_quantized_gradients = false;
   LocoConfig zeropp_loco_param;
   bool stage3_allgather_sequential = false;
+  bool stage3_use_all_reduce_for_fetch_params = false;  // fetch by all-reduce of a zero-padded buffer
 };
 
 struct Scenario {

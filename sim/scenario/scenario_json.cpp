@@ -57,6 +57,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
           {"reduce_bucket_size", z.reduce_bucket_size},
           {"allgather_bucket_size", z.allgather_bucket_size},
           {"reduce_scatter", z.reduce_scatter},
+          {"use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce},
+          {"round_robin_gradients", z.round_robin_gradients},
           {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
           {"stage3_max_live_parameters", z.stage3_max_live_parameters},
           {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},
@@ -73,7 +75,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
           {"zero_hpz_partition_size", z.zero_hpz_partition_size},
           {"zero_quantized_weights", z.zero_quantized_weights},
           {"zero_quantized_gradients", z.zero_quantized_gradients},
-          {"stage3_allgather_sequential", z.stage3_allgather_sequential}};
+          {"stage3_allgather_sequential", z.stage3_allgather_sequential},
+          {"stage3_use_all_reduce_for_fetch_params", z.stage3_use_all_reduce_for_fetch_params}};
   if (z.zeropp_loco_param.enabled)
     zj["zeropp_loco_param"] = {{"err_beta", z.zeropp_loco_param.err_beta}, {"reset_T", z.zeropp_loco_param.reset_T}};
   else

@@ -321,6 +321,8 @@ ZeroConfig resolve_zero(const FlatConfig& f, const ModelSpec& model) {
   flag(key("overlap_comm"), z.overlap_comm);
   flag(key("contiguous_gradients"), z.contiguous_gradients);
   flag(key("reduce_scatter"), z.reduce_scatter);
+  flag(key("use_multi_rank_bucket_allreduce"), z.use_multi_rank_bucket_allreduce);
+  flag(key("round_robin_gradients"), z.round_robin_gradients);
   // "auto" as the Hugging Face integration fills it from the model's hidden size.
   const Elements h = model.hidden;
   if (f.is_auto(key("reduce_bucket_size"))) z.reduce_bucket_size = h * h;
@@ -359,6 +361,7 @@ ZeroConfig resolve_zero(const FlatConfig& f, const ModelSpec& model) {
   if (auto v = f.get_real(key("zeropp_loco_param.err_beta"))) z.zeropp_loco_param.err_beta = *v;
   small_int(key("zeropp_loco_param.reset_T"), z.zeropp_loco_param.reset_T);
   flag(key("stage3_allgather_sequential"), z.stage3_allgather_sequential);
+  flag(key("stage3_use_all_reduce_for_fetch_params"), z.stage3_use_all_reduce_for_fetch_params);
   return z;
 }
 

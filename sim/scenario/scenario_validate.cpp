@@ -142,6 +142,8 @@ void validate_scenario(const Scenario& s, const LocateKey& locate) {
   c.in_range(z.zeropp_loco_param.reset_T, 1, 1 << 30, kZ + "zeropp_loco_param.reset_T");
   c.that(stage3 || !z.stage3_allgather_sequential, kZ + "stage3_allgather_sequential",
          "sequential all-gather is a ZeRO stage 3 option");
+  c.that(stage3 || !z.stage3_use_all_reduce_for_fetch_params, kZ + "stage3_use_all_reduce_for_fetch_params",
+         "fetching parameters by all-reduce is a ZeRO stage 3 option");
 
   const auto& oo = z.offload_optimizer;
   const auto& op = z.offload_param;

@@ -67,9 +67,15 @@ void check_schedule(const Schedule& s) {
       const int g = op.collective.group;
       if (g < 0 || g >= static_cast<int>(s.groups.size())) fail(op, "bad group index");
       if (op.collective.scale_bytes > op.collective.bytes) fail(op, "scale bytes exceed total bytes");
+      const bool reduce = op.collective.what == CollectiveKind::reduce;
+      if (reduce && (op.collective.root < 0 || op.collective.root >= s.groups[g].size))
+        fail(op, "reduce root " + std::to_string(op.collective.root) + " is not a rank of its group");
+      if (!reduce && op.collective.root != -1) fail(op, "only a reduce has a root");
     }
     if (op.unit < -1 || op.unit >= static_cast<int>(s.model.units.size())) fail(op, "bad unit index");
     for (const BufferUse& u : op.uses) check_use(s, op, u, live, fail);
+    if (op.kind == OpKind::copy && (op.copy.rank < -1 || op.copy.rank >= s.meta.world_size))
+      fail(op, "copy rank " + std::to_string(op.copy.rank) + " is not a rank of the world");
     if (op.kind == OpKind::alloc) {
       if (op.mem.bytes < 0) fail(op, "negative allocation");
       if (!live.emplace(op.mem.buffer, &op).second) fail(op, "buffer '" + op.mem.buffer + "' allocated twice");
@@ -122,6 +128,7 @@ const char* to_string(CollectiveKind k) {
     case CollectiveKind::all_reduce: return "all_reduce";
     case CollectiveKind::all_to_all: return "all_to_all";
     case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::reduce: return "reduce";
   }
   return "?";
 }
@@ -131,6 +138,7 @@ const char* to_string(CopyKind k) {
     case CopyKind::d2h: return "d2h";
     case CopyKind::nvme_read: return "nvme_read";
     case CopyKind::nvme_write: return "nvme_write";
+    case CopyKind::d2d: return "d2d";
   }
   return "?";
 }

@@ -18,8 +18,8 @@ using OpId = std::int32_t;
 enum class OpKind { compute, collective, copy, alloc, free };
 enum class Phase { init, forward, backward, step };
 enum class ComputeKind { forward, backward, recompute, optimizer, quantize, dequantize, dequant_reduce };
-enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast };
-enum class CopyKind { h2d, d2h, nvme_read, nvme_write };
+enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast, reduce };
+enum class CopyKind { h2d, d2h, nvme_read, nvme_write, d2d };
 enum class Device { gpu, cpu };
 enum class Tier { gpu, cpu, nvme };
 enum class MemCategory { params, grads, optimizer, activations, buffers };
@@ -51,20 +51,24 @@ struct ComputeOp {
 };
 
 // `bytes` follows nccl-tests' "size": all_gather = output size, reduce_scatter = input size,
-// all_reduce/broadcast = buffer size, all_to_all = total send buffer per rank.
+// all_reduce/broadcast/reduce = buffer size, all_to_all = total send buffer per rank.
+// `reduce` sums every rank's buffer into the buffer of `root` (ncclReduce); only reduce has a root.
 struct CollectiveOp {
   CollectiveKind what = CollectiveKind::all_gather;
   int group = 0;            // index into Schedule::groups
   Bytes bytes = 0;          // total, quantization scales included
   Bytes scale_bytes = 0;    // part of `bytes` that is quantization scales
   DType dtype = DType::bf16;
+  int root = -1;            // reduce: the receiving rank, as its index within the group; -1 otherwise
   bool operator==(const CollectiveOp&) const = default;  // field-wise (serialisation round trip)
 };
 
+// d2d is a copy within the GPU's memory (a device-to-device cudaMemcpyAsync / copy kernel).
 struct CopyOp {
   CopyKind what = CopyKind::h2d;
   Bytes bytes = 0;
   bool pinned = true;       // host side pinned (vs pageable)
+  int rank = -1;            // only this global rank runs the copy (e.g. copying out the slice it owns); -1: all
   bool operator==(const CopyOp&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -34,11 +34,11 @@ constexpr EnumNames<ComputeKind, 7> kComputeKinds{{ComputeKind::forward, Compute
                                                    ComputeKind::recompute, ComputeKind::optimizer,
                                                    ComputeKind::quantize, ComputeKind::dequantize,
                                                    ComputeKind::dequant_reduce}};
-constexpr EnumNames<CollectiveKind, 5> kCollectiveKinds{{CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+constexpr EnumNames<CollectiveKind, 6> kCollectiveKinds{{CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
                                                          CollectiveKind::all_reduce, CollectiveKind::all_to_all,
-                                                         CollectiveKind::broadcast}};
-constexpr EnumNames<CopyKind, 4> kCopyKinds{{CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read,
-                                             CopyKind::nvme_write}};
+                                                         CollectiveKind::broadcast, CollectiveKind::reduce}};
+constexpr EnumNames<CopyKind, 5> kCopyKinds{{CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read,
+                                             CopyKind::nvme_write, CopyKind::d2d}};
 constexpr EnumNames<Device, 2> kDevices{{Device::gpu, Device::cpu}};
 constexpr EnumNames<Tier, 3> kTiers{{Tier::gpu, Tier::cpu, Tier::nvme}};
 constexpr EnumNames<MemCategory, 5> kCategories{{MemCategory::params, MemCategory::grads, MemCategory::optimizer,
@@ -295,7 +295,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       break;
     case OpKind::collective: {
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "collective", "group",
-                   "bytes", "scale_bytes", "dtype"});
+                   "bytes", "scale_bytes", "dtype", "root"});
       op.collective.what = n.key("collective").enumerated(kCollectiveKinds);
       op.collective.group = lookup(n.key("group"), groups, "group");
       op.collective.bytes = n.key("bytes").integer(0);
@@ -303,14 +303,19 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       if (op.collective.scale_bytes > op.collective.bytes)
         n.key("scale_bytes").fail("scale bytes exceed the collective's total bytes");
       op.collective.dtype = n.key("dtype").enumerated(kDTypes);
+      if (op.collective.what == CollectiveKind::reduce)
+        op.collective.root = n.key("root").integer(0);
+      else if (n.has("root"))
+        n.key("root").fail("only a reduce has a root");
       break;
     }
     case OpKind::copy:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "copy", "bytes",
-                   "pinned"});
+                   "pinned", "rank"});
       op.copy.what = n.key("copy").enumerated(kCopyKinds);
       op.copy.bytes = n.key("bytes").integer(0);
       op.copy.pinned = n.has("pinned") ? n.key("pinned").boolean() : true;
+      op.copy.rank = opt_integer(n, "rank", -1, -1);
       break;
     case OpKind::alloc:
     case OpKind::free:
@@ -363,11 +368,13 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["bytes"] = op.collective.bytes;
       j["scale_bytes"] = op.collective.scale_bytes;
       j["dtype"] = to_string(op.collective.dtype);
+      if (op.collective.what == CollectiveKind::reduce) j["root"] = op.collective.root;
       break;
     case OpKind::copy:
       j["copy"] = to_string(op.copy.what);
       j["bytes"] = op.copy.bytes;
       j["pinned"] = op.copy.pinned;
+      if (op.copy.rank >= 0) j["rank"] = op.copy.rank;
       break;
     case OpKind::alloc:
     case OpKind::free:

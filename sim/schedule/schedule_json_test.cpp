@@ -54,7 +54,7 @@ Schedule every_kind() {
                      ck == CollectiveKind::all_to_all ? DType::int4 : DType::int8};
     s.add(op);
   }
-  for (CopyKind ck : {CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read, CopyKind::nvme_write}) {
+  for (CopyKind ck : {CopyKind::h2d, CopyKind::d2h, CopyKind::nvme_read, CopyKind::nvme_write, CopyKind::d2d}) {
     Op op = base(OpKind::copy, h2d);
     op.copy = {ck, 123'456'789'012LL + n, false};
     s.add(op);
@@ -76,6 +76,12 @@ Schedule every_kind() {
     op.collective = {CollectiveKind::all_gather, world, 64, 0, d};
     s.add(op);
   }
+  Op red = base(OpKind::collective, comm);  // a reduce to rank 3 of the world
+  red.collective = {CollectiveKind::reduce, world, 1'000'000 + n, 0, DType::bf16, 3};
+  s.add(red);
+  Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs
+  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5};
+  s.add(d2d);
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
              {{"embedding", -1, {{"embedding", 128, 64}, {"positions", 32, 64}}},
@@ -162,9 +168,12 @@ TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
 
 TEST(ScheduleJson, RejectsAUseOfABufferThatIsNoLongerLive) {
   json j = every_kind_json();
-  // buf0's alloc is op 16 and its free op 17: a use of it by the last op names a freed buffer.
-  ASSERT_EQ(j["ops"][16]["buffer"], "buf0");
-  j["ops"].back()["uses"][0]["alloc"] = 16;
+  // buf0 is allocated and freed again early on: a use of it by the last op names a freed buffer.
+  size_t buf0 = 0;
+  while (buf0 < j["ops"].size() && j["ops"][buf0].value("buffer", "") != "buf0") ++buf0;
+  ASSERT_LT(buf0, j["ops"].size());
+  ASSERT_EQ(j["ops"][buf0 + 1]["kind"], "free");
+  j["ops"].back()["uses"][0]["alloc"] = buf0;
   j["ops"].back()["uses"][0]["buffer"] = "buf0";
   const std::string e = error_of(j);
   EXPECT_NE(e.find("not live"), std::string::npos) << e;
@@ -251,10 +260,35 @@ TEST(ScheduleJson, RejectsDependencyOnALaterOp) {
   EXPECT_NE(error_of(j).find("key 'ops[5].deps[1]': dependency 6 is not an earlier op"), std::string::npos);
 }
 
+TEST(ScheduleJson, RejectsARootOutsideAReduceAndAReduceRootOutsideItsGroup) {
+  json j = every_kind_json();
+  size_t reduce = 0;
+  while (reduce < j["ops"].size() && j["ops"][reduce].value("collective", "") != "reduce") ++reduce;
+  ASSERT_LT(reduce, j["ops"].size());
+  j["ops"][reduce - 1]["root"] = 0;  // an all_gather
+  EXPECT_NE(error_of(j).find("only a reduce has a root"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce]["root"] = 16;  // world has ranks 0-15
+  EXPECT_NE(error_of(j).find("reduce root 16 is not a rank of its group"), std::string::npos);
+  j = every_kind_json();
+  j["ops"][reduce].erase("root");
+  EXPECT_NE(error_of(j).find("root': missing"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsACopyRankOutsideTheWorld) {
+  json j = every_kind_json();
+  size_t copy = 0;
+  while (copy < j["ops"].size() && !j["ops"][copy].contains("rank")) ++copy;
+  ASSERT_LT(copy, j["ops"].size());
+  ASSERT_EQ(j["ops"][copy]["rank"], 5);
+  j["ops"][copy]["rank"] = 16;
+  EXPECT_NE(error_of(j).find("copy rank 16 is not a rank of the world"), std::string::npos);
+}
+
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
   json j = every_kind_json();
-  j["ops"][16]["kind"] = "free";  // the first alloc becomes a free of an unallocated buffer
-  EXPECT_NE(error_of(j).find("key 'ops[16].buffer': frees buffer"), std::string::npos);
+  j["ops"][17]["kind"] = "free";  // the first alloc becomes a free of an unallocated buffer
+  EXPECT_NE(error_of(j).find("key 'ops[17].buffer': frees buffer"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsWorldSizeThatIsNotNodesTimesGpusPerNode) {
