@@ -6,7 +6,6 @@ namespace zrun {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;         // a bug, or a CUDA/NCCL failure
 inline constexpr int kExitBadInput = 2;         // bad arguments or scenario, cluster mismatch, does not fit
-inline constexpr int kExitExecutorNotBuilt = 3; // got as far as the communicators; the executor does not exist yet
 // 5: the watchdog ended the rank (runtime/comm/watchdog.hpp: kExitWatchdog)
 // 6: an injected fault (runtime/comm/fault_injection.hpp: kExitInjectedFault)
 

@@ -11,6 +11,7 @@
 #include "runtime/cli/job_setup.hpp"
 #include "runtime/cli/zrun_args.hpp"
 #include "runtime/comm/check.hpp"
+#include "runtime/exec/trainer.hpp"
 #include "runtime/comm/communicators.hpp"
 #include "runtime/comm/fault_injection.hpp"
 #include "runtime/comm/watchdog.hpp"
@@ -61,7 +62,6 @@ int run_launcher(const ZrunArgs& args, int argc, const char* const* argv) {
   }
   LaunchOptions o;
   o.nproc = nproc;
-  o.ordinary_exit_codes = {kExitExecutorNotBuilt};
   std::vector<std::string> worker_argv = {"/proc/self/exe"};
   for (int i = 1; i < argc; ++i) worker_argv.push_back(argv[i]);
   const LaunchResult r = launch_local_workers(worker_argv, o);
@@ -128,10 +128,8 @@ int run_worker(const ZrunArgs& args, const WorkerIdentity& me) {
     }
     std::cout << fmt::format("\nzrun: schedule of {} ops; zsim predicts {}\n", job.schedule.ops.size(),
                              job.fit_summary);
-    std::cout << "zrun: the executor is not built yet: nothing was trained (exit code "
-              << kExitExecutorNotBuilt << ")\n";
   }
-  return kExitExecutorNotBuilt;
+  return train(args, job, me.rank, comms, dog, faults);
 }
 
 }  // namespace

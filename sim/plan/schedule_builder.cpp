@@ -147,7 +147,8 @@ class Builder {
       alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
             ph, compute_);
     } else {
-      alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph, compute_);
+      optimizer_ = alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph,
+                         compute_);
     }
     if (p_.loco) {
       // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
@@ -617,6 +618,11 @@ class Builder {
     } else if (p_.stage == 0) {
       done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
                         rs_, {bwd}, layer);
+      // In place in the whole gradient buffer: a bucket is a run of consecutive tensors in model order.
+      Elements first = p_.params;
+      for (const auto& [mu, k] : b.members) first = std::min(first, layout_.flat[mu][k]);
+      use(done, grads_, e_ * first, e_ * b.elements, Role::input, Access::read);
+      use(done, grads_, e_ * first, e_ * b.elements, Role::output, Access::write);
     } else if (p_.qgz) {
       done = qgz_reduce(b, name, bwd, layer);
     } else {
@@ -854,6 +860,13 @@ class Builder {
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
                                  sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
         if (up >= 0) release(up, ph, compute_, {opt});
+        if (p_.stage == 0) {
+          // Stage 0: one sub-group, the whole model: 16-bit gradients in, [master | exp_avg | exp_avg_sq] state,
+          // 16-bit weights out.
+          use_whole(opt, grads_, Role::grad, Access::read);
+          use_whole(opt, optimizer_, Role::state, Access::read_write);
+          use_whole(opt, params_, Role::param, Access::write);
+        }
         param_ready.push_back(opt);
         if (p_.param_device != OffloadDevice::none)
           param_ready.back() = write_back_params(name, sub, opt);
@@ -904,7 +917,7 @@ class Builder {
   const Bytes e_;
   const TensorLayout layout_;
   Schedule sch_;
-  OpId params_ = -1, persistent_ = -1, grads_ = -1;  // init allocs of the whole params / persistent / grads
+  OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
   OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;

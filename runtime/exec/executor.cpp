@@ -1,0 +1,498 @@
+#include "runtime/exec/executor.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+
+#include <nccl.h>
+
+#include "kernels/fused_adam.hpp"
+#include "kernels/half_convert.hpp"
+#include "runtime/comm/check.hpp"
+#include "runtime/comm/group_split.hpp"
+#include "runtime/exec/elementwise.hpp"
+#include "runtime/model/init.hpp"
+#include "runtime/model/model_config.hpp"
+#include "sim/plan/tensor_layout.hpp"
+
+namespace zrun {
+
+using zsim::Access;
+using zsim::BufferUse;
+using zsim::CollectiveKind;
+using zsim::ComputeKind;
+using zsim::MemCategory;
+using zsim::Op;
+using zsim::OpId;
+using zsim::OpKind;
+using zsim::Role;
+
+namespace {
+
+[[noreturn]] void not_built(const Op& op, const std::string& what) {
+  throw std::runtime_error(fmt::format("op '{}': {} is not built into zrun yet (issue 14)", op.name, what));
+}
+
+const BufferUse* find_use(const Op& op, Role role) {
+  for (const BufferUse& u : op.uses)
+    if (u.role == role) return &u;
+  return nullptr;
+}
+
+const BufferUse& need_use(const Op& op, Role role) {
+  if (const BufferUse* u = find_use(op, role)) return *u;
+  throw std::logic_error(fmt::format("op '{}' names no {} buffer (schedule version 2 uses)", op.name,
+                                     zsim::to_string(role)));
+}
+
+ncclDataType_t nccl_type(const Op& op) {
+  switch (op.collective.dtype) {
+    case zsim::DType::fp32: return ncclFloat32;
+    case zsim::DType::bf16: return ncclBfloat16;
+    case zsim::DType::fp16: return ncclFloat16;
+    default: not_built(op, "a quantized collective (int8 / int4)");
+  }
+}
+
+ElemType elem_type(zsim::DType d) {
+  return d == zsim::DType::fp32 ? ElemType::fp32 : d == zsim::DType::bf16 ? ElemType::bf16 : ElemType::fp16;
+}
+
+zk::Half16 half_fmt(zsim::DType d) { return d == zsim::DType::fp16 ? zk::Half16::fp16 : zk::Half16::bf16; }
+
+}  // namespace
+
+Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Communicators& comms, Arena& gpu,
+                   Arena& cpu, model::Model& model, Watchdog& dog, const FaultInjector& faults, ExecOptions o)
+    : s_(s),
+      plan_(plan),
+      rank_(rank),
+      comms_(comms),
+      gpu_(gpu),
+      model_(model),
+      dog_(dog),
+      faults_(faults),
+      o_(o),
+      buffers_(s, gpu, cpu,
+               [this](const Op& a) -> zsim::Bytes {
+                 // The model's own bytes for the activation buffers the schedule sizes by zsim's model.
+                 if (a.mem.category != MemCategory::activations) return a.mem.bytes;
+                 const auto& l = model_.layout();
+                 if (a.mem.detail == "recompute") return l.work_bytes();
+                 if (a.mem.detail == "logits") return l.head_bytes();
+                 if (a.mem.detail.empty()) return l.layer_bytes(model_.config().checkpointing);
+                 return a.mem.bytes;
+               }),
+      waits_(stream_waits(s)),
+      data_(model.config().vocab) {
+  if (plan.dtype == zsim::DType::fp32)
+    throw std::runtime_error("fp32 training is not built into zrun's GPU optimizer yet (bf16 / fp16 are)");
+  for (const zsim::ProcessGroup& g : s.groups)
+    group_index_.push_back(split_color_key(rank, g, s.meta.world_size, s.meta.gpus_per_node).key);
+  streams_.resize(s.streams.size());
+  for (auto& st : streams_) ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  dep_events_.assign(s.ops.size(), nullptr);
+  for (const Op& op : s.ops)
+    if (waits_.records_event[op.id]) ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&dep_events_[op.id], cudaEventDisableTiming));
+  // The ops of the first step (the schedule may unroll several): run_step repeats them.
+  bool seen_step = false;
+  for (const Op& op : s.ops) {
+    if (op.phase == zsim::Phase::init) {
+      init_ops_.push_back(op.id);
+      continue;
+    }
+    if (seen_step && op.phase != zsim::Phase::step) break;
+    seen_step |= op.phase == zsim::Phase::step;
+    step_ops_.push_back(op.id);
+  }
+  if (o_.time_ops) {
+    start_events_.assign(s.ops.size(), nullptr);
+    end_events_.assign(s.ops.size(), nullptr);
+    for (OpId id : step_ops_) {
+      ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
+      ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+    }
+  }
+  // What the executor itself holds on the device: tokens and targets of every micro-step, their losses, and
+  // the backward's activation gradients (the schedule has no buffer for them).
+  const auto& c = model.config();
+  const zsim::Bytes token_bytes = 2 * s.model.grad_accum * c.tokens() * sizeof(std::int32_t);
+  tokens_ = reinterpret_cast<std::int32_t*>(
+      gpu.alloc("zrun.tokens", MemCategory::buffers, kBeyondSchedule, 0, "init", token_bytes));
+  targets_ = tokens_ + s.model.grad_accum * c.tokens();
+  losses_ = reinterpret_cast<float*>(
+      gpu.alloc("zrun.losses", MemCategory::buffers, kBeyondSchedule, 0, "init", 4 * s.model.grad_accum));
+  act_grads_ = gpu.alloc("zrun.activation_grads", MemCategory::activations, kBeyondSchedule, 0, "init",
+                         model.layout().grad_bytes());
+  own_bytes_ = token_bytes + 4 * s.model.grad_accum + model.layout().grad_bytes();
+  // Under full checkpointing a layer's forward still computes its working set, then keeps only its input: the
+  // schedule has a buffer for the working set only at the recompute, so the forward's is the executor's own.
+  if (model.config().checkpointing) {
+    forward_work_ = gpu.alloc("zrun.forward_work", MemCategory::activations, kBeyondSchedule, 0, "init",
+                              model.layout().work_bytes());
+    own_bytes_ += model.layout().work_bytes();
+  }
+  pending_grads_.resize(plan.units.size());
+  unit_done_.assign(plan.units.size(), 0);
+  model_.set_loss_scale(1.0f / static_cast<float>(s.model.grad_accum));
+}
+
+Executor::~Executor() {
+  for (cudaEvent_t e : dep_events_)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : start_events_)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : end_events_)
+    if (e) cudaEventDestroy(e);
+  for (cudaStream_t st : streams_) cudaStreamDestroy(st);
+}
+
+int Executor::rank_index(const Op& op) const {
+  return op.kind == OpKind::collective ? group_index_.at(op.collective.group) : rank_;
+}
+
+// ---- init -------------------------------------------------------------------------------------------
+
+void Executor::run_init() {
+  for (OpId id : init_ops_) {
+    const Op& op = s_.ops[id];
+    if (op.kind != OpKind::alloc)
+      throw std::logic_error(fmt::format("init op '{}': zrun expects only allocations in the init phase", op.name));
+    buffers_.alloc(op);
+  }
+  initialise_states();
+  ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The 16-bit weights (whole model, stages 0-2) and this rank's fp32 master partition with zero Adam moments, from
+// the model's deterministic initialisation: the same values whatever the world size or stage.
+void Executor::initialise_states() {
+  if (plan_.stage == 3) throw std::runtime_error("ZeRO stage 3 is not built into zrun's executor yet");
+  const zsim::TensorLayout layout = zsim::tensor_layout(plan_);
+  const auto& cfg = model_.config();
+  std::vector<float> flat(static_cast<std::size_t>(plan_.params));
+  for (std::size_t u = 0; u < plan_.units.size(); ++u)
+    for (std::size_t k = 0; k < plan_.units[u].tensors.size(); ++k) {
+      const zsim::TensorShape& t = plan_.units[u].tensors[k];
+      model::init_tensor(cfg, model::tensor_full_name(plan_.units[u].name, t.name), 0, t.numel(),
+                         flat.data() + layout.flat[u][k]);
+    }
+  OpId params = -1, optimizer = -1;
+  for (OpId id : init_ops_) {
+    const Op& op = s_.ops[id];
+    if (op.mem.category == MemCategory::params && op.mem.detail.empty()) params = id;
+    if (op.mem.category == MemCategory::optimizer) optimizer = id;
+  }
+  if (params < 0 || optimizer < 0) throw std::logic_error("schedule init allocates no params / optimizer buffer");
+  std::vector<std::uint16_t> half(flat.size());
+  for (std::size_t i = 0; i < flat.size(); ++i)
+    half[i] = plan_.dtype == zsim::DType::fp16 ? zk::float_to_fp16(flat[i]) : zk::float_to_bf16(flat[i]);
+  ZRUN_CUDA_CHECK(cudaMemcpy(buffers_.base(params), half.data(), half.size() * 2, cudaMemcpyHostToDevice));
+  // [master | exp_avg | exp_avg_sq] over this rank's partition (stage 0: the whole model).
+  const zsim::Elements part = plan_.stage == 0 ? plan_.params : plan_.optimizer_partition;
+  const zsim::Elements first = plan_.stage == 0 ? 0 : static_cast<zsim::Elements>(rank_) * part;
+  std::vector<float> state(static_cast<std::size_t>(3 * part), 0.0f);
+  for (zsim::Elements i = 0; i < part && first + i < plan_.params; ++i) state[i] = flat[first + i];
+  if (static_cast<zsim::Bytes>(state.size() * 4) != s_.ops[optimizer].mem.bytes)
+    throw std::logic_error(fmt::format("optimizer buffer holds {} bytes, zrun's layout needs {}",
+                                       s_.ops[optimizer].mem.bytes, state.size() * 4));
+  ZRUN_CUDA_CHECK(cudaMemcpy(buffers_.base(optimizer), state.data(), state.size() * 4, cudaMemcpyHostToDevice));
+}
+
+// ---- one step ---------------------------------------------------------------------------------------
+
+StepResult Executor::run_step(std::int64_t step) {
+  step_ = step;
+  micro_ = -1;
+  const auto& c = model_.config();
+  const std::int64_t ga = s_.model.grad_accum, T = c.tokens(), dp = s_.meta.world_size;
+  // Samples by global index: micro-step m of step `step` on rank r takes samples
+  // ((step * ga + m) * dp + r) * micro_batch onwards, so every world size and stage sees the same samples.
+  std::vector<std::int32_t> tok(ga * T), tgt(ga * T);
+  for (std::int64_t m = 0; m < ga; ++m)
+    data_.batch(((step * ga + m) * dp + rank_) * c.micro_batch, c.micro_batch, c.seq_len, tok.data() + m * T,
+                tgt.data() + m * T);
+  ZRUN_CUDA_CHECK(cudaMemcpy(tokens_, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+  ZRUN_CUDA_CHECK(cudaMemcpy(targets_, tgt.data(), tgt.size() * 4, cudaMemcpyHostToDevice));
+  // Gradients accumulate from zero every step (DeepSpeed's zero_grad).
+  for (OpId id : init_ops_)
+    if (s_.ops[id].mem.category == MemCategory::grads && s_.ops[id].mem.tier == zsim::Tier::gpu)
+      ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
+  ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
+
+  cudaEvent_t t0, t1;
+  ZRUN_CUDA_CHECK(cudaEventCreate(&t0));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&t1));
+  ZRUN_CUDA_CHECK(cudaEventRecord(t0, streams_[0]));
+  for (std::size_t i = 1; i < streams_.size(); ++i) ZRUN_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], t0));
+  for (OpId id : step_ops_) launch(s_.ops[id], streams_[s_.ops[id].stream]);
+  // Join every stream into the first, then wait (bounded: a hang names the op that did not finish).
+  std::vector<cudaEvent_t> tails(streams_.size());
+  for (std::size_t i = 1; i < streams_.size(); ++i) {
+    ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&tails[i], cudaEventDisableTiming));
+    ZRUN_CUDA_CHECK(cudaEventRecord(tails[i], streams_[i]));
+    ZRUN_CUDA_CHECK(cudaStreamWaitEvent(streams_[0], tails[i]));
+  }
+  ZRUN_CUDA_CHECK(cudaEventRecord(t1, streams_[0]));
+  wait_for_step_end(t1);
+
+  StepResult r;
+  float ms = 0;
+  ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  r.seconds = ms * 1e-3;
+  std::vector<float> losses(ga);
+  ZRUN_CUDA_CHECK(cudaMemcpy(losses.data(), losses_, 4 * ga, cudaMemcpyDeviceToHost));
+  float mean = 0;
+  for (float l : losses) mean += l / static_cast<float>(ga);
+  // The mean over ranks: one all-reduce on the world group.
+  int world_group = -1;
+  for (std::size_t g = 0; g < s_.groups.size(); ++g)
+    if (s_.groups[g].size == s_.meta.world_size) world_group = static_cast<int>(g);
+  if (world_group >= 0 && s_.meta.world_size > 1) {
+    ZRUN_CUDA_CHECK(cudaMemcpy(losses_, &mean, 4, cudaMemcpyHostToDevice));
+    comms_.all_reduce_sum(losses_, 1, world_group, streams_[0]);
+    ZRUN_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    ZRUN_CUDA_CHECK(cudaMemcpy(&mean, losses_, 4, cudaMemcpyDeviceToHost));
+    mean /= static_cast<float>(s_.meta.world_size);
+  }
+  r.loss = mean;
+  if (o_.time_ops) {
+    r.ops.assign(s_.ops.size(), {});
+    for (OpId id : step_ops_) {
+      float a = 0, b = 0;
+      ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
+      ZRUN_CUDA_CHECK(cudaEventElapsedTime(&b, t0, end_events_[id]));
+      r.ops[id] = {a * 1e-3, b * 1e-3};
+    }
+  }
+  for (cudaEvent_t e : tails)
+    if (e) cudaEventDestroy(e);
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  return r;
+}
+
+void Executor::wait_for_step_end(cudaEvent_t end) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t q = cudaEventQuery(end);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) ZRUN_CUDA_CHECK(q);
+    if (const auto err = comms_.poll_async_error()) {
+      std::cerr << fmt::format("zrun: rank {}: NCCL error during step {}: {}\n", rank_, step_, *err);
+      comms_.abort_all();
+      std::_Exit(kExitWatchdog);
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > o_.op_timeout_s) {
+      // The first op in program order whose completion is not recorded yet is where the step stands.
+      std::string where = "an unknown op";
+      const auto& ev = o_.time_ops ? end_events_ : dep_events_;
+      for (OpId id : step_ops_)
+        if (ev[id] && cudaEventQuery(ev[id]) == cudaErrorNotReady) {
+          const Op& op = s_.ops[id];
+          where = fmt::format("op '{}'{}", op.name,
+                              op.kind == OpKind::collective ? " (group " + s_.groups[op.collective.group].name + ")" : "");
+          break;
+        }
+      std::cerr << fmt::format("zrun: rank {}: step {} did not finish within {} s; it waits at {}; aborting the "
+                               "communicators\n",
+                               rank_, step_, o_.op_timeout_s, where);
+      comms_.abort_all();
+      std::_Exit(kExitWatchdog);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// ---- one op -----------------------------------------------------------------------------------------
+
+void Executor::launch(const Op& op, cudaStream_t s) {
+  for (OpId d : waits_.waits[op.id]) ZRUN_CUDA_CHECK(cudaStreamWaitEvent(s, dep_events_[d]));
+  const std::string group = op.kind == OpKind::collective ? s_.groups[op.collective.group].name : "";
+  const std::uint64_t token = dog_.begin(op.name, group);
+  if (const auto fault = faults_.should_fault(rank_, op.name)) inject_fault(*fault, rank_, op.name);
+  if (op.micro_step != micro_) {
+    micro_ = op.micro_step;
+    std::fill(unit_done_.begin(), unit_done_.end(), 0);
+  }
+  if (o_.time_ops) ZRUN_CUDA_CHECK(cudaEventRecord(start_events_[op.id], s));
+  try {
+    switch (op.kind) {
+      case OpKind::alloc: {
+        std::byte* p = buffers_.alloc(op);
+        // Buffers that backward accumulates into start at zero.
+        if (op.mem.tier == zsim::Tier::gpu && (op.mem.category == MemCategory::grads || op.mem.detail == "bucket"))
+          ZRUN_CUDA_CHECK(cudaMemsetAsync(p, 0, op.mem.bytes, s));
+        break;
+      }
+      case OpKind::free: buffers_.free(op, s); break;
+      case OpKind::compute: run_compute(op, s); break;
+      case OpKind::collective: run_collective(op, s); break;
+      case OpKind::copy: run_copy(op, s); break;
+    }
+  } catch (const DeviceError& e) {
+    throw DeviceError(fmt::format("rank {}: op '{}'{}: {}", rank_, op.name, group.empty() ? "" : " (group " + group + ")",
+                                  e.what()));
+  }
+  if (o_.time_ops) ZRUN_CUDA_CHECK(cudaEventRecord(end_events_[op.id], s));
+  if (waits_.records_event[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(dep_events_[op.id], s));
+  dog_.end(token);
+}
+
+void Executor::run_compute(const Op& op, cudaStream_t s) {
+  if (op.compute.device == zsim::Device::cpu) not_built(op, "the CPU optimizer (ZeRO-Offload)");
+  switch (op.compute.what) {
+    case ComputeKind::forward:
+    case ComputeKind::backward:
+    case ComputeKind::recompute: run_model(op, s); break;
+    case ComputeKind::optimizer: run_optimizer(op, s); break;
+    default: not_built(op, std::string("the ") + zsim::to_string(op.compute.what) + " kernel (ZeRO++)");
+  }
+}
+
+void Executor::run_model(const Op& op, cudaStream_t s) {
+  const auto& c = model_.config();
+  model::Activations a;
+  a.layer.assign(static_cast<std::size_t>(c.layers), nullptr);
+  a.grad = act_grads_;
+  a.tokens = tokens_ + op.micro_step * c.tokens();
+  a.targets = targets_ + op.micro_step * c.tokens();
+  for (const BufferUse& u : op.uses) {
+    if (u.role != Role::activation) continue;
+    const Op& alloc = s_.ops[u.alloc];
+    void* p = buffers_.at(u, rank_);
+    if (alloc.mem.detail == "recompute") a.work = p;
+    else if (alloc.mem.detail == "logits") a.head = p;
+    else a.layer.at(static_cast<std::size_t>(alloc.layer)) = p;
+  }
+  // The weights of unit v, one pointer per tensor (a tied head: the embedding matrix).
+  auto params_of = [&](int v) {
+    const std::size_t n = plan_.units[v].tensors.size();
+    model::UnitParams p(n == 0 ? 1 : n, nullptr);
+    for (const BufferUse& u : op.uses)
+      if (u.role == Role::param && (n == 0 ? u.unit == 0 && u.tensor == 0 : u.unit == v))
+        p[n == 0 ? 0 : static_cast<std::size_t>(u.tensor)] = buffers_.at(u, rank_);
+    for (const void* q : p)
+      if (!q) throw std::logic_error(fmt::format("op '{}' names no buffer for a weight of unit {}", op.name, v));
+    return p;
+  };
+  if (op.compute.what == ComputeKind::recompute) {
+    std::vector<model::UnitParams> params;
+    for (int v = plan_.layers.at(op.layer).first; v <= plan_.layers.at(op.layer).last; ++v) params.push_back(params_of(v));
+    model_.recompute_layer(op.layer, params, a, s);
+    return;
+  }
+  const int unit = op.unit;
+  if (op.compute.what == ComputeKind::forward) {
+    if (!a.work) a.work = forward_work_;
+    model_.forward_unit(unit, params_of(unit), a, s);
+    if (plan_.units[unit].is_head)
+      ZRUN_CUDA_CHECK(cudaMemcpyAsync(losses_ + op.micro_step, model_.loss(a), 4, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  // Backward. Gradient destinations named by this segment; the others go to temporaries for later segments.
+  const auto& tensors = plan_.units[unit].tensors;
+  const ElemType et = elem_type(plan_.dtype);
+  const zsim::Bytes e = plan_.elem_bytes;
+  if (!unit_done_[unit]) {
+    model::UnitGrads grads(tensors.empty() ? 1 : tensors.size(), nullptr);
+    const BufferUse* tied_in = nullptr;
+    for (const BufferUse& u : op.uses) {
+      if (u.role != Role::grad) continue;
+      if (u.access == Access::read) tied_in = &u;  // a tied head's gradient, held until the embedding's backward
+      else if (tensors.empty() ? u.unit == 0 && u.tensor == 0 : u.unit == unit) grads[tensors.empty() ? 0 : u.tensor] = buffers_.at(u, rank_);
+    }
+    pending_grads_[unit].assign(tensors.size(), nullptr);
+    for (std::size_t k = 0; k < tensors.size(); ++k)
+      if (!grads[k]) {
+        const std::string name = fmt::format("zrun.grad_tmp.{}", tmp_count_++);
+        std::byte* t = gpu_.alloc(name, MemCategory::grads, kBeyondSchedule, 0, op.name, e * tensors[k].numel());
+        ZRUN_CUDA_CHECK(cudaMemsetAsync(t, 0, e * tensors[k].numel(), s));
+        grads[k] = pending_grads_[unit][k] = t;
+        tmp_names_[t] = name;
+      }
+    if (tied_in) add_inplace(et, grads[0], buffers_.at(*tied_in, rank_), tied_in->bytes / e, s);
+    model_.backward_unit(unit, params_of(unit), grads, a, s);
+    unit_done_[unit] = 1;
+    return;
+  }
+  for (const BufferUse& u : op.uses)
+    if (u.role == Role::grad && u.access != Access::read && u.unit == unit && pending_grads_[unit].at(u.tensor)) {
+      void* t = pending_grads_[unit][u.tensor];
+      add_inplace(et, buffers_.at(u, rank_), t, u.bytes / e, s);
+      gpu_.free(tmp_names_.at(t), s);
+      tmp_names_.erase(t);
+      pending_grads_[unit][u.tensor] = nullptr;
+    }
+}
+
+// kernels/' fused Adam over one sub-group: [master | exp_avg | exp_avg_sq] in fp32, 16-bit gradients in, 16-bit
+// weights out.
+void Executor::run_optimizer(const Op& op, cudaStream_t s) {
+  const BufferUse& grad = need_use(op, Role::grad);
+  const BufferUse& state = need_use(op, Role::state);
+  const BufferUse& param = need_use(op, Role::param);
+  const std::int64_t n = state.bytes / 12;
+  float* master = reinterpret_cast<float*>(buffers_.at(state, rank_));
+  zk::AdamHyper h;
+  h.lr = o_.lr;
+  h.weight_decay = o_.weight_decay;
+  h.step = step_ + 1;
+  zk::fused_adam(master, master + n, master + 2 * n, buffers_.at(grad, rank_), half_fmt(plan_.dtype),
+                 buffers_.at(param, rank_), half_fmt(plan_.dtype), n, h, s);
+  ZRUN_CUDA_CHECK(cudaGetLastError());
+}
+
+// One NCCL call on the communicator of the op's group. Reductions average (every reduction of a ZeRO schedule is
+// of gradients). An output that is read_write receives the result added to what it holds.
+void Executor::run_collective(const Op& op, cudaStream_t s) {
+  const int g = op.collective.group;
+  ncclComm_t comm = comms_.group(g);
+  const int n = s_.groups[g].size, idx = group_index_[g];
+  const BufferUse& in = need_use(op, Role::input);
+  const BufferUse& out = need_use(op, Role::output);
+  const ncclDataType_t t = nccl_type(op);
+  const zsim::Bytes esz = zsim::dtype_bits(op.collective.dtype) / 8;
+  std::byte* src = buffers_.at(in, idx);
+  std::byte* dst = buffers_.at(out, 0);
+  const bool accumulate = out.access == Access::read_write && !(in.alloc == out.alloc && in.offset == out.offset);
+  std::string tmp_name;
+  std::byte* result = dst;
+  const zsim::Bytes result_bytes = op.collective.what == CollectiveKind::all_gather ? in.bytes * n : out.bytes;
+  if (accumulate || (op.collective.what == CollectiveKind::all_gather && out.rank_stride != 0 && out.rank_stride != in.bytes)) {
+    tmp_name = fmt::format("zrun.coll_tmp.{}", tmp_count_++);
+    result = gpu_.alloc(tmp_name, MemCategory::buffers, kBeyondSchedule, 0, op.name, result_bytes);
+  }
+  switch (op.collective.what) {
+    case CollectiveKind::all_gather:
+      ZRUN_NCCL_CHECK(ncclAllGather(src, result, in.bytes / esz, t, comm, s));
+      if (result != dst)
+        ZRUN_CUDA_CHECK(cudaMemcpy2DAsync(dst, out.rank_stride ? out.rank_stride : in.bytes, result, in.bytes, in.bytes, n,
+                                          cudaMemcpyDeviceToDevice, s));
+      break;
+    case CollectiveKind::reduce_scatter:
+      ZRUN_NCCL_CHECK(ncclReduceScatter(src, result, out.bytes / esz, t, ncclAvg, comm, s));
+      break;
+    case CollectiveKind::all_reduce:
+      ZRUN_NCCL_CHECK(ncclAllReduce(src, result, in.bytes / esz, t, ncclAvg, comm, s));
+      break;
+    default: not_built(op, std::string("the ") + zsim::to_string(op.collective.what) + " collective");
+  }
+  if (accumulate) add_inplace(elem_type(op.collective.dtype), dst, result, out.bytes / esz, s);
+  if (!tmp_name.empty()) gpu_.free(tmp_name, s);
+}
+
+void Executor::run_copy(const Op& op, cudaStream_t s) {
+  if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
+    not_built(op, "NVMe offload");
+  const BufferUse& in = need_use(op, Role::input);
+  const BufferUse& out = need_use(op, Role::output);
+  ZRUN_CUDA_CHECK(cudaMemcpyAsync(buffers_.at(out, rank_), buffers_.at(in, rank_), op.copy.bytes, cudaMemcpyDefault, s));
+}
+
+}  // namespace zrun

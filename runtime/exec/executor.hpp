@@ -1,0 +1,107 @@
+// zrun's executor: runs the schedule's ops on this rank's GPU, the schedule being the only plan it follows.
+// One CUDA stream per schedule stream, in program order; cross-stream deps become event waits (stream_waits);
+// alloc / free go to the arenas (device_buffers); forward / backward / recompute go to the model with the
+// weights, gradients and activations the op's `uses` name; collectives are one NCCL call each on the
+// communicator of their group; the GPU optimizer is kernels/' fused Adam. Every op runs under the watchdog
+// and the fault injector. What is not built yet (qwZ / qgZ kernels, CPU Adam, NVMe) stops with an error
+// naming the op.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/comm/communicators.hpp"
+#include "runtime/comm/fault_injection.hpp"
+#include "runtime/comm/watchdog.hpp"
+#include "runtime/exec/device_buffers.hpp"
+#include "runtime/exec/stream_waits.hpp"
+#include "runtime/memory/arena.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/model/synthetic_data.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zrun {
+
+struct ExecOptions {
+  float lr = 2e-3f;
+  float weight_decay = 0.0f;
+  bool time_ops = false;        // per-op CUDA events (for --json / --trace / --csv)
+  double op_timeout_s = 300;    // a step that does not finish in this time ends the job, naming the op
+};
+
+struct OpTime {
+  double start_s = 0, end_s = 0;  // from the step's start
+};
+
+struct StepResult {
+  double seconds = 0;             // GPU time of the step (first op start to last op end)
+  double loss = 0;                // mean cross-entropy over the step's micro-steps and all ranks
+  std::vector<OpTime> ops;        // by op id (only with time_ops; init ops 0)
+};
+
+class Executor {
+ public:
+  Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Communicators& comms, Arena& gpu, Arena& cpu,
+           model::Model& model, Watchdog& dog, const FaultInjector& faults, ExecOptions o);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // The init phase: persistent buffers, then the weights (deterministic, by tensor) and the fp32 master copy.
+  void run_init();
+  // Every op of the step once: `step` numbers the samples (global sample index) and Adam's bias correction.
+  StepResult run_step(std::int64_t step);
+
+  const std::vector<BufferMismatch>& buffer_mismatches() const { return buffers_.mismatches(); }
+  zsim::Bytes executor_bytes() const { return own_bytes_; }  // tokens, activation gradients, loss slots
+
+ private:
+  void launch(const zsim::Op& op, cudaStream_t s);
+  void run_compute(const zsim::Op& op, cudaStream_t s);
+  void run_model(const zsim::Op& op, cudaStream_t s);
+  void run_optimizer(const zsim::Op& op, cudaStream_t s);
+  void run_collective(const zsim::Op& op, cudaStream_t s);
+  void run_copy(const zsim::Op& op, cudaStream_t s);
+  void initialise_states();
+  void wait_for_step_end(cudaEvent_t end);
+  int rank_index(const zsim::Op& op) const;  // this rank's index in the op's group (world for other ops)
+
+  const zsim::Schedule& s_;
+  const zsim::Plan& plan_;
+  const int rank_;
+  Communicators& comms_;
+  Arena& gpu_;
+  model::Model& model_;
+  Watchdog& dog_;
+  const FaultInjector& faults_;
+  const ExecOptions o_;
+  DeviceBuffers buffers_;
+  StreamWaits waits_;
+  std::vector<int> group_index_;               // by schedule group: this rank's index in it
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> dep_events_;        // by op id, for ops others wait for
+  std::vector<cudaEvent_t> start_events_, end_events_;  // by op id, with time_ops
+  std::vector<zsim::OpId> step_ops_, init_ops_;
+  model::SyntheticData data_;
+  std::int32_t* tokens_ = nullptr;             // device [grad_accum][T]: this step's tokens, then targets
+  std::int32_t* targets_ = nullptr;
+  float* losses_ = nullptr;                    // device [grad_accum]
+  void* act_grads_ = nullptr;                  // the backward's activation gradients (no schedule buffer)
+  void* forward_work_ = nullptr;               // checkpointing: a layer's forward working set (no schedule buffer)
+  zsim::Bytes own_bytes_ = 0;
+  std::int64_t step_ = 0;
+  // Backward segments of one unit: the model computes the unit's whole backward at the first segment; gradients
+  // of tensors that belong to later segments wait in temporaries, added in by those segments.
+  std::vector<std::vector<void*>> pending_grads_;   // by unit: per tensor, a temporary or nullptr
+  std::vector<char> unit_done_;                     // by unit: its backward ran in this micro-step
+  std::map<void*, std::string> tmp_names_;          // temporary -> its arena name
+  int micro_ = -1;
+  int tmp_count_ = 0;
+};
+
+}  // namespace zrun

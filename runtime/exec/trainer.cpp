@@ -1,0 +1,213 @@
+#include "runtime/exec/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <fstream>
+#include <iostream>
+
+#include <cuda_runtime_api.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/comm/check.hpp"
+#include "runtime/exec/bus_bandwidth.hpp"
+#include "runtime/exec/executor.hpp"
+#include "runtime/memory/cuda_memory_backend.hpp"
+#include "runtime/memory/memory_accounting.hpp"
+#include "runtime/model/model_config.hpp"
+#include "sim/common/atomic_file.hpp"
+#include "sim/engine/trace_writer.hpp"
+#include "sim/report/human_units.hpp"
+#include "sim/report/memory_walk.hpp"
+#include "sim/report/report.hpp"
+#include "sim/report/report_json.hpp"
+
+namespace zrun {
+
+using nlohmann::ordered_json;
+using zsim::Bytes;
+using zsim::human_bytes;
+using zsim::MemCategory;
+using zsim::Tier;
+
+namespace {
+
+constexpr MemCategory kCategories[] = {MemCategory::params, MemCategory::grads, MemCategory::optimizer,
+                                       MemCategory::activations, MemCategory::buffers};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// FLOPs of one step as zsim counts them: forward and backward ops (model FLOPs), and recompute.
+void step_flops(const zsim::Schedule& s, double& model, double& recompute) {
+  model = recompute = 0;
+  bool seen_step = false;
+  for (const zsim::Op& op : s.ops) {
+    if (op.phase == zsim::Phase::init) continue;
+    if (seen_step && op.phase != zsim::Phase::step) break;
+    seen_step |= op.phase == zsim::Phase::step;
+    if (op.kind != zsim::OpKind::compute) continue;
+    if (op.compute.what == zsim::ComputeKind::forward || op.compute.what == zsim::ComputeKind::backward)
+      model += op.compute.flops;
+    if (op.compute.what == zsim::ComputeKind::recompute) recompute += op.compute.flops;
+  }
+}
+
+}  // namespace
+
+int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, Watchdog& dog,
+          const FaultInjector& faults) {
+  const zsim::Scenario& sc = job.scenario;
+  const zsim::Schedule& sch = job.schedule;
+  const zsim::Plan plan = zsim::make_plan(sc);
+  model::Model model(model::model_config(sc, plan), plan.units);
+
+  // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later; pinned host memory
+  // as the schedule's CPU tier peak per rank.
+  std::size_t free_b = 0, total_b = 0;
+  ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const Bytes reserve = 1536LL << 20;
+  const zsim::MemoryWalk predicted = zsim::walk_memory(sch, zsim::capacity_of(sc));
+  const Bytes cpu_bytes = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node) + (64LL << 20);
+  MemoryAccounting acc;
+  CudaMemoryBackend gpu_dev(Tier::gpu), cpu_dev(Tier::cpu);
+  Arena gpu(Tier::gpu, static_cast<Bytes>(free_b) - reserve, gpu_dev, rank, acc);
+  Arena cpu(Tier::cpu, cpu_bytes, cpu_dev, rank, acc);
+
+  ExecOptions o;
+  o.time_ops = !args.json_file.empty() || !args.trace_file.empty() || !args.csv_file.empty();
+  if (const char* t = std::getenv("ZRUN_OP_TIMEOUT_S")) o.op_timeout_s = std::atof(t);
+  if (const char* lr = std::getenv("ZRUN_LR")) o.lr = static_cast<float>(std::atof(lr));
+  Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
+  ex.run_init();
+
+  std::vector<StepResult> steps;
+  std::vector<double> times;
+  for (int i = 0; i < args.warmup + args.steps; ++i) {
+    StepResult r = ex.run_step(i);
+    if (rank == 0)
+      std::cout << fmt::format("step {:4d}  loss {:.6f}  {:9.3f} ms{}\n", i, r.loss, r.seconds * 1e3,
+                               i < args.warmup ? "  (warm-up)" : "")
+                << std::flush;
+    if (i >= args.warmup) times.push_back(r.seconds);
+    steps.push_back(std::move(r));
+  }
+  if (rank != 0) return 0;
+
+  // ---- the report: measured beside predicted -------------------------------------------------------
+  const double step_s = median(times);
+  double model_flops = 0, recompute_flops = 0;
+  step_flops(sch, model_flops, recompute_flops);
+  const double tflops = step_s > 0 ? model_flops / step_s / 1e12 : 0;
+  const double hw_tflops = step_s > 0 ? (model_flops + recompute_flops) / step_s / 1e12 : 0;
+  const double tokens_s = step_s > 0 ? static_cast<double>(sch.meta.tokens_per_step) / step_s : 0;
+  std::size_t free_after = 0;
+  ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_after, &total_b));
+  const Bytes device_used = static_cast<Bytes>(total_b - free_after);
+  const Bytes outside_arena = device_used - gpu.capacity_bytes();  // CUDA context, NCCL, cuBLAS workspace
+
+  std::cout << fmt::format("\nzrun measured {} step(s) after {} warm-up, {} rank(s)\n", args.steps, args.warmup,
+                           sch.meta.world_size);
+  std::cout << fmt::format("time per step      {:.3f} ms (median)\n", step_s * 1e3);
+  std::cout << fmt::format("TFLOPS per GPU     {:.1f} model, {:.1f} with recomputation\n", tflops / sch.meta.world_size,
+                           hw_tflops / sch.meta.world_size);
+  std::cout << fmt::format("tokens/s           {:.0f}\n", tokens_s);
+  std::cout << fmt::format("loss               {:.4f} -> {:.4f}\n", steps.front().loss, steps.back().loss);
+  // zsim's peak of each category over the program (its memory walk's own peak is of the total).
+  std::map<MemCategory, Bytes> live, zsim_peak;
+  for (const zsim::Op& op : sch.ops)
+    if ((op.kind == zsim::OpKind::alloc || op.kind == zsim::OpKind::free) && op.mem.tier == Tier::gpu) {
+      live[op.mem.category] += op.kind == zsim::OpKind::alloc ? op.mem.bytes : -op.mem.bytes;
+      zsim_peak[op.mem.category] = std::max(zsim_peak[op.mem.category], live[op.mem.category]);
+    }
+  std::cout << "\n  GPU memory peak per category   measured: schedule's buffers (+ beyond them)   zsim's peak\n";
+  for (MemCategory c : kCategories) {
+    const Bytes beyond = acc.detail(Tier::gpu, c, kBeyondSchedule).peak;
+    std::cout << fmt::format("  {:<28} {:>12} (+ {:>10})    {:>12}\n", zsim::to_string(c),
+                             human_bytes(acc.category(Tier::gpu, c).peak), human_bytes(beyond),
+                             human_bytes(zsim_peak[c]));
+  }
+  std::cout << fmt::format("  {:<28} {:>12}                    {:>12}\n", "peak (all categories)",
+                           human_bytes(acc.tier(Tier::gpu).peak), human_bytes(predicted.gpu.peak));
+  std::cout << fmt::format("  outside the arena (CUDA context, NCCL, cuBLAS): {}; the model's scratch: {}\n",
+                           human_bytes(outside_arena), human_bytes(model.scratch_bytes()));
+  for (const BufferMismatch& m : ex.buffer_mismatches())
+    std::cout << fmt::format("  buffer {} ({}{}): the schedule gives {}, the model needs {}\n", m.buffer,
+                             zsim::to_string(m.category), m.detail.empty() ? "" : "/" + m.detail,
+                             human_bytes(m.schedule_bytes), human_bytes(m.needed_bytes));
+
+  if (!args.json_file.empty()) {
+    zsim::Report rep = zsim::make_report(sc, sch);
+    ordered_json j = zsim::report_to_json(rep);
+    ordered_json m;
+    m["steps"] = ordered_json::array();
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      m["steps"].push_back({{"step", i}, {"warmup", static_cast<int>(i) < args.warmup}, {"time_s", steps[i].seconds},
+                            {"loss", steps[i].loss}});
+    m["step_time_s"] = step_s;
+    m["tflops_per_gpu"] = tflops / sch.meta.world_size;
+    m["hardware_tflops_per_gpu"] = hw_tflops / sch.meta.world_size;
+    m["tokens_per_s"] = tokens_s;
+    ordered_json peaks, beyond, predicted_peaks;
+    for (MemCategory c : kCategories) {
+      predicted_peaks[zsim::to_string(c)] = zsim_peak[c];
+      peaks[zsim::to_string(c)] = acc.category(Tier::gpu, c).peak;
+      beyond[zsim::to_string(c)] = acc.detail(Tier::gpu, c, kBeyondSchedule).peak;
+    }
+    m["gpu_peak_bytes"] = acc.tier(Tier::gpu).peak;
+    m["gpu_peak_bytes_by_category"] = peaks;
+    m["gpu_beyond_schedule_peak_bytes_by_category"] = beyond;
+    m["zsim_gpu_peak_bytes_by_category"] = predicted_peaks;
+    m["zsim_gpu_peak_bytes"] = predicted.gpu.peak;
+    m["device_bytes_outside_arena"] = outside_arena;
+    m["model_scratch_bytes"] = model.scratch_bytes();
+    m["buffer_mismatches"] = ordered_json::array();
+    for (const BufferMismatch& b : ex.buffer_mismatches())
+      m["buffer_mismatches"].push_back({{"buffer", b.buffer}, {"category", zsim::to_string(b.category)},
+                                        {"detail", b.detail}, {"schedule_bytes", b.schedule_bytes},
+                                        {"needed_bytes", b.needed_bytes}});
+    // Per-op times and per-collective bandwidth of the last measured step (rank 0).
+    const StepResult& last = steps.back();
+    m["ops"] = ordered_json::array();
+    m["collectives"] = ordered_json::array();
+    for (std::size_t id = 0; id < last.ops.size(); ++id) {
+      const OpTime& t = last.ops[id];
+      if (t.end_s <= 0) continue;
+      const zsim::Op& op = sch.ops[id];
+      m["ops"].push_back({{"id", id}, {"start_s", t.start_s}, {"end_s", t.end_s}});
+      if (op.kind == zsim::OpKind::collective) {
+        const int n = sch.groups[op.collective.group].size;
+        m["collectives"].push_back({{"id", id}, {"name", op.name}, {"bytes", op.collective.bytes},
+                                    {"group", sch.groups[op.collective.group].name},
+                                    {"seconds", t.end_s - t.start_s},
+                                    {"bus_GBps", bus_GBps(op.collective.what, n, op.collective.bytes, t.end_s - t.start_s)}});
+      }
+    }
+    j["measured"] = m;
+    zsim::write_file_atomically(args.json_file, j.dump(1) + "\n");
+  }
+  if (!args.trace_file.empty() || !args.csv_file.empty()) {
+    zsim::TimingResult tr;
+    tr.ops.assign(sch.ops.size(), {});
+    for (std::size_t id = 0; id < steps.back().ops.size(); ++id)
+      tr.ops[id] = {steps.back().ops[id].start_s, steps.back().ops[id].end_s};
+    tr.makespan_s = steps.back().seconds;
+    if (!args.trace_file.empty()) {
+      std::ostringstream out;
+      zsim::write_chrome_trace(out, sch, tr);
+      zsim::write_file_atomically(args.trace_file, out.str());
+    }
+    if (!args.csv_file.empty()) {
+      std::ostringstream out;
+      zsim::write_op_csv(out, sch, tr);
+      zsim::write_file_atomically(args.csv_file, out.str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace zrun

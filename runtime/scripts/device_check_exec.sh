@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# zrun's executor on the GPU machine (one GPU): trains the tiny scenario at ZeRO stage 0 and writes the
+# measured report, trace and CSV under $OUT. Binaries come from ZRUN_BIN_DIR (built here, carried there).
+# Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_exec.sh
+set -u
+BIN=${ZRUN_BIN_DIR:-build/bin}
+OUT=${OUT:-/tmp/zrun_out}
+mkdir -p "$OUT"
+SITE=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+S=runtime/scenarios/tiny-zero3-1xh100.yaml
+run() { echo "== $*"; "$@"; echo "exit $?"; }
+ZRUN_LR=3e-3 run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.micro_batch=8 --steps 50 --warmup 0 \
+    --json "$OUT/stage0.json" --trace "$OUT/stage0_trace.json" --csv "$OUT/stage0_ops.csv" 2>&1 | tee "$OUT/stage0.log"
+# The same samples as micro-batch 2 x 1 micro-step and as micro-batch 1 x 2 micro-steps: the losses must agree.
+run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --steps 5 --warmup 0 2>&1 | tee "$OUT/stage0_mb2.log"
+run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.grad_accum=2 \
+    --set training.micro_batch=1 --steps 5 --warmup 0 2>&1 | tee "$OUT/stage0_ga2.log"
+run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.activation_checkpointing=none \
+    --steps 5 --warmup 0 2>&1 | tee "$OUT/stage0_nockpt.log"
+run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=2 --steps 2 --warmup 0 2>&1 | tail -3
