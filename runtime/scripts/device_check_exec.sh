@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# zrun's executor on the GPU machine (one GPU): trains the tiny scenario at ZeRO stage 0 and writes the
-# measured report, trace and CSV under $OUT. Binaries come from ZRUN_BIN_DIR (built here, carried there).
+# zrun on the GPU machine (one GPU): its GPU tests, then the tiny scenario at ZeRO stage 0 with the measured
+# report, trace and CSV under $OUT. Binaries come from ZRUN_BIN_DIR (built here, carried there).
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_exec.sh
 set -u
 BIN=${ZRUN_BIN_DIR:-build/bin}
@@ -10,6 +10,10 @@ SITE=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 S=runtime/scenarios/tiny-zero3-1xh100.yaml
+# The GPU tests of zrun (communicators, arena, model against its CPU reference, training and faults).
+for t in zrun_gpu_tests zrun_model_gpu_tests zrun_train_gpu_test; do
+  [ -x "$BIN/$t" ] && ZRUN_BIN="$BIN/zrun" "$BIN/$t" 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran"
+done
 run() { echo "== $*"; "$@"; echo "exit $?"; }
 ZRUN_LR=3e-3 run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.micro_batch=8 --steps 50 --warmup 0 \
     --json "$OUT/stage0.json" --trace "$OUT/stage0_trace.json" --csv "$OUT/stage0_ops.csv" 2>&1 | tee "$OUT/stage0.log"

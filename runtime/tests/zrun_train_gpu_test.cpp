@@ -1,0 +1,101 @@
+// zrun training for real on this machine's GPU (skips with a message where there is none, as in CI): the tiny
+// scenario at ZeRO stage 0 on one GPU. The loss falls, grad accumulation sees the same samples as a bigger
+// micro-batch, recomputation changes nothing, and an injected fault ends the job naming the rank and the op.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+namespace {
+namespace fs = std::filesystem;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's training tests run on the GPU machine"
+
+struct ZrunRun {
+  int exit_code;
+  std::string out;  // stdout and stderr
+  double seconds;
+};
+
+ZrunRun zrun(const std::string& env, const std::string& args) {
+  const char* bin = std::getenv("ZRUN_BIN");  // the device check carries the binary elsewhere
+  const fs::path log = fs::temp_directory_path() / ("zrun_train_test_" + std::to_string(::getpid()));
+  const std::string cmd = env + " " + (bin ? std::string(bin) : std::string(ZRUN_BIN)) +
+                          " runtime/scenarios/tiny-zero3-1xh100.yaml --here --set deepspeed.zero_optimization.stage=0 " +
+                          args + " >" + log.string() + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(log);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str(), s};
+}
+
+std::vector<double> losses(const std::string& out) {
+  std::vector<double> v;
+  const std::regex line(R"(step +\d+ +loss ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) v.push_back(std::stod((*it)[1]));
+  return v;
+}
+
+TEST(ZrunTrainGpu, TheTinyModelsLossFallsByHalfWithin50Steps) {
+  REQUIRE_GPU();
+  const ZrunRun r = zrun("ZRUN_LR=3e-3", "--set training.micro_batch=8 --steps 50 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<double> l = losses(r.out);
+  ASSERT_EQ(l.size(), 50u) << r.out;
+  EXPECT_LE(l.back(), 0.5 * l.front()) << r.out;
+}
+
+TEST(ZrunTrainGpu, TwoMicroStepsOfOneSequenceGiveTheLossesOfOneMicroBatchOfTwo) {
+  REQUIRE_GPU();
+  const std::vector<double> a = losses(zrun("", "--set training.micro_batch=2 --steps 5 --warmup 0").out);
+  const std::vector<double> b =
+      losses(zrun("", "--set training.micro_batch=1 --set training.grad_accum=2 --steps 5 --warmup 0").out);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::fabs(a[i] - b[i]) / a[i], 1e-3) << "step " << i;
+}
+
+TEST(ZrunTrainGpu, FullCheckpointingRecomputesTheLossesOfTheRunWithout) {
+  REQUIRE_GPU();
+  const std::vector<double> a = losses(zrun("", "--set training.activation_checkpointing=full --steps 5 --warmup 0").out);
+  const std::vector<double> b = losses(zrun("", "--set training.activation_checkpointing=none --steps 5 --warmup 0").out);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, b);
+}
+
+TEST(ZrunTrainGpu, AnInjectedExitAtAnOpEndsTheJobNamingRankAndOp) {
+  REQUIRE_GPU();
+  const ZrunRun r = zrun("ZRUN_FAULT=rank=0,op=bwd.L1.mlp.down,kind=exit", "--steps 2 --warmup 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("rank 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bwd.L1.mlp.down"), std::string::npos) << r.out;
+}
+
+TEST(ZrunTrainGpu, AnInjectedHangIsEndedByTheWatchdogWithin30Seconds) {
+  REQUIRE_GPU();
+  const ZrunRun r = zrun("ZRUN_OP_TIMEOUT_S=5 ZRUN_FAULT=rank=0,op=fwd.L0.attn.q,kind=hang", "--steps 2 --warmup 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 30.0);
+  EXPECT_NE(r.out.find("fwd.L0.attn.q"), std::string::npos) << r.out;
+}
+
+}  // namespace
