@@ -464,16 +464,17 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
   std::string tmp_name;
   std::byte* result = dst;
   const zsim::Bytes result_bytes = op.collective.what == CollectiveKind::all_gather ? in.bytes * n : out.bytes;
-  if (accumulate || (op.collective.what == CollectiveKind::all_gather && out.rank_stride != 0 && out.rank_stride != in.bytes)) {
+  const bool strided = out.blocks > 1 && out.block_stride != out.bytes;  // gather into a temporary, then place
+  if (accumulate || strided) {
     tmp_name = fmt::format("zrun.coll_tmp.{}", tmp_count_++);
     result = gpu_.alloc(tmp_name, MemCategory::buffers, kBeyondSchedule, 0, op.name, result_bytes);
   }
   switch (op.collective.what) {
     case CollectiveKind::all_gather:
       ZRUN_NCCL_CHECK(ncclAllGather(src, result, in.bytes / esz, t, comm, s));
-      if (result != dst)
-        ZRUN_CUDA_CHECK(cudaMemcpy2DAsync(dst, out.rank_stride ? out.rank_stride : in.bytes, result, in.bytes, in.bytes, n,
-                                          cudaMemcpyDeviceToDevice, s));
+      if (strided)
+        ZRUN_CUDA_CHECK(cudaMemcpy2DAsync(dst, out.block_stride, result, in.bytes, in.bytes, n, cudaMemcpyDeviceToDevice,
+                                          s));
       break;
     case CollectiveKind::reduce_scatter:
       ZRUN_NCCL_CHECK(ncclReduceScatter(src, result, out.bytes / esz, t, ncclAvg, comm, s));
@@ -483,16 +484,35 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
       break;
     default: not_built(op, std::string("the ") + zsim::to_string(op.collective.what) + " collective");
   }
-  if (accumulate) add_inplace(elem_type(op.collective.dtype), dst, result, out.bytes / esz, s);
+  if (accumulate && !strided) add_inplace(elem_type(op.collective.dtype), dst, result, out.bytes / esz, s);
   if (!tmp_name.empty()) gpu_.free(tmp_name, s);
 }
 
 void Executor::run_copy(const Op& op, cudaStream_t s) {
   if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
     not_built(op, "NVMe offload");
-  const BufferUse& in = need_use(op, Role::input);
-  const BufferUse& out = need_use(op, Role::output);
-  ZRUN_CUDA_CHECK(cudaMemcpyAsync(buffers_.at(out, rank_), buffers_.at(in, rank_), op.copy.bytes, cudaMemcpyDefault, s));
+  if (op.copy.rank >= 0 && op.copy.rank != rank_) return;  // a copy that only one rank runs
+  if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+    const BufferUse& in = op.uses[i];
+    const BufferUse& out = op.uses[i + 1];
+    std::byte* src = buffers_.at(in, rank_);
+    std::byte* dst = buffers_.at(out, rank_);
+    if (out.access == Access::read_write) {  // accumulate: contiguous ranges of the training dtype
+      if (in.blocks > 1 || out.blocks > 1) not_built(op, "an accumulating strided copy");
+      add_inplace(elem_type(plan_.dtype), dst, src, out.bytes / plan_.elem_bytes, s);
+      continue;
+    }
+    // Block by block: full rows of the narrower side, then what remains of the last.
+    const zsim::Bytes total = out.total_bytes();
+    const zsim::Bytes row = in.blocks > 1 ? in.bytes : out.bytes;
+    const zsim::Bytes spitch = in.blocks > 1 ? in.block_stride : row, dpitch = out.blocks > 1 ? out.block_stride : row;
+    const zsim::Bytes rows = total / row, rest = total % row;
+    if (rows > 0)
+      ZRUN_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, row, rows, cudaMemcpyDefault, s));
+    if (rest > 0)
+      ZRUN_CUDA_CHECK(cudaMemcpyAsync(dst + rows * dpitch, src + rows * spitch, rest, cudaMemcpyDefault, s));
+  }
 }
 
 }  // namespace zrun

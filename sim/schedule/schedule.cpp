@@ -40,7 +40,9 @@ void check_use(const Schedule& s, const Op& op, const BufferUse& u, const Live& 
     fail(op, "uses buffer '" + m.buffer + "' (alloc op " + std::to_string(u.alloc) + "), which is not live here");
   // The last rank's range (rank_stride) must fit too.
   const int ranks = op.kind == OpKind::collective ? s.groups[op.collective.group].size : s.meta.world_size;
-  const Bytes last = u.offset + static_cast<Bytes>(ranks - 1) * u.rank_stride;
+  const Bytes last = u.offset + static_cast<Bytes>(ranks - 1) * u.rank_stride +
+                     static_cast<Bytes>(u.blocks - 1) * u.block_stride;
+  if (u.blocks < 1 || u.block_stride < 0) fail(op, "a use has fewer than one block or a negative block stride");
   if (u.offset < 0 || u.bytes < 0 || u.rank_stride < 0 || last + u.bytes > m.bytes)
     fail(op, "uses bytes [" + std::to_string(last) + ", " + std::to_string(last + u.bytes) + ") of buffer '" +
                  m.buffer + "', which holds " + std::to_string(m.bytes));

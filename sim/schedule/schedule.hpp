@@ -87,6 +87,8 @@ struct MemOp {
 // holds (indices into Schedule::model.units and that unit's tensors), -1 when it is not one tensor.
 // Ranks differ only where `rank_stride` is set: rank r's range starts at offset + r x rank_stride, r being its
 // index in the collective's group (world for other ops); e.g. a stage-1/2 rank's slice of the flat gradients.
+// A strided range is `blocks` blocks of `bytes` each, `block_stride` apart (e.g. one shard of every rank's
+// partition, or one tensor's chunks in a gathered flat buffer); `bytes` is then the size of one block.
 struct BufferUse {
   OpId alloc = -1;
   Bytes offset = 0;
@@ -96,6 +98,9 @@ struct BufferUse {
   int unit = -1;
   int tensor = -1;
   Bytes rank_stride = 0;
+  int blocks = 1;
+  Bytes block_stride = 0;
+  Bytes total_bytes() const { return bytes * blocks; }
   bool operator==(const BufferUse&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -207,7 +207,8 @@ ScheduleModel read_model(const Node& n) {
 
 // One entry of an op's `uses`: the buffer by name and by alloc id, which must agree.
 BufferUse read_use(const Node& n, const std::vector<Op>& earlier) {
-  n.only_keys({"buffer", "alloc", "offset", "bytes", "role", "access", "unit", "tensor", "rank_stride"});
+  n.only_keys({"buffer", "alloc", "offset", "bytes", "role", "access", "unit", "tensor", "rank_stride", "blocks",
+               "block_stride"});
   BufferUse u;
   const Node alloc = n.key("alloc");
   const std::int64_t id = alloc.integer(0);
@@ -225,6 +226,8 @@ BufferUse read_use(const Node& n, const std::vector<Op>& earlier) {
   u.unit = n.has("unit") ? n.key("unit").small_int(-1) : -1;
   u.tensor = n.has("tensor") ? n.key("tensor").small_int(-1) : -1;
   u.rank_stride = opt_integer(n, "rank_stride", 0, 0);
+  u.blocks = n.has("blocks") ? n.key("blocks").small_int(1) : 1;
+  u.block_stride = opt_integer(n, "block_stride", 0, 0);
   return u;
 }
 
@@ -351,6 +354,10 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       if (u.unit >= 0) ju["unit"] = u.unit;
       if (u.tensor >= 0) ju["tensor"] = u.tensor;
       if (u.rank_stride > 0) ju["rank_stride"] = u.rank_stride;
+      if (u.blocks > 1) {
+        ju["blocks"] = u.blocks;
+        ju["block_stride"] = u.block_stride;
+      }
       uses.push_back(std::move(ju));
     }
   }

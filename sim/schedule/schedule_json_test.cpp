@@ -96,7 +96,8 @@ Schedule every_kind() {
     op.compute = {ComputeKind::forward, Device::gpu, 1.0 + i, 0, 0};
     op.unit = i % 2;
     op.uses = {{live, 64 * i, 64, roles[i], accesses[i % 3], i % 2, 1, 0},
-               {live, 0, 256, Role::input, Access::read, -1, -1, 256}};  // 16 ranks x 256 bytes
+               {live, 0, 256, Role::input, Access::read, -1, -1, 256},   // 16 ranks x 256 bytes
+               {live, 0, 64, Role::output, Access::write, -1, -1, 0, 4, 1024}};  // 4 blocks of 64 bytes, 1 KiB apart
     s.add(op);
   }
   return s;
