@@ -112,10 +112,16 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
   if (o_.time_ops) {
     start_events_.assign(s.ops.size(), nullptr);
     end_events_.assign(s.ops.size(), nullptr);
-    for (OpId id : step_ops_) {
-      ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
-      ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
-    }
+    // alloc / free run on the host: they take the time of their stream's last op. An op starts where the
+    // previous one of its stream ended, unless it first waits for another stream (then it records its start).
+    std::vector<char> stream_seen(s.streams.size(), 0);
+    for (OpId id : step_ops_)
+      if (timed(s.ops[id])) {
+        const int st = s.ops[id].stream;
+        if (!stream_seen[st] || !waits_.waits[id].empty()) ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
+        stream_seen[st] = 1;
+        ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+      }
   }
   // What the executor itself holds on the device: tokens and targets of every micro-step, their losses, and
   // the backward's activation gradients (the schedule has no buffer for them).
@@ -150,6 +156,8 @@ Executor::~Executor() {
     if (e) cudaEventDestroy(e);
   for (cudaStream_t st : streams_) cudaStreamDestroy(st);
 }
+
+bool Executor::timed(const Op& op) { return op.kind != OpKind::alloc && op.kind != OpKind::free; }
 
 int Executor::rank_index(const Op& op) const {
   return op.kind == OpKind::collective ? group_index_.at(op.collective.group) : rank_;
@@ -262,11 +270,18 @@ StepResult Executor::run_step(std::int64_t step) {
   r.loss = mean;
   if (o_.time_ops) {
     r.ops.assign(s_.ops.size(), {});
+    std::vector<double> stream_end(streams_.size(), 0.0);
     for (OpId id : step_ops_) {
+      const int st = s_.ops[id].stream;
+      if (!timed(s_.ops[id])) {
+        r.ops[id] = {stream_end[st], stream_end[st]};
+        continue;
+      }
       float a = 0, b = 0;
-      ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
+      if (start_events_[id]) ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
       ZRUN_CUDA_CHECK(cudaEventElapsedTime(&b, t0, end_events_[id]));
-      r.ops[id] = {a * 1e-3, b * 1e-3};
+      r.ops[id] = {start_events_[id] ? a * 1e-3 : stream_end[st], b * 1e-3};
+      stream_end[st] = b * 1e-3;
     }
   }
   for (cudaEvent_t e : tails)
@@ -320,7 +335,7 @@ void Executor::launch(const Op& op, cudaStream_t s) {
     micro_ = op.micro_step;
     std::fill(unit_done_.begin(), unit_done_.end(), 0);
   }
-  if (o_.time_ops) ZRUN_CUDA_CHECK(cudaEventRecord(start_events_[op.id], s));
+  if (o_.time_ops && start_events_[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(start_events_[op.id], s));
   try {
     switch (op.kind) {
       case OpKind::alloc: {
@@ -339,7 +354,7 @@ void Executor::launch(const Op& op, cudaStream_t s) {
     throw DeviceError(fmt::format("rank {}: op '{}'{}: {}", rank_, op.name, group.empty() ? "" : " (group " + group + ")",
                                   e.what()));
   }
-  if (o_.time_ops) ZRUN_CUDA_CHECK(cudaEventRecord(end_events_[op.id], s));
+  if (o_.time_ops && timed(op)) ZRUN_CUDA_CHECK(cudaEventRecord(end_events_[op.id], s));
   if (waits_.records_event[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(dep_events_[op.id], s));
   dog_.end(token);
 }

@@ -70,6 +70,7 @@ class Executor {
   void initialise_states();
   void wait_for_step_end(cudaEvent_t end);
   int rank_index(const zsim::Op& op) const;  // this rank's index in the op's group (world for other ops)
+  static bool timed(const zsim::Op& op);     // gets CUDA timing events (not alloc / free, which run on the host)
 
   const zsim::Schedule& s_;
   const zsim::Plan& plan_;
