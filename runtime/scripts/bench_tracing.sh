@@ -16,6 +16,6 @@ ARGS="runtime/scenarios/tiny-zero3-1xh100.yaml --here --set deepspeed.zero_optim
 "$BIN/zrun" $ARGS --json "$OUT/traced.json" > "$OUT/traced.log" 2>&1
 a=$(grep "time per step" "$OUT/untraced.log" | awk '{print $4}')
 b=$(grep "time per step" "$OUT/traced.log" | awk '{print $4}')
-echo "untraced ${a} ms, traced ${b} ms, tracing costs $(python3 -c "print(f'{($b/$a-1)*100:.2f}')")% of the step" \
+echo "untraced ${a} ms, traced ${b} ms, tracing costs $(/opt/torch/.venv/bin/python -c "print(f'{($b/$a-1)*100:.2f}')")% of the step" \
   | tee "$OUT/tracing.txt"
 grep -E "TFLOPS|tokens|peak|buffer|outside" "$OUT/untraced.log"

@@ -26,9 +26,9 @@ ARGS="$S --here --set deepspeed.zero_optimization.stage=0 --set model.layers=8 -
   --set training.seq_len=1024 --set training.micro_batch=4 --steps 10 --warmup 3"
 "$BIN/zrun" $ARGS --json "$OUT/medium_dp2.json" > "$OUT/medium_dp2.log" 2>&1
 grep -E "time per step|TFLOPS|tokens|peak  " "$OUT/medium_dp2.log"
-SIZES=$(python3 -c "import json; m=json.load(open('$OUT/medium_dp2.json'))['measured']; print(' '.join(sorted({str(c['bytes']) for c in m['collectives']})))")
+SIZES=$(/opt/torch/.venv/bin/python -c "import json; m=json.load(open('$OUT/medium_dp2.json'))['measured']; print(' '.join(sorted({str(c['bytes']) for c in m['collectives']})))")
 /opt/torch/.venv/bin/torchrun --nproc_per_node 2 runtime/scripts/raw_collective_bench.py all_reduce $SIZES > "$OUT/raw.json" 2>"$OUT/raw.err"
-python3 - "$OUT/medium_dp2.json" "$OUT/raw.json" <<'PY' | tee "$OUT/collective_ratio.txt"
+/opt/torch/.venv/bin/python - "$OUT/medium_dp2.json" "$OUT/raw.json" <<'PY' | tee "$OUT/collective_ratio.txt"
 import json, sys
 m = json.load(open(sys.argv[1]))["measured"]
 raw = {r["bytes"]: r for r in json.load(open(sys.argv[2]))}
