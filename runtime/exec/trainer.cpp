@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/comm/check.hpp"
@@ -96,6 +97,25 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     if (i >= args.warmup) times.push_back(r.seconds);
     steps.push_back(std::move(r));
   }
+  // A collective's time on one rank includes waiting for the others to arrive: the rank that arrives last
+  // measures the collective itself, so each collective's duration is the minimum over ranks (durations do not
+  // depend on the ranks' clocks).
+  const StepResult& last = steps.back();
+  std::vector<zsim::OpId> coll_ids;
+  for (std::size_t id = 0; id < last.ops.size(); ++id)
+    if (sch.ops[id].kind == zsim::OpKind::collective && last.ops[id].end_s > 0) coll_ids.push_back(id);
+  std::vector<float> coll_s(coll_ids.size());
+  for (std::size_t i = 0; i < coll_ids.size(); ++i)
+    coll_s[i] = static_cast<float>(last.ops[coll_ids[i]].end_s - last.ops[coll_ids[i]].start_s);
+  const std::vector<float> rank0_coll_s = coll_s;
+  if (!coll_s.empty() && sch.meta.world_size > 1) {
+    float* d = nullptr;
+    ZRUN_CUDA_CHECK(cudaMalloc(&d, coll_s.size() * sizeof(float)));
+    ZRUN_CUDA_CHECK(cudaMemcpy(d, coll_s.data(), coll_s.size() * sizeof(float), cudaMemcpyHostToDevice));
+    ZRUN_NCCL_CHECK(ncclAllReduce(d, d, coll_s.size(), ncclFloat32, ncclMin, comms.world(), nullptr));
+    ZRUN_CUDA_CHECK(cudaMemcpy(coll_s.data(), d, coll_s.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    ZRUN_CUDA_CHECK(cudaFree(d));
+  }
   if (rank != 0) return 0;
 
   // ---- the report: measured beside predicted -------------------------------------------------------
@@ -170,22 +190,19 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
       m["buffer_mismatches"].push_back({{"buffer", b.buffer}, {"category", zsim::to_string(b.category)},
                                         {"detail", b.detail}, {"schedule_bytes", b.schedule_bytes},
                                         {"needed_bytes", b.needed_bytes}});
-    // Per-op times and per-collective bandwidth of the last measured step (rank 0).
-    const StepResult& last = steps.back();
+    // Per-op times (rank 0) and per-collective bandwidth of the last measured step.
     m["ops"] = ordered_json::array();
+    for (std::size_t id = 0; id < last.ops.size(); ++id)
+      if (last.ops[id].end_s > 0)
+        m["ops"].push_back({{"id", id}, {"start_s", last.ops[id].start_s}, {"end_s", last.ops[id].end_s}});
     m["collectives"] = ordered_json::array();
-    for (std::size_t id = 0; id < last.ops.size(); ++id) {
-      const OpTime& t = last.ops[id];
-      if (t.end_s <= 0) continue;
-      const zsim::Op& op = sch.ops[id];
-      m["ops"].push_back({{"id", id}, {"start_s", t.start_s}, {"end_s", t.end_s}});
-      if (op.kind == zsim::OpKind::collective) {
-        const int n = sch.groups[op.collective.group].size;
-        m["collectives"].push_back({{"id", id}, {"name", op.name}, {"bytes", op.collective.bytes},
-                                    {"group", sch.groups[op.collective.group].name},
-                                    {"seconds", t.end_s - t.start_s},
-                                    {"bus_GBps", bus_GBps(op.collective.what, n, op.collective.bytes, t.end_s - t.start_s)}});
-      }
+    for (std::size_t i = 0; i < coll_ids.size(); ++i) {
+      const zsim::Op& op = sch.ops[coll_ids[i]];
+      const int n = sch.groups[op.collective.group].size;
+      m["collectives"].push_back({{"id", coll_ids[i]}, {"name", op.name}, {"bytes", op.collective.bytes},
+                                  {"group", sch.groups[op.collective.group].name}, {"dtype", zsim::to_string(op.collective.dtype)},
+                                  {"seconds", coll_s[i]}, {"rank0_seconds", rank0_coll_s[i]},
+                                  {"bus_GBps", bus_GBps(op.collective.what, n, op.collective.bytes, coll_s[i])}});
     }
     j["measured"] = m;
     zsim::write_file_atomically(args.json_file, j.dump(1) + "\n");

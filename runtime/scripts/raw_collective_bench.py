@@ -20,7 +20,7 @@ def main():
         elems = size // 2
         if kind == "all_reduce":
             buf = torch.ones(elems, dtype=torch.bfloat16, device="cuda")
-            op = lambda: dist.all_reduce(buf)
+            op = lambda: dist.all_reduce(buf, op=dist.ReduceOp.AVG)  # zrun averages gradients (ncclAvg)
             factor = 2 * (n - 1) / n
         elif kind == "all_gather":  # size = output
             inp = torch.ones(elems // n, dtype=torch.bfloat16, device="cuda")

@@ -64,14 +64,22 @@ TEST(ZrunTrainGpu, TheTinyModelsLossFallsByHalfWithin50Steps) {
   EXPECT_LE(l.back(), 0.5 * l.front()) << r.out;
 }
 
+int visible_gpus() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+// The tolerance: 1e-3 without reductions in 16 bits (one GPU: none at all), 1e-2 with bf16 reductions.
 TEST(ZrunTrainGpu, TwoMicroStepsOfOneSequenceGiveTheLossesOfOneMicroBatchOfTwo) {
   REQUIRE_GPU();
+  const double tolerance = visible_gpus() > 1 ? 1e-2 : 1e-3;
   const std::vector<double> a = losses(zrun("", "--set training.micro_batch=2 --steps 5 --warmup 0").out);
   const std::vector<double> b =
       losses(zrun("", "--set training.micro_batch=1 --set training.grad_accum=2 --steps 5 --warmup 0").out);
   ASSERT_EQ(a.size(), 5u);
   ASSERT_EQ(b.size(), 5u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::fabs(a[i] - b[i]) / a[i], 1e-3) << "step " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_LE(std::fabs(a[i] - b[i]) / a[i], tolerance) << "step " << i << ": " << a[i] << " vs " << b[i];
 }
 
 TEST(ZrunTrainGpu, FullCheckpointingRecomputesTheLossesOfTheRunWithout) {
