@@ -182,7 +182,9 @@ void Executor::initialise_states() {
   if (plan_.stage == 3) throw std::runtime_error("ZeRO stage 3 is not built into zrun's executor yet");
   const zsim::TensorLayout layout = zsim::tensor_layout(plan_);
   const auto& cfg = model_.config();
-  std::vector<float> flat(static_cast<std::size_t>(plan_.params));
+  // Stages 1-2: DeepSpeed's flat buffer padded to N partitions (the padding stays zero).
+  const zsim::Elements whole = plan_.stage == 0 ? plan_.params : plan_.param_partition * plan_.dp;
+  std::vector<float> flat(static_cast<std::size_t>(whole), 0.0f);
   for (std::size_t u = 0; u < plan_.units.size(); ++u)
     for (std::size_t k = 0; k < plan_.units[u].tensors.size(); ++k) {
       const zsim::TensorShape& t = plan_.units[u].tensors[k];

@@ -4,6 +4,8 @@
 // group, bytes, reduce root, copy rank, count and order.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -39,8 +41,10 @@ std::string reduce(Elements n, int root) { return "reduce world " + std::to_stri
 std::string d2d(Elements n, int rank) { return "d2d " + std::to_string(kBf16 * n) + " rank " + std::to_string(rank); }
 
 // What DeepSpeed calls, as strings, for gradients reduced in the order `arrival` (tensor ordinals).
+// Stage 2 (`partition_gradients`) then copies each gradient's part in a rank's partition out of the bucket
+// (reduce_ipg_grads -> copy_grads_in_partition, with contiguous_gradients), run by that rank.
 std::vector<std::string> deepspeed_calls(const std::vector<Elements>& numel, const std::vector<int>& arrival, int N,
-                                         const Keys& k) {
+                                         const Keys& k, bool stage2 = false) {
   // __init__: flat buffer in model order, or dealt round robin (_round_robin_reorder: tensor i to list
   // i % N, lists concatenated); padded to a multiple of nccl_start_alignment_factor (2) x N.
   std::vector<int> flat_order(numel.size());
@@ -93,9 +97,23 @@ std::vector<std::string> deepspeed_calls(const std::vector<Elements>& numel, con
     }
     if (!chunk.empty()) send(chunk, root);
   };
+  auto copy_grads_in_partition = [&](const std::vector<int>& b) {
+    if (!stage2 || !k.contiguous) return;
+    for (int t : b)
+      for (Elements e = offset[t]; e < offset[t] + numel[t];) {
+        const int owner = static_cast<int>(e / P);
+        const Elements len = std::min(offset[t] + numel[t], (owner + 1) * P) - e;
+        calls.push_back(d2d(len, owner));
+        e += len;
+      }
+  };
   for (const auto& b : buckets) {
     Elements n = 0;
     for (int t : b) n += numel[t];
+    struct After {
+      std::function<void()> f;
+      ~After() { f(); }
+    } after{[&] { copy_grads_in_partition(b); }};
     if (!k.contiguous) {  // buffered_reduce_fallback: all grads in one all-reduce, every rank copies back
       std::vector<std::pair<int, Elements>> grads;
       for (int t : b) grads.push_back({-1, numel[t]});
@@ -173,7 +191,7 @@ void expect_deepspeed_calls(int stage, const Keys& k) {
   const Scenario s = small(stage, k);
   const Plan p = make_plan(s);
   const auto numel = model_order_numels(p);
-  const auto expected = deepspeed_calls(numel, backward_order(numel.size()), p.dp, k);
+  const auto expected = deepspeed_calls(numel, backward_order(numel.size()), p.dp, k, stage == 2);
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(schedule_calls(make_schedule(s, p)), expected);
 }

@@ -237,10 +237,14 @@ Plan make_plan(const Scenario& s) {
       p.optimizer_partition = p.params;
       break;
     case 1:
-    case 2:
-      p.param_partition = ceil_div(p.params, p.dp);
+    case 2: {
+      // DeepSpeedZeroOptimizer pads the flat 16-bit group to a multiple of 2N (nccl_start_alignment_factor x
+      // dp: stage_1_and_2.py flatten_dense_tensors_aligned) and gives each rank 1/N of it.
+      const Elements align = 2 * static_cast<Elements>(p.dp);
+      p.param_partition = ceil_div(p.params, align) * align / p.dp;
       p.optimizer_partition = p.param_partition;
       break;
+    }
     case 3:
       for (const auto& u : p.units) {
         p.param_partition += u.partition;
@@ -290,7 +294,21 @@ Plan make_plan(const Scenario& s) {
     p.warnings.push_back("offload_optimizer.ratio < 1 is not modelled: the whole optimizer step runs on the CPU");
 
   p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
-  if (p.stage == 1 || p.stage == 2) p.allgather_chunks = split(p.param_partition * p.dp, z.allgather_bucket_size);
+  if ((p.stage == 1 || p.stage == 2) && p.dp > 1) {
+    // all_gather_dp_groups (runtime/utils.py): max(1, partition x N // allgather_bucket_size) shards of each
+    // rank's partition, each shard's size rounded down to the alignment factor 2, the last taking the rest;
+    // one all-gather per shard (of N x shard elements). With one rank there is nothing to gather.
+    const Elements P = p.param_partition;
+    const Elements shards = std::max<Elements>(1, P * p.dp / std::max<Elements>(1, z.allgather_bucket_size));
+    Elements shard = P / shards;
+    shard -= shard % 2;
+    if (shard <= 0) shard = P;
+    for (Elements at = 0, k = 0; at < P; ++k) {
+      const Elements n = k + 1 == shards || at + shard > P ? P - at : shard;
+      p.allgather_chunks.push_back(n);  // per rank
+      at += n;
+    }
+  }
   p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);
   p.trace = make_trace(p, z);
   return p;

@@ -74,14 +74,28 @@ TEST(Plan, GradientBucketsRespectReduceBucketSize) {
   EXPECT_GE(static_cast<Elements>(p.buckets.size()), (p.params + s.zero.reduce_bucket_size - 1) / s.zero.reduce_bucket_size);
 }
 
-TEST(Plan, AllgatherChunksCoverThePaddedParams) {
+// DeepSpeed's all_gather_dp_groups (runtime/utils.py): max(1, partition x N // allgather_bucket_size) shards
+// of every rank's partition, each shard rounded down to the alignment factor 2, the last taking the rest.
+TEST(Plan, StepAllGathersAreDeepSpeedsShardsOfThePartition) {
   Scenario s = test::scenario(test::small_llama(4), 1, 1, 8);
   s.zero.allgather_bucket_size = 1'000'000;
   const Plan p = make_plan(s);
+  EXPECT_EQ(p.param_partition % 2, 0);
+  EXPECT_EQ(p.param_partition * 8 % 16, 0);  // padded to a multiple of 2N
+  EXPECT_LT(p.param_partition * 8 - p.params, 16);
+  const Elements shards = std::max<Elements>(1, p.param_partition * 8 / 1'000'000);
+  Elements shard = p.param_partition / shards;
+  shard -= shard % 2;
+  ASSERT_EQ(p.allgather_chunks.size(), static_cast<size_t>(shards));
   Elements sum = 0;
+  for (size_t i = 0; i + 1 < p.allgather_chunks.size(); ++i) EXPECT_EQ(p.allgather_chunks[i], shard);
   for (Elements c : p.allgather_chunks) sum += c;
-  EXPECT_EQ(sum, p.param_partition * 8);
-  EXPECT_EQ(p.allgather_chunks.size(), static_cast<size_t>((p.param_partition * 8 + 999'999) / 1'000'000));
+  EXPECT_EQ(sum, p.param_partition);
+}
+
+TEST(Plan, OneRankGathersNoParametersAfterTheStep) {
+  const Plan p = make_plan(test::scenario(test::small_llama(2), 2, 1, 1));
+  EXPECT_TRUE(p.allgather_chunks.empty());
 }
 
 // Without prefetch and reuse every use gathers its unit and releases it.

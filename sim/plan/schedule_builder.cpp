@@ -34,6 +34,11 @@ class Builder {
     const auto& t = s.training;
     tokens_ = t.micro_batch * t.seq_len;
     ckpt_ = t.activation_checkpointing == Checkpointing::full;
+    int ordinal = 0;  // each unit's first tensor in model order
+    for (const auto& u : p.units) {
+      first_ordinal_.push_back(ordinal);
+      ordinal += static_cast<int>(u.tensors.size());
+    }
     if (p.stage == 1 || p.stage == 2) plan_zero12_reductions();
   }
 
@@ -128,7 +133,8 @@ class Builder {
     const Phase ph = Phase::init;
     const Elements opt = p_.optimizer_partition;
     if (p_.stage < 3) {
-      params_ = alloc("params", Tier::gpu, MemCategory::params, "", e_ * p_.params, ph, compute_);
+      // Stages 1-2: DeepSpeed's flat 16-bit buffer, padded to N partitions (plan.hpp param_partition).
+      params_ = alloc("params", Tier::gpu, MemCategory::params, "", e_ * whole_flat(), ph, compute_);
     } else {
       alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "", e_ * p_.param_partition, ph,
             compute_);
@@ -139,9 +145,9 @@ class Builder {
     // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
     // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
     if (p_.stage <= 1)
-      grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * p_.params, ph, compute_);
+      grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * whole_flat(), ph, compute_);
     else if (!optimizer_offloaded())
-      alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
+      partition_grads_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
       alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
       alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
@@ -198,6 +204,14 @@ class Builder {
     return b;
   }
   // The units after the transformer layers (final norm, head): they share the head's activation buffer.
+  // Where tensor k of unit u starts in the whole-model flat buffers: DeepSpeed's flat order for stages 1-2
+  // (round_robin_gradients deals tensors to ranks), model order for stage 0.
+  Elements flat_offset(int u, int k) const {
+    if (p_.stage != 1 && p_.stage != 2) return layout_.flat[u][k];
+    return flat_layout_.offset[first_ordinal_[u] + k];
+  }
+  // Stages 1-2: the flat 16-bit buffers hold N partitions (DeepSpeed's padding); stage 0 the model.
+  Elements whole_flat() const { return p_.stage == 0 ? p_.params : p_.param_partition * p_.dp; }
   bool in_head(int u) const { return u > 0 && p_.units[u].layer < 0 && !p_.units[u].is_embedding; }
   bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
 
@@ -257,7 +271,7 @@ class Builder {
     for (int k = 0; k < static_cast<int>(ts.size()); ++k) {
       const Bytes bytes = e_ * ts[k].numel();
       if (p_.stage < 3) {
-        use(op, params_, e_ * layout_.flat[u][k], bytes, Role::param, Access::read, u, k);
+        use(op, params_, e_ * flat_offset(u, k), bytes, Role::param, Access::read, u, k);
       } else if (layout_.gathered[u][k] >= 0) {
         const auto [buffer, offset] = live_.at(u).where.at(gathered++);
         use(op, buffer, offset, bytes, Role::param, Access::read, u, k);
@@ -276,7 +290,7 @@ class Builder {
       const Elements n = p_.buckets[b].tensors[i].numel();
       if (mu == u) {
         if (p_.stage <= 1)
-          use(op, grads_, e_ * layout_.flat[u][k], e_ * n, Role::grad, Access::read_write, u, k);
+          use(op, grads_, e_ * flat_offset(u, k), e_ * n, Role::grad, Access::read_write, u, k);
         else
           use(op, open_.at(b), e_ * offset, e_ * n, Role::grad, Access::write, u, k);
       }
@@ -537,7 +551,8 @@ class Builder {
       // Stage 1 without overlap_comm: reduce_gradients walks the parameters in model order after the
       // backward pass, so its buckets fill in that order (not the backward order of the hooks).
       for (size_t k = 0; k < boundary_calls_.size(); ++k) {
-        const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1);
+        const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1,
+                                            grads_, e_ * boundary_first_[k]);
         if (optimizer_offloaded())
           reduce_done_.push_back(copy("bwd.bucket" + std::to_string(k) + ".d2h", CopyKind::d2h,
                                       e_ * ceil_div(boundary_elements_[k], p_.dp),
@@ -559,17 +574,22 @@ class Builder {
   void plan_zero12_reductions() {
     const auto& z = s_.zero;
     const FlatGradLayout layout = flat_grad_layout(p_, z.round_robin_gradients);
+    flat_layout_ = layout;
+    bucket_ordinals_ = bucket_tensor_ordinals(p_);
     ReductionSettings rs;
     rs.reduce_scatter = z.reduce_scatter;
     rs.multi_rank_bucket_allreduce = z.use_multi_rank_bucket_allreduce;
     rs.contiguous_gradients = z.contiguous_gradients || optimizer_offloaded();
     rs.reduce_bucket_size = z.reduce_bucket_size;
-    for (const auto& ts : bucket_tensor_ordinals(p_)) bucket_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+    sequential_calls_ = rs.contiguous_gradients && (rs.multi_rank_bucket_allreduce || !rs.reduce_scatter);
+    contiguous_ = rs.contiguous_gradients;
+    for (const auto& ts : bucket_ordinals_) bucket_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
     if (p_.stage == 1 && !p_.overlap_comm) {
       std::vector<int> model_order(layout.numel.size());
       for (size_t t = 0; t < model_order.size(); ++t) model_order[t] = static_cast<int>(t);
       for (const auto& ts : fill_buckets(model_order, layout, z.reduce_bucket_size)) {
         boundary_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
+        boundary_first_.push_back(ts.empty() ? 0 : layout.offset[ts.front()]);
         Elements n = 0;
         for (int t : ts) n += layout.numel[t];
         boundary_elements_.push_back(n);
@@ -579,11 +599,16 @@ class Builder {
 
   // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the
   // all_reduce or reduce, and the copy of each slice back out of the flat buffer (on its owner only).
-  OpId emit_zero12_calls(const std::vector<ReductionCall>& calls, const std::string& name, OpId bwd, int layer) {
+  // `bucket`, `base`: where the bucket's elements lie, in the order the calls take them (-1: no uses written).
+  OpId emit_zero12_calls(const std::vector<ReductionCall>& calls, const std::string& name, OpId bwd, int layer,
+                         OpId bucket = -1, Bytes base = 0) {
     const Phase ph = Phase::backward;
     OpId last = bwd;
+    const bool uses = bucket >= 0 && sequential_calls_;
+    Bytes at = base;  // this call's first byte in the bucket
     for (size_t k = 0; k < calls.size(); ++k) {
       const ReductionCall& c = calls[k];
+      const Bytes bytes = e_ * c.elements;
       const std::string cname = calls.size() > 1 ? name + ".call" + std::to_string(k) : name;
       std::vector<OpId> deps{bwd};
       std::optional<OpId> flat;
@@ -591,18 +616,62 @@ class Builder {
         flat = alloc("flat." + cname + tag(), Tier::gpu, MemCategory::buffers, "reduce_flat", e_ * c.elements, ph,
                      rs_, deps, layer);
         deps = {copy(cname + ".flatten", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*flat}, layer)};
+        if (uses) {
+          use(deps[0], bucket, at, bytes, Role::input, Access::read);
+          use(deps[0], *flat, 0, bytes, Role::output, Access::write);
+        }
       }
       const bool reduce = c.kind == CollectiveKind::reduce;
       last = collective(cname + (reduce ? ".reduce" : ".all_reduce"), c.kind, world_, e_ * c.elements, 0, p_.dtype,
                         ph, rs_, deps, layer);
       sch_.ops[last].collective.root = c.root;
+      if (uses) {  // in place, in the flat copy or in the bucket itself
+        use(last, flat ? *flat : bucket, flat ? 0 : at, bytes, Role::input, Access::read);
+        use(last, flat ? *flat : bucket, flat ? 0 : at, bytes, Role::output, Access::write);
+      }
       const OpId coll = last;
+      Bytes slice = 0;
       for (size_t j = 0; j < c.copy_out.size(); ++j) {
         last = copy(cname + ".copy_out" + std::to_string(j), CopyKind::d2d, e_ * c.copy_out[j].elements, true, ph,
                     rs_, {coll}, layer);
         sch_.ops[last].copy.rank = c.copy_out[j].owner;
+        if (uses) {  // the owner's slice goes back to its place in the bucket
+          use(last, *flat, slice, e_ * c.copy_out[j].elements, Role::input, Access::read);
+          use(last, bucket, at + slice, e_ * c.copy_out[j].elements, Role::output, Access::write);
+        }
+        slice += e_ * c.copy_out[j].elements;
       }
       if (flat) last = release(*flat, ph, rs_, {last});
+      at += bytes;
+    }
+    return last;
+  }
+
+  // Stage 2: copy_grads_in_partition (stage_1_and_2.py reduce_ipg_grads): each rank copies the reduced
+  // gradients it owns out of the bucket into its gradient partition, adding to what earlier micro-steps left
+  // there (DeepSpeed: the next micro-step's autograd accumulates into the partition's views). One copy per
+  // (tensor, owner) overlap, run by that owner.
+  OpId copy_grads_in_partition(size_t i, const std::string& name, OpId done, int layer) {
+    const Elements P = p_.param_partition;
+    Elements at = 0;  // the tensor's first element in the bucket
+    OpId last = done;
+    int k = 0;
+    for (int t : bucket_ordinals_.at(i)) {
+      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
+      for (Elements a = begin; a < end;) {
+        const int owner = static_cast<int>(a / P);
+        const Elements b = std::min(end, (owner + 1) * P);
+        const OpId c = copy(name + ".copy_grads_in_partition" + std::to_string(k++), CopyKind::d2d, e_ * (b - a), true,
+                            Phase::backward, rs_, {done}, layer);
+        sch_.ops[c].copy.rank = owner;
+        if (sequential_calls_) {
+          use(c, open_.at(i), e_ * (at + a - begin), e_ * (b - a), Role::input, Access::read);
+          use(c, partition_grads_, e_ * (a - owner * P), e_ * (b - a), Role::output, Access::read_write);
+        }
+        last = c;
+        a = b;
+      }
+      at += flat_layout_.numel[t];
     }
     return last;
   }
@@ -614,13 +683,17 @@ class Builder {
     const Phase ph = Phase::backward;
     OpId done;
     if (p_.stage == 1 || p_.stage == 2) {
-      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer);
+      // Stage 2 reduces in the bucket's buffer (its tensors in bucket order); stage 1 with overlap_comm reduces
+      // in the whole gradient buffer, where the bucket's backward order is not contiguous: no uses there yet.
+      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer, p_.stage == 2 ? open_.at(i) : -1, 0);
+      if (p_.stage == 2 && !optimizer_offloaded() && contiguous_)
+        done = copy_grads_in_partition(i, name, done, layer);
     } else if (p_.stage == 0) {
       done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
                         rs_, {bwd}, layer);
       // In place in the whole gradient buffer: a bucket is a run of consecutive tensors in model order.
       Elements first = p_.params;
-      for (const auto& [mu, k] : b.members) first = std::min(first, layout_.flat[mu][k]);
+      for (const auto& [mu, k] : b.members) first = std::min(first, flat_offset(mu, k));
       use(done, grads_, e_ * first, e_ * b.elements, Role::input, Access::read);
       use(done, grads_, e_ * first, e_ * b.elements, Role::output, Access::write);
     } else if (p_.qgz) {
@@ -712,7 +785,7 @@ class Builder {
       if (p_.stage >= 2)
         use(c, tied_grad_, 0, tied_bytes, Role::grad, Access::write, 0, 0);
       else
-        use(c, grads_, e_ * layout_.flat[0][0], tied_bytes, Role::grad, Access::read_write, 0, 0);
+        use(c, grads_, e_ * flat_offset(0, 0), tied_bytes, Role::grad, Access::read_write, 0, 0);
       return c;
     }
     OpId bwd = -1;
@@ -866,6 +939,15 @@ class Builder {
           use_whole(opt, grads_, Role::grad, Access::read);
           use_whole(opt, optimizer_, Role::state, Access::read_write);
           use_whole(opt, params_, Role::param, Access::write);
+        } else if (p_.stage <= 2) {
+          // Stages 1-2: this rank's partition of the flat buffers (one sub-group).
+          const Bytes part = e_ * p_.param_partition;
+          if (p_.stage == 1)
+            sch_.ops[opt].uses.push_back({grads_, 0, part, Role::grad, Access::read, -1, -1, part});
+          else
+            use_whole(opt, partition_grads_, Role::grad, Access::read);
+          use_whole(opt, optimizer_, Role::state, Access::read_write);
+          sch_.ops[opt].uses.push_back({params_, 0, part, Role::param, Access::write, -1, -1, part});
         }
         param_ready.push_back(opt);
         if (p_.param_device != OffloadDevice::none)
@@ -894,10 +976,19 @@ class Builder {
       param_ready.push_back(opt);
     }
     if (p_.stage == 1 || p_.stage == 2) {
+      // all_gather_dp_groups: shard k of every rank's partition, gathered into place in the flat buffer.
+      const Bytes part = e_ * p_.param_partition;
+      Bytes at = 0;
       int c = 0;
-      for (Elements chunk : p_.allgather_chunks)
-        collective("step.all_gather" + std::to_string(c++), CollectiveKind::all_gather, world_, e_ * chunk, 0,
-                   p_.dtype, ph, comm_, param_ready);
+      for (Elements chunk : p_.allgather_chunks) {
+        const OpId ag = collective("step.all_gather" + std::to_string(c++), CollectiveKind::all_gather, world_,
+                                   e_ * chunk * p_.dp, 0, p_.dtype, ph, comm_, param_ready);
+        if (p_.param_device == OffloadDevice::none) {
+          sch_.ops[ag].uses.push_back({params_, at, e_ * chunk, Role::input, Access::read, -1, -1, part});
+          sch_.ops[ag].uses.push_back({params_, at, e_ * chunk, Role::output, Access::write, -1, -1, 0, p_.dp, part});
+        }
+        at += e_ * chunk;
+      }
     }
     for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
     hpz_buffers_.clear();
@@ -917,7 +1008,13 @@ class Builder {
   const Bytes e_;
   const TensorLayout layout_;
   Schedule sch_;
-  OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
+  OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1, partition_grads_ = -1;
+  FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
+  std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
+  std::vector<Elements> boundary_first_;             // stage 1 without overlap: each bucket's first flat element
+  bool sequential_calls_ = false;                    // ZeRO-1/2: a bucket's calls take its elements in order
+  std::vector<int> first_ordinal_;                   // per unit: its first tensor's ordinal in model order
+  bool contiguous_ = true;                           // ZeRO-1/2: contiguous_gradients (as DeepSpeed forces it)  // init allocs of the whole params / persistent / grads
   OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;
