@@ -170,6 +170,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     for (std::size_t i = 0; i < steps.size(); ++i)
       m["steps"].push_back({{"step", i}, {"warmup", static_cast<int>(i) < args.warmup}, {"time_s", steps[i].seconds},
                             {"loss", steps[i].loss}});
+    m["command"] = {{"scenario", args.scenario}, {"overrides", args.overrides}, {"steps", args.steps},
+                    {"warmup", args.warmup}};
     m["step_time_s"] = step_s;
     m["tflops_per_gpu"] = tflops / sch.meta.world_size;
     m["hardware_tflops_per_gpu"] = hw_tflops / sch.meta.world_size;

@@ -14,6 +14,7 @@
 #include "sim/scenario/yaml_document.hpp"
 #include "sim/sweep/progress_bar.hpp"
 #include "sim/sweep/sweep.hpp"
+#include "validate/validate_cli.hpp"
 
 namespace zsim {
 namespace {
@@ -32,6 +33,7 @@ struct Arguments {
   int plan_steps = 1;
   unsigned threads = 0;  // 0 = all hardware threads
   std::size_t top = 10;
+  std::string run_file, plots_dir;  // zsim validate
 };
 
 Scenario load(const Arguments& a, std::ostream& err) {
@@ -111,6 +113,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
                "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
                "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE]\n"
+               "  zsim validate RUN.json [--set KEY=VALUE]... [--json FILE] [--plots DIR]   (RUN.json: zrun --json)\n"
                "Scenario keys: docs/scenario.md",
                "zsim"};
   app.add_option("scenario", a.scenario, "scenario YAML file");
@@ -125,6 +128,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan->add_option("--emit-schedule", a.schedule_file, "write the schedule JSON to FILE")->required();
   plan->add_option("--steps", a.plan_steps, "optimizer steps in the schedule")->check(CLI::Range(1, 100));
   add_overrides(plan, a);
+  CLI::App* validate = app.add_subcommand("validate", "compare zrun's measured run (its --json) with zsim's prediction");
+  validate->add_option("run", a.run_file, "zrun's --json report")->required();
+  validate->add_option("--json", a.json_file, "write the figures (step_time.rel_error, gpu_peak.rel_error, ...) to FILE");
+  validate->add_option("--plots", a.plots_dir, "write PNG plots (matplotlib) into DIR");
+  add_overrides(validate, a);
   CLI::App* sweep = app.add_subcommand("sweep", "evaluate every combination of --grid values; rank what fits");
   sweep->add_option("scenario", a.scenario, "base scenario YAML file")->required();
   sweep->add_option("--grid", a.grid, "KEY=V1,V2,... (repeatable; the product is evaluated)")
@@ -148,6 +156,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   try {
     if (plan->parsed()) return run_plan(a, out, err);
+    if (validate->parsed()) return run_validate({a.run_file, a.overrides, a.json_file, a.plots_dir}, out, err);
     if (sweep->parsed()) return run_sweep_command(a, out, err);
     if (a.scenario.empty()) {
       err << "zsim: no scenario given\nrun 'zsim --help' for usage\n";

@@ -1,0 +1,58 @@
+#include "validate/validate_cli.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/common/atomic_file.hpp"
+#include "sim/common/error.hpp"
+#include "sim/engine/simulate.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/report/memory_walk.hpp"
+#include "sim/scenario/scenario_parse.hpp"
+#include "validate/validation.hpp"
+
+namespace zsim {
+
+int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err) {
+  std::ifstream in(r.run_file);
+  if (!in) throw InputError(SourceLocation{r.run_file, 0, 0, ""}, "cannot open zrun's report");
+  nlohmann::json run;
+  try {
+    run = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(SourceLocation{r.run_file, 0, 0, ""}, std::string("invalid JSON: ") + e.what());
+  }
+  const MeasuredRun m = measured_run_from_json(run, r.run_file);
+  std::vector<std::string> overrides = m.overrides;
+  overrides.push_back("cluster.nodes=" + std::to_string(m.nodes));
+  overrides.push_back("cluster.gpus_per_node=" + std::to_string(m.gpus_per_node));
+  overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
+  const Scenario s = load_scenario(m.scenario, overrides);
+  for (const auto& w : s.warnings) err << w << "\n";
+  const Schedule sch = make_schedule(s, make_plan(s), 2);  // zrun repeats the first step's ops (same ids)
+  const TimingResult t = simulate(s.cluster, sch);
+  const Validation v = validate_run(sch, t, walk_memory(sch, capacity_of(s)).gpu.peak, m);
+  out << "zsim against zrun: " << r.run_file << " (" << m.scenario << " on " << m.nodes << " x " << m.gpus_per_node
+      << " GPUs)\n"
+      << format_validation(v);
+  if (!r.json_file.empty()) write_file_atomically(r.json_file, validation_json(v).dump(1) + "\n");
+  if (!r.plots_dir.empty()) {
+    std::filesystem::create_directories(r.plots_dir);
+    const std::string csv = r.plots_dir + "/ops.csv";
+    write_file_atomically(csv, validation_ops_csv(v));
+    // Debian's python3-matplotlib (scripts/install-deps.sh) belongs to /usr/bin/python3.
+    const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    const std::string cmd = python + " " ZSIM_SOURCE_DIR "/validate/plots.py '" + csv + "' '" + r.plots_dir + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      err << "zsim validate: the plots failed (python3 with matplotlib: " << cmd << ")\n";
+      return 1;
+    }
+    out << "plots written to " << r.plots_dir << "\n";
+  }
+  return 0;
+}
+
+}  // namespace zsim

@@ -1,0 +1,136 @@
+#include "validate/validation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/common/error.hpp"
+
+namespace zsim {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& source, const std::string& key, const std::string& why) {
+  throw InputError(SourceLocation{source, 0, 0, key}, why);
+}
+
+const json& at(const json& j, const char* key, const std::string& source, const std::string& path) {
+  if (!j.is_object() || !j.contains(key)) bad(source, path + key, "missing (is this zrun's --json report?)");
+  return j.at(key);
+}
+
+std::string op_kind(const Schedule& s, const Op& op) {
+  switch (op.kind) {
+    case OpKind::compute: return to_string(op.compute.what);
+    case OpKind::collective: return std::string(to_string(op.collective.what)) + "@" + s.groups[op.collective.group].name;
+    case OpKind::copy: return to_string(op.copy.what);
+    default: return to_string(op.kind);
+  }
+}
+
+}  // namespace
+
+double rel_error(double predicted, double measured) { return measured != 0 ? (predicted - measured) / measured : 0; }
+
+ErrorStats error_stats(std::vector<double> e) {
+  ErrorStats st;
+  st.count = static_cast<int>(e.size());
+  if (e.empty()) return st;
+  std::sort(e.begin(), e.end());
+  st.median = e[e.size() / 2];
+  std::vector<double> a(e.size());
+  for (std::size_t i = 0; i < e.size(); ++i) a[i] = std::fabs(e[i]);
+  std::sort(a.begin(), a.end());
+  st.p90 = a[std::min(a.size() - 1, static_cast<std::size_t>(std::ceil(0.9 * a.size())) - 1)];
+  st.worst = std::fabs(e.front()) > std::fabs(e.back()) ? e.front() : e.back();
+  return st;
+}
+
+MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
+  MeasuredRun r;
+  const json& m = at(run, "measured", source, "");
+  const json& setup = at(run, "setup", source, "");
+  r.nodes = at(setup, "nodes", source, "setup.").get<int>();
+  r.gpus_per_node = at(setup, "gpus_per_node", source, "setup.").get<int>();
+  const json& cmd = at(m, "command", source, "measured.");
+  r.scenario = at(cmd, "scenario", source, "measured.command.").get<std::string>();
+  r.overrides = at(cmd, "overrides", source, "measured.command.").get<std::vector<std::string>>();
+  r.step_s = at(m, "step_time_s", source, "measured.").get<double>();
+  if (!(r.step_s > 0)) bad(source, "measured.step_time_s", "must be a positive number of seconds");
+  for (const json& o : at(m, "ops", source, "measured."))
+    r.ops[o.at("id").get<OpId>()] = {o.at("start_s").get<double>(), o.at("end_s").get<double>()};
+  for (const json& c : at(m, "collectives", source, "measured."))
+    r.collective_s[c.at("id").get<OpId>()] = c.at("seconds").get<double>();
+  r.gpu_peak_bytes = at(m, "gpu_peak_bytes", source, "measured.").get<Bytes>();
+  for (auto& [k, v] : at(m, "gpu_peak_bytes_by_category", source, "measured.").items()) r.gpu_peak_by_category[k] = v.get<Bytes>();
+  for (auto& [k, v] : at(m, "gpu_beyond_schedule_peak_bytes_by_category", source, "measured.").items())
+    r.beyond_by_category[k] = v.get<Bytes>();
+  return r;
+}
+
+Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes gpu_peak_predicted,
+                        const MeasuredRun& measured) {
+  Validation v;
+  v.step_predicted_s = predicted.step_s();
+  v.step_measured_s = measured.step_s;
+  v.step_rel_error = rel_error(v.step_predicted_s, v.step_measured_s);
+  v.gpu_peak_predicted = gpu_peak_predicted;
+  v.gpu_peak_measured = measured.gpu_peak_bytes;
+  v.gpu_peak_rel_error = rel_error(static_cast<double>(gpu_peak_predicted), static_cast<double>(measured.gpu_peak_bytes));
+  std::map<std::string, std::vector<double>> errors;
+  for (const auto& [id, t] : measured.ops) {
+    if (id < 0 || id >= static_cast<OpId>(s.ops.size())) continue;
+    const Op& op = s.ops[id];
+    if (op.kind == OpKind::alloc || op.kind == OpKind::free) continue;
+    OpComparison c;
+    c.id = id;
+    c.name = op.name;
+    c.kind = op_kind(s, op);
+    c.bytes = op.kind == OpKind::collective ? op.collective.bytes : op.kind == OpKind::copy ? op.copy.bytes : 0;
+    c.predicted_s = predicted.ops.at(id).duration_s();
+    const auto coll = measured.collective_s.find(id);
+    c.measured_s = coll != measured.collective_s.end() ? coll->second : t.second - t.first;
+    if (c.measured_s > 0) errors[c.kind].push_back(rel_error(c.predicted_s, c.measured_s));
+    v.ops.push_back(std::move(c));
+  }
+  for (auto& [kind, e] : errors) v.by_kind[kind] = error_stats(std::move(e));
+  return v;
+}
+
+ordered_json validation_json(const Validation& v) {
+  ordered_json j;
+  j["step_time"] = {{"predicted_s", v.step_predicted_s}, {"measured_s", v.step_measured_s}, {"rel_error", v.step_rel_error}};
+  j["gpu_peak"] = {{"predicted_bytes", v.gpu_peak_predicted}, {"measured_bytes", v.gpu_peak_measured},
+                   {"rel_error", v.gpu_peak_rel_error}};
+  ordered_json kinds = ordered_json::object();
+  for (const auto& [k, st] : v.by_kind)
+    kinds[k] = {{"count", st.count}, {"median", st.median}, {"p90_abs", st.p90}, {"worst", st.worst}};
+  j["op_kinds"] = kinds;
+  return j;
+}
+
+std::string format_validation(const Validation& v) {
+  std::string out = fmt::format("                 predicted      measured   error\n");
+  out += fmt::format("step time    {:10.3f} ms {:10.3f} ms   {:+.1f}%\n", v.step_predicted_s * 1e3, v.step_measured_s * 1e3,
+                     100 * v.step_rel_error);
+  out += fmt::format("GPU peak     {:10.1f} MiB{:10.1f} MiB  {:+.1f}%\n", v.gpu_peak_predicted / 1048576.0,
+                     v.gpu_peak_measured / 1048576.0, 100 * v.gpu_peak_rel_error);
+  out += "\nper op kind (errors of each op's time)   ops   median      p90 |e|     worst\n";
+  for (const auto& [k, st] : v.by_kind)
+    out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,
+                       100 * st.worst);
+  return out;
+}
+
+std::string validation_ops_csv(const Validation& v) {
+  std::string out = "id,name,kind,bytes,predicted_s,measured_s\n";
+  for (const OpComparison& c : v.ops)
+    out += fmt::format("{},{},{},{},{:.9e},{:.9e}\n", c.id, c.name, c.kind, c.bytes, c.predicted_s, c.measured_s);
+  return out;
+}
+
+}  // namespace zsim

@@ -1,0 +1,64 @@
+// zsim against zrun: the same schedule simulated (sim/engine) and measured (zrun's --json `measured` block),
+// compared step by step and op by op. Errors are signed fractions, (predicted - measured) / measured. Pure:
+// the CLI (validate_cli.*) reads the files and prints.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine/simulate.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zsim {
+
+// What zrun measured (docs/runtime.md, `measured`): the step, the ops of its last step, GPU memory.
+struct MeasuredRun {
+  std::string scenario;                    // measured.command: the scenario file zrun ran
+  std::vector<std::string> overrides;      // and its --set overrides
+  int nodes = 1, gpus_per_node = 1;        // setup: the cluster shape zrun ran on
+  double step_s = 0;
+  std::map<OpId, std::pair<double, double>> ops;  // id -> (start_s, end_s) in the last step (rank 0)
+  std::map<OpId, double> collective_s;     // id -> the collective's time (minimum over ranks)
+  Bytes gpu_peak_bytes = 0;                // arena peak: schedule buffers and what was beyond them
+  std::map<std::string, Bytes> gpu_peak_by_category, beyond_by_category;
+};
+
+// Reads zrun's report JSON; throws InputError naming `source` and the key that is missing or malformed.
+MeasuredRun measured_run_from_json(const nlohmann::json& run, const std::string& source);
+
+struct ErrorStats {
+  int count = 0;
+  double median = 0;  // signed
+  double p90 = 0;     // of |error|
+  double worst = 0;   // signed, largest |error|
+};
+
+struct OpComparison {
+  OpId id = 0;
+  std::string name, kind;  // kind: "forward", "backward", "all_reduce@world", "d2d", ...
+  Bytes bytes = 0;         // collective / copy bytes
+  double predicted_s = 0, measured_s = 0;
+};
+
+struct Validation {
+  double step_predicted_s = 0, step_measured_s = 0, step_rel_error = 0;
+  Bytes gpu_peak_predicted = 0, gpu_peak_measured = 0;
+  double gpu_peak_rel_error = 0;
+  std::map<std::string, ErrorStats> by_kind;  // per op kind (alloc / free excluded)
+  std::vector<OpComparison> ops;              // the measured step's ops, in program order
+};
+
+// `predicted`: simulate() of `s`, whose step-0 op ids are the ones zrun ran (and repeated).
+Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes gpu_peak_predicted,
+                        const MeasuredRun& measured);
+
+double rel_error(double predicted, double measured);
+ErrorStats error_stats(std::vector<double> errors);
+
+nlohmann::ordered_json validation_json(const Validation& v);
+std::string format_validation(const Validation& v);
+std::string validation_ops_csv(const Validation& v);  // id,name,kind,bytes,predicted_s,measured_s
+
+}  // namespace zsim

@@ -1,0 +1,61 @@
+// zsim against zrun: errors are signed fractions of the measured value, per step and per op kind, and zrun's
+// report is read with errors that name the missing key.
+#include "validate/validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/common/error.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/scenario/scenario_parse.hpp"
+
+namespace zsim {
+namespace {
+
+TEST(Validation, ErrorsAreSignedFractionsOfTheMeasuredValue) {
+  EXPECT_DOUBLE_EQ(rel_error(1.2, 1.0), 0.2);
+  EXPECT_DOUBLE_EQ(rel_error(0.5, 1.0), -0.5);
+  const ErrorStats st = error_stats({0.1, -0.3, 0.05, 0.2, -0.01});
+  EXPECT_EQ(st.count, 5);
+  EXPECT_DOUBLE_EQ(st.median, 0.05);
+  EXPECT_DOUBLE_EQ(st.worst, -0.3);
+  EXPECT_DOUBLE_EQ(st.p90, 0.3);
+}
+
+// A "measured" run that took 25% longer than zsim predicts for every op and the step, with 25% more memory.
+TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  MeasuredRun m;
+  m.step_s = 1.25 * t.step_s();
+  for (const Op& op : sch.ops)
+    if (op.phase != Phase::init && t.ops[op.id].duration_s() > 0 && op.id < static_cast<OpId>(sch.ops.size() / 2))
+      m.ops[op.id] = {1.25 * t.ops[op.id].start_s, 1.25 * t.ops[op.id].end_s};
+  m.gpu_peak_bytes = 1000;
+  const Validation v = validate_run(sch, t, 800, m);
+  EXPECT_NEAR(v.step_rel_error, -0.2, 1e-9);
+  EXPECT_NEAR(v.gpu_peak_rel_error, -0.2, 1e-12);
+  ASSERT_FALSE(v.by_kind.empty());
+  for (const auto& [kind, st] : v.by_kind) {
+    EXPECT_NEAR(st.median, -0.2, 1e-9) << kind;
+    EXPECT_NEAR(st.p90, 0.2, 1e-9) << kind;
+  }
+  EXPECT_TRUE(v.by_kind.count("forward"));
+  EXPECT_TRUE(v.by_kind.count("all_reduce@world"));
+}
+
+TEST(Validation, AReportWithoutAMeasuredBlockIsAnInputErrorNamingIt) {
+  const nlohmann::json zsim_report = {{"format", "zsim.report"}, {"setup", {{"nodes", 1}, {"gpus_per_node", 1}}}};
+  try {
+    measured_run_from_json(zsim_report, "run.json");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("measured"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zsim
