@@ -4,13 +4,7 @@
 # against raw NCCL (torch.distributed) at the same size, group and dtype. Results under $OUT.
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_2gpu.sh
 set -u
-BIN=${ZRUN_BIN_DIR:-build/bin}
-OUT=${OUT:-/tmp/zrun_out}
-mkdir -p "$OUT"
-SITE=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-S=runtime/scenarios/tiny-zero3-1xh100.yaml
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi -L
 ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test" 2>&1 | tee "$OUT/train_gpu_test_2gpu.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED|  OK|RUN) |Failure" | head -40
 echo "== 2 GPUs x micro-batch 1 x grad_accum 1 against 1 GPU x micro-batch 1 x grad_accum 2"
@@ -26,9 +20,9 @@ ARGS="$S --here --set deepspeed.zero_optimization.stage=0 --set model.layers=8 -
   --set training.seq_len=1024 --set training.micro_batch=4 --steps 10 --warmup 3"
 "$BIN/zrun" $ARGS --json "$OUT/medium_dp2.json" > "$OUT/medium_dp2.log" 2>&1
 grep -E "time per step|TFLOPS|tokens|peak  " "$OUT/medium_dp2.log"
-SIZES=$(/opt/torch/.venv/bin/python -c "import json; m=json.load(open('$OUT/medium_dp2.json'))['measured']; print(' '.join(sorted({str(c['bytes']) for c in m['collectives']})))")
+SIZES=$($PY -c "import json; m=json.load(open('$OUT/medium_dp2.json'))['measured']; print(' '.join(sorted({str(c['bytes']) for c in m['collectives']})))")
 /opt/torch/.venv/bin/torchrun --nproc_per_node 2 runtime/scripts/raw_collective_bench.py all_reduce $SIZES > "$OUT/raw.json" 2>"$OUT/raw.err"
-/opt/torch/.venv/bin/python - "$OUT/medium_dp2.json" "$OUT/raw.json" <<'PY' | tee "$OUT/collective_ratio.txt"
+$PY - "$OUT/medium_dp2.json" "$OUT/raw.json" <<'PY' | tee "$OUT/collective_ratio.txt"
 import json, sys
 m = json.load(open(sys.argv[1]))["measured"]
 raw = {r["bytes"]: r for r in json.load(open(sys.argv[2]))}

@@ -3,13 +3,7 @@
 # report, trace and CSV under $OUT. Binaries come from ZRUN_BIN_DIR (built here, carried there).
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_exec.sh
 set -u
-BIN=${ZRUN_BIN_DIR:-build/bin}
-OUT=${OUT:-/tmp/zrun_out}
-mkdir -p "$OUT"
-SITE=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-S=runtime/scenarios/tiny-zero3-1xh100.yaml
+source "$(dirname "$0")/device_env.sh"
 # The GPU tests of zrun (communicators, arena, model against its CPU reference, training and faults).
 for t in zrun_gpu_tests zrun_model_gpu_tests zrun_train_gpu_test; do
   [ -x "$BIN/$t" ] && ZRUN_BIN="$BIN/zrun" "$BIN/$t" 2>&1 | tee "$OUT/$t.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran"
