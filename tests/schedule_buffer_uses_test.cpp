@@ -5,11 +5,13 @@
 // micro-step.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
 
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
+#include "sim/scenario/scenario_parse.hpp"
 #include "tests/pipeline_test_util.hpp"
 
 namespace zsim {
@@ -163,6 +165,278 @@ TEST(ScheduleBufferUses, TheScheduleCarriesTheModelItsUnitsCompute) {
   for (const ModelUnit& u : sch.model.units)
     for (const ModelTensor& t : u.tensors) params += t.cols == 0 ? t.rows : t.rows * t.cols;
   EXPECT_EQ(params, p.params);
+}
+
+// ---- stage 3 ---------------------------------------------------------------------------------------
+
+// What zrun runs at stage 3 today: bf16/fp16, no qwZ / hpZ / qgZ / LoCo / offload (issue 14).
+bool plain_stage3(const Plan& p) {
+  return p.stage == 3 && !p.qwz && !p.hpz_enabled && !p.qgz && !p.loco && p.param_device == OffloadDevice::none &&
+         p.optimizer_device == OffloadDevice::none;
+}
+
+std::vector<Variant> stage3_variants() {
+  std::vector<Variant> out;
+  for (const auto& f : bundled_scenario_files())
+    for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
+                              "deepspeed.zero_optimization.stage3_allgather_sequential=true",
+                              "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
+                              "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
+      out.push_back({f, small_overrides(2) + std::vector<std::string>{"deepspeed.zero_optimization.stage=3", fetch,
+                                                                      "training.grad_accum=2"}});
+  return out;
+}
+
+const BufferUse* use_of(const Op& op, Role role) {
+  for (const BufferUse& u : op.uses)
+    if (u.role == role) return &u;
+  return nullptr;
+}
+
+TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKindNeeds) {
+  int checked = 0;
+  for (const Variant& v : stage3_variants()) {
+    Scenario s;
+    if (!load(v, s)) continue;
+    const Plan p = make_plan(s);
+    if (!plain_stage3(p)) continue;
+    const Schedule sch = make_schedule(s, p, 1);
+    ++checked;
+    for (const Op& op : sch.ops) {
+      const std::string where = v.file + " " + op.name;
+      if (op.kind == OpKind::collective) {
+        const BufferUse* in = use_of(op, Role::input);
+        const BufferUse* out = use_of(op, Role::output);
+        if (!out) out = use_of(op, Role::param);  // the all-reduce fetch: its output holds the parameters
+        ASSERT_TRUE(in && out) << where;
+        const Bytes n = sch.groups[op.collective.group].size;
+        switch (op.collective.what) {
+          case CollectiveKind::all_gather: EXPECT_EQ(in->total_bytes() * n, out->total_bytes()) << where; break;
+          case CollectiveKind::reduce_scatter: EXPECT_EQ(in->total_bytes(), out->total_bytes() * n) << where; break;
+          case CollectiveKind::all_reduce: EXPECT_EQ(in->total_bytes(), out->total_bytes()) << where; break;
+          default: ADD_FAILURE() << "unexpected collective " << where;
+        }
+        EXPECT_EQ(out->total_bytes() * (op.collective.what == CollectiveKind::reduce_scatter ? n : 1),
+                  op.collective.bytes) << where;
+      } else if (op.kind == OpKind::copy) {
+        ASSERT_FALSE(op.uses.empty()) << where;
+        ASSERT_EQ(op.uses.size() % 2, 0u) << where;
+        for (size_t i = 0; i < op.uses.size(); i += 2) {
+          EXPECT_EQ(op.uses[i].role, Role::input) << where;
+          EXPECT_EQ(op.uses[i + 1].role, Role::output) << where;
+          // A copy-out drops the padding of the last chunk; nothing else reads less than it writes.
+          EXPECT_LE(op.uses[i + 1].total_bytes(), op.uses[i].total_bytes()) << where;
+        }
+      } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer) {
+        const BufferUse* grad = use_of(op, Role::grad);
+        const BufferUse* state = use_of(op, Role::state);
+        const BufferUse* param = use_of(op, Role::param);
+        ASSERT_TRUE(grad && state && param) << where;
+        EXPECT_EQ(grad->bytes, param->bytes) << where;
+        EXPECT_EQ(state->bytes, p.optimizer_bytes_per_param * (grad->bytes / p.elem_bytes)) << where;
+      }
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
+// A host interpreter of the uses of one step over every rank of an 8-GPU world, written from the documented
+// rules (docs/schedule-format.md, "How a runtime reads uses by op kind"), not from the builder. Element values are
+// integers: params.partition starts as DeepSpeed's partitioning says (rank r holds elements [r c, (r+1) c) of every
+// tensor, c = ceil(numel / 8), padding 0), each rank's backward writes gradient element i of a tensor as
+// 1000 x (i + 1) + r, and reductions sum. It checks that every compute op sees every weight whole, that each
+// rank's grads.partition ends with the sum over ranks of its chunk of every gradient (times the micro-steps), and
+// that the persistent tensors (forgotten when the step begins) are whole again after it.
+class Stage3World {
+ public:
+  Stage3World(const Schedule& sch, const Plan& p, int world) : sch_(sch), p_(p), n_(world), e_(p.elem_bytes) {
+    for (size_t u = 0; u < p.units.size(); ++u) {
+      ids_.emplace_back();
+      for (size_t k = 0; k < p.units[u].tensors.size(); ++k) ids_[u].push_back(next_id_++ * 1'000'000'000LL);
+    }
+  }
+
+  // The value of element i of tensor (u, k)'s weight (never 0, so that 0 is "zero / padding").
+  std::int64_t weight(int u, int k, Elements i) const { return ids_[u][k] + i + 1; }
+  std::int64_t grad(Elements i, int rank) const { return 1000 * (i + 1) + rank; }
+
+  void run() {
+    for (const Op& op : sch_.ops) {
+      // The step must gather the persistent tensors anew: forget them when it begins.
+      if (op.phase == Phase::step && !step_begun_ && persistent_ >= 0) {
+        step_begun_ = true;
+        for (auto& rank : mem_[persistent_]) std::fill(rank.begin(), rank.end(), 0);
+      }
+      switch (op.kind) {
+        case OpKind::alloc: {
+          for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(op.mem.bytes / e_, 0));
+          if (op.mem.buffer == "params.partition") init_partition(op.id);
+          if (op.mem.buffer == "params.persistent") init_persistent(op.id);
+          if (op.mem.buffer == "grads.partition") grad_partition_ = op.id;
+          break;
+        }
+        case OpKind::free: break;  // the check_schedule test covers liveness
+        case OpKind::collective: collective(op); break;
+        case OpKind::copy: copy(op); break;
+        case OpKind::compute: compute(op); break;
+      }
+    }
+  }
+
+  // After run(): rank r's grads.partition chunk of tensor (u, k) holds, per element, the sum over ranks of their
+  // gradient, times the micro-steps; params.persistent holds every persistent tensor whole.
+  void expect_results(int micro_steps) const {
+    ASSERT_GE(grad_partition_, 0);
+    Elements at = 0;  // DeepSpeed's flat partition: every tensor's chunk, model order
+    for (size_t u = 0; u < p_.units.size(); ++u)
+      for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
+        const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
+        for (int r = 0; r < n_; ++r)
+          for (Elements j = 0; j < c && r * c + j < numel; ++j) {
+            std::int64_t want = 0;
+            for (int q = 0; q < n_; ++q) want += micro_steps * grad(r * c + j, q);
+            ASSERT_EQ(mem_.at(grad_partition_)[r][at + j], want)
+                << p_.units[u].name << "#" << k << " rank " << r << " element " << r * c + j;
+          }
+        at += c;
+      }
+    Elements off = 0;
+    for (size_t u = 0; u < p_.units.size(); ++u)
+      for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
+        if (!persistent_tensor(u, k)) continue;
+        for (int r = 0; r < n_; ++r)
+          for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
+            ASSERT_EQ(mem_.at(persistent_)[r][off + i], weight(u, k, i)) << p_.units[u].name << "#" << k;
+        off += p_.units[u].tensors[k].numel();
+      }
+  }
+  int weight_checks() const { return weight_checks_; }
+
+ private:
+  bool persistent_tensor(size_t u, size_t k) const {
+    for (const TensorShape& t : p_.units[u].gathered_tensors)
+      if (t.name == p_.units[u].tensors[k].name) return false;
+    return true;
+  }
+  void init_persistent(OpId id) {
+    persistent_ = id;
+    Elements off = 0;
+    for (size_t u = 0; u < p_.units.size(); ++u)
+      for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
+        if (!persistent_tensor(u, k)) continue;
+        for (int r = 0; r < n_; ++r)
+          for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
+            mem_[id][r][off + i] = weight(static_cast<int>(u), static_cast<int>(k), i);
+        off += p_.units[u].tensors[k].numel();
+      }
+  }
+  void init_partition(OpId id) {
+    Elements at = 0;
+    for (size_t u = 0; u < p_.units.size(); ++u)
+      for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
+        const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
+        for (int r = 0; r < n_; ++r)
+          for (Elements j = 0; j < c && r * c + j < numel; ++j)
+            mem_[id][r][at + j] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
+        at += c;
+      }
+  }
+  // Element j of a use's range on rank r (blocks, rank_stride), as an index into its buffer.
+  Elements index(const BufferUse& u, int rank, Elements j) const {
+    const Elements per_block = u.bytes / e_;
+    return (u.offset + rank * u.rank_stride + (j / per_block) * u.block_stride) / e_ + j % per_block;
+  }
+  std::int64_t& at(const BufferUse& u, int rank, Elements j) {
+    return mem_.at(u.alloc).at(rank).at(static_cast<size_t>(index(u, rank, j)));
+  }
+  void collective(const Op& op) {
+    ASSERT_EQ(sch_.groups[op.collective.group].size, n_) << op.name;
+    const BufferUse* in = use_of(op, Role::input);
+    const BufferUse* out = use_of(op, Role::output);
+    if (!out) out = use_of(op, Role::param);
+    ASSERT_TRUE(in && out) << op.name;
+    const Elements nin = in->total_bytes() / e_, nout = out->total_bytes() / e_;
+    std::vector<std::vector<std::int64_t>> src(n_);
+    for (int r = 0; r < n_; ++r)
+      for (Elements j = 0; j < nin; ++j) src[r].push_back(at(*in, r, j));
+    for (int r = 0; r < n_; ++r)
+      for (Elements j = 0; j < nout; ++j) {
+        std::int64_t v = 0;
+        if (op.collective.what == CollectiveKind::all_gather) v = src[j / nin][j % nin];
+        else if (op.collective.what == CollectiveKind::reduce_scatter)
+          for (int q = 0; q < n_; ++q) v += src[q][r * nout + j];
+        else
+          for (int q = 0; q < n_; ++q) v += src[q][j];
+        at(*out, r, j) = v;
+      }
+  }
+  void copy(const Op& op) {
+    ASSERT_EQ(op.uses.size() % 2, 0u) << op.name;
+    for (size_t i = 0; i < op.uses.size(); i += 2)
+      for (int r = 0; r < n_; ++r)
+        for (Elements j = 0; j < op.uses[i + 1].total_bytes() / e_; ++j) {
+          const std::int64_t v = at(op.uses[i], r, j);
+          if (op.uses[i + 1].access == Access::read_write) at(op.uses[i + 1], r, j) += v;
+          else at(op.uses[i + 1], r, j) = v;
+        }
+  }
+  void compute(const Op& op) {
+    if (op.compute.what == ComputeKind::optimizer) return;  // the weights stay as they are in this check
+    for (const BufferUse& u : op.uses) {
+      if (u.role == Role::param && u.unit >= 0) {
+        for (int r = 0; r < n_; ++r)
+          for (Elements i = 0; i < u.bytes / e_; ++i)
+            ASSERT_EQ(at(u, r, i), weight(u.unit, u.tensor, i))
+                << op.name << " reads " << p_.units[u.unit].name << "#" << u.tensor << " element " << i << " rank " << r;
+        ++weight_checks_;
+      }
+      if (u.role == Role::grad && u.access != Access::read && op.compute.what == ComputeKind::backward)
+        for (int r = 0; r < n_; ++r)
+          for (Elements i = 0; i < u.bytes / e_; ++i) at(u, r, i) = grad(i, r);
+    }
+  }
+
+  const Schedule& sch_;
+  const Plan& p_;
+  const int n_;
+  const Bytes e_;
+  std::vector<std::vector<std::int64_t>> ids_;
+  std::int64_t next_id_ = 1;
+  std::map<OpId, std::vector<std::vector<std::int64_t>>> mem_;  // alloc -> per rank, per element
+  OpId persistent_ = -1, grad_partition_ = -1;
+  bool step_begun_ = false;
+  int weight_checks_ = 0;
+};
+
+// A tiny model on 8 GPUs whose tensors mostly do not divide by 8 (padded chunks, ranks with short or no chunk).
+Scenario tiny_world8(const std::vector<std::string>& more) {
+  return load_scenario(std::string(ZSIM_SOURCE_DIR) + "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                       std::vector<std::string>{"cluster.gpus_per_node=8", "model.hidden=36", "model.ffn_hidden=50",
+                                                "model.vocab=99", "model.heads=4", "model.kv_heads=2",
+                                                "training.seq_len=16", "training.grad_accum=2"} +
+                           more);
+}
+
+TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesWhereTheRuleSaysOn8Ranks) {
+  for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
+                            "deepspeed.zero_optimization.stage3_allgather_sequential=true",
+                            "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
+                            "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
+    for (const char* persist : {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
+                                "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"})
+      for (const char* bucket : {"deepspeed.zero_optimization.reduce_bucket_size=500000000",
+                                 "deepspeed.zero_optimization.reduce_bucket_size=1000"}) {
+        const Scenario s = tiny_world8({fetch, persist, bucket});
+        const Plan p = make_plan(s);
+        ASSERT_EQ(p.dp, 8);
+        ASSERT_TRUE(plain_stage3(p));
+        const Schedule sch = make_schedule(s, p, 1);
+        Stage3World w(sch, p, 8);
+        w.run();
+        SCOPED_TRACE(std::string(fetch) + " " + persist + " " + bucket);
+        w.expect_results(s.training.grad_accum);
+        EXPECT_GT(w.weight_checks(), 0);
+      }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "runtime/comm/check.hpp"
 #include "runtime/comm/group_split.hpp"
 #include "runtime/exec/elementwise.hpp"
+#include "runtime/exec/state_init.hpp"
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "sim/plan/tensor_layout.hpp"
@@ -142,6 +143,14 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
                               model.layout().work_bytes());
     own_bytes_ += model.layout().work_bytes();
   }
+  // Buffers that start at zero besides gradients and buckets: the stage-3 all-reduce fetch buffer (torch.zeros:
+  // each rank fills only its slots of the sum) and the reduce-scatter interleave buffer (its padding).
+  zero_on_alloc_.assign(s.ops.size(), 0);
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::alloc && op.mem.detail == "interleave") zero_on_alloc_[op.id] = 1;
+    if (op.kind == OpKind::collective && op.collective.what == CollectiveKind::all_reduce)
+      if (const BufferUse* p = find_use(op, Role::param)) zero_on_alloc_[p->alloc] = 1;
+  }
   pending_grads_.resize(plan.units.size());
   unit_done_.assign(plan.units.size(), 0);
   model_.set_loss_scale(1.0f / static_cast<float>(s.model.grad_accum));
@@ -179,7 +188,7 @@ void Executor::run_init() {
 // The 16-bit weights (whole model, stages 0-2) and this rank's fp32 master partition with zero Adam moments, from
 // the model's deterministic initialisation: the same values whatever the world size or stage.
 void Executor::initialise_states() {
-  if (plan_.stage == 3) throw std::runtime_error("ZeRO stage 3 is not built into zrun's executor yet");
+  if (plan_.stage == 3) return init_stage3_states(s_, plan_, model_.config(), rank_, init_ops_, buffers_);
   const zsim::TensorLayout layout = zsim::tensor_layout(plan_);
   const auto& cfg = model_.config();
   // Stages 1-2: DeepSpeed's flat buffer padded to N partitions (the padding stays zero).
@@ -343,7 +352,8 @@ void Executor::launch(const Op& op, cudaStream_t s) {
       case OpKind::alloc: {
         std::byte* p = buffers_.alloc(op);
         // Buffers that backward accumulates into start at zero.
-        if (op.mem.tier == zsim::Tier::gpu && (op.mem.category == MemCategory::grads || op.mem.detail == "bucket"))
+        if (op.mem.tier == zsim::Tier::gpu &&
+            (op.mem.category == MemCategory::grads || op.mem.detail == "bucket" || zero_on_alloc_[op.id]))
           ZRUN_CUDA_CHECK(cudaMemsetAsync(p, 0, op.mem.bytes, s));
         break;
       }
@@ -465,18 +475,21 @@ void Executor::run_optimizer(const Op& op, cudaStream_t s) {
   ZRUN_CUDA_CHECK(cudaGetLastError());
 }
 
-// One NCCL call on the communicator of the op's group. Reductions average (every reduction of a ZeRO schedule is
-// of gradients). An output that is read_write receives the result added to what it holds.
+// One NCCL call on the communicator of the op's group. Reductions of gradients average; an output of role `param`
+// (the stage-3 all-reduce fetch) receives a sum. An output that is read_write receives the result added to what it
+// holds; an output with a rank_stride is this rank's range (reduce_scatter into a slot of its input).
 void Executor::run_collective(const Op& op, cudaStream_t s) {
   const int g = op.collective.group;
   ncclComm_t comm = comms_.group(g);
   const int n = s_.groups[g].size, idx = group_index_[g];
   const BufferUse& in = need_use(op, Role::input);
-  const BufferUse& out = need_use(op, Role::output);
+  const BufferUse* param_out = find_use(op, Role::param);
+  const BufferUse& out = param_out ? *param_out : need_use(op, Role::output);
+  const ncclRedOp_t red = param_out ? ncclSum : ncclAvg;
   const ncclDataType_t t = nccl_type(op);
   const zsim::Bytes esz = zsim::dtype_bits(op.collective.dtype) / 8;
   std::byte* src = buffers_.at(in, idx);
-  std::byte* dst = buffers_.at(out, 0);
+  std::byte* dst = buffers_.at(out, idx);
   const bool accumulate = out.access == Access::read_write && !(in.alloc == out.alloc && in.offset == out.offset);
   std::string tmp_name;
   std::byte* result = dst;
@@ -494,10 +507,10 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
                                           s));
       break;
     case CollectiveKind::reduce_scatter:
-      ZRUN_NCCL_CHECK(ncclReduceScatter(src, result, out.bytes / esz, t, ncclAvg, comm, s));
+      ZRUN_NCCL_CHECK(ncclReduceScatter(src, result, out.bytes / esz, t, red, comm, s));
       break;
     case CollectiveKind::all_reduce:
-      ZRUN_NCCL_CHECK(ncclAllReduce(src, result, in.bytes / esz, t, ncclAvg, comm, s));
+      ZRUN_NCCL_CHECK(ncclAllReduce(src, result, in.bytes / esz, t, red, comm, s));
       break;
     default: not_built(op, std::string("the ") + zsim::to_string(op.collective.what) + " collective");
   }

@@ -100,6 +100,7 @@ class Executor {
   // of tensors that belong to later segments wait in temporaries, added in by those segments.
   std::vector<std::vector<void*>> pending_grads_;   // by unit: per tensor, a temporary or nullptr
   std::vector<char> unit_done_;                     // by unit: its backward ran in this micro-step
+  std::vector<char> zero_on_alloc_;                 // by op id: an alloc whose buffer starts at zero
   std::map<void*, std::string> tmp_names_;          // temporary -> its arena name
   int micro_ = -1;
   int tmp_count_ = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# zrun on the GPU machine (one GPU): its GPU tests, then the tiny scenario at ZeRO stage 0 with the measured
+# zrun on the GPU machine (one GPU): its GPU tests, then the tiny scenario at ZeRO stages 0 and 3 with the measured
 # report, trace and CSV under $OUT. Binaries come from ZRUN_BIN_DIR (built here, carried there).
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_exec.sh
 set -u
@@ -18,3 +18,5 @@ run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set traini
 run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.activation_checkpointing=none \
     --steps 5 --warmup 0 2>&1 | tee "$OUT/stage0_nockpt.log"
 run "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=2 --steps 2 --warmup 0 2>&1 | tail -3
+# Stage 3 (the scenario's own stage): the same losses as stage 0 (zrun_train_gpu_test checks them).
+run "$BIN/zrun" $S --here --steps 5 --warmup 0 2>&1 | tee "$OUT/stage3.log"

@@ -136,8 +136,10 @@ class Builder {
       // Stages 1-2: DeepSpeed's flat 16-bit buffer, padded to N partitions (plan.hpp param_partition).
       params_ = alloc("params", Tier::gpu, MemCategory::params, "", e_ * whole_flat(), ph, compute_);
     } else {
-      alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "", e_ * p_.param_partition, ph,
-            compute_);
+      // Every tensor's partition (DeepSpeed's ds_tensor), persistent ones included: the optimizer updates them all
+      // and _post_step gathers the persistent ones from theirs.
+      partition_ = alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "",
+                         e_ * p_.optimizer_partition, ph, compute_);
       if (p_.persistent_params > 0)
         persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
                             e_ * p_.persistent_params, ph, compute_);
@@ -147,7 +149,7 @@ class Builder {
     if (p_.stage <= 1)
       grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * whole_flat(), ph, compute_);
     else if (!optimizer_offloaded())
-      partition_grads_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
+      grad_partition_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
       alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
       alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
@@ -236,6 +238,8 @@ class Builder {
   struct Call {
     std::vector<Member> members;
     std::vector<TensorShape> tensors;
+    std::vector<std::pair<int, int>> ids;  // per tensor: (unit, index in the unit's tensors)
+    std::vector<Elements> slot;            // per tensor: its offset in this rank's part of the call (elements)
     std::string name;           // "fwd.L3.attn.q" or, for a batch, "fwd.L3.attn.q+6" (6 more units)
     Phase phase = Phase::forward;
     int layer = -1;
@@ -318,21 +322,40 @@ class Builder {
       if (g->empty()) continue;
       if (p_.sequential_allgather) {
         for (const Member& m : *g)
-          for (const TensorShape& t : p_.units[m.unit].gathered_tensors) issue_call({m}, {t}, after);
+          for (const auto& id : gathered_ids(m.unit)) issue_call({m}, {id}, after);
       } else {
-        std::vector<TensorShape> tensors;
+        std::vector<std::pair<int, int>> ids;
         for (const Member& m : *g)
-          for (const TensorShape& t : p_.units[m.unit].gathered_tensors) tensors.push_back(t);
-        issue_call(*g, std::move(tensors), after);
+          for (const auto& id : gathered_ids(m.unit)) ids.push_back(id);
+        issue_call(*g, std::move(ids), after);
       }
     }
   }
 
-  void issue_call(const std::vector<Member>& members, std::vector<TensorShape> tensors, OpId after) {
+  // The gathered tensors of unit u, in order, as (unit, tensor index).
+  std::vector<std::pair<int, int>> gathered_ids(int u) const {
+    std::vector<std::pair<int, int>> ids;
+    for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k)
+      if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
+    return ids;
+  }
+  // Whether the ops of this call carry uses: zrun runs bf16/fp16 stage 3 without hpZ, qwZ or param offload
+  // (issue 14); those calls stay without, and zrun refuses them.
+  bool fetch_uses(const Call& c) const {
+    return !c.quantized && !secondary(c.phase) && p_.param_device == OffloadDevice::none;
+  }
+  // This rank's partition of tensor (u, k) in params.partition.
+  void use_partition(OpId op, int u, int k, Role role, Access access) {
+    use(op, partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp), role,
+        access, u, k);
+  }
+
+  void issue_call(const std::vector<Member>& members, std::vector<std::pair<int, int>> ids, OpId after) {
     const int id = static_cast<int>(calls_.size());
     Call c;
     c.members = members;
-    c.tensors = std::move(tensors);
+    c.ids = std::move(ids);
+    for (const auto& [u, k] : c.ids) c.tensors.push_back(p_.units[u].tensors[k]);
     const FetchUnit& U0 = p_.units[members[0].unit];
     c.phase = members[0].phase;
     c.layer = U0.layer;
@@ -343,7 +366,11 @@ class Builder {
     c.n = sec ? p_.hpz.size : p_.dp;
     c.quantized = p_.qwz;
     c.flat = c.tensors.size() > 1;
-    for (const TensorShape& t : c.tensors) c.part += ceil_div(t.numel(), c.n);
+    for (const TensorShape& t : c.tensors) {
+      c.slot.push_back(c.part);
+      c.part += ceil_div(t.numel(), c.n);
+    }
+    const bool uses = fetch_uses(c);
     const Phase ph = c.phase;
     const int layer = c.layer;
     const std::string suffix = tag() + ".c" + std::to_string(id);
@@ -383,6 +410,10 @@ class Builder {
       deps.push_back(buf);
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, deps, layer);
+      if (uses) {  // this rank's partition in, the padded tensor out (rank r's chunk at r x partition)
+        use_partition(c.gathered, c.ids[0].first, c.ids[0].second, Role::input, Access::read);
+        use(c.gathered, buf, 0, e_ * out, Role::output, Access::write, c.ids[0].first, c.ids[0].second);
+      }
     } else if (!c.quantized && !sec && p_.all_reduce_fetch) {
       // stage3_use_all_reduce_for_fetch_params: a zeroed buffer of the params' padded sizes becomes their
       // storage; each partition is copied into its slot and the buffer all-reduced (no copy-out). It is
@@ -393,10 +424,24 @@ class Builder {
       const OpId buf = alloc("allreduce" + suffix, Tier::gpu, MemCategory::buffers,
                              m.prefetch ? "prefetch" : "gathered", e_ * aligned, ph, comm_, deps, layer);
       OpId in = buf;
-      for (const TensorShape& t : c.tensors)
-        in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * ceil_div(t.numel(), c.n), true, ph, comm_, {in}, layer);
+      Elements at = 0;  // the tensor's padded place in the buffer; this rank's partition goes to chunk r of it
+      for (size_t i = 0; i < c.tensors.size(); ++i) {
+        const Elements chunk = ceil_div(c.tensors[i].numel(), c.n);
+        in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * chunk, true, ph, comm_, {in}, layer);
+        if (uses) {
+          const auto [u, k] = c.ids[i];
+          use_partition(in, u, k, Role::input, Access::read);
+          use(in, buf, e_ * at, e_ * chunk, Role::output, Access::write, u, k);
+          sch_.ops[in].uses.back().rank_stride = e_ * chunk;
+        }
+        at += chunk * c.n;
+      }
       c.gathered = collective(c.name + ".all_reduce", CollectiveKind::all_reduce, group, e_ * aligned, 0, p_.dtype, ph,
                               comm_, {in}, layer);
+      if (uses) {  // a sum (every other rank's slots hold zeros); the output holds the parameters
+        use(c.gathered, buf, 0, e_ * aligned, Role::input, Access::read);
+        use(c.gathered, buf, 0, e_ * aligned, Role::param, Access::write);
+      }
       Bytes offset = 0;  // the call's tensors are its members' gathered tensors, in order, each padded
       for (const Member& mm : members) {
         live_[mm.unit].buffers.push_back(buf);
@@ -415,6 +460,18 @@ class Builder {
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, {in}, layer);
       c.temps.push_back(flat);
+      if (uses) {
+        // torch.cat of the partitions into rank r's slot [r x part, (r + 1) x part), then an in-place all-gather.
+        for (size_t i = 0; i < c.ids.size(); ++i) {
+          const auto [u, k] = c.ids[i];
+          use_partition(in, u, k, Role::input, Access::read);
+          use(in, flat, e_ * c.slot[i], e_ * ceil_div(c.tensors[i].numel(), c.n), Role::output, Access::write, u, k);
+          sch_.ops[in].uses.back().rank_stride = e_ * c.part;
+        }
+        use(c.gathered, flat, 0, e_ * c.part, Role::input, Access::read);
+        sch_.ops[c.gathered].uses.back().rank_stride = e_ * c.part;
+        use(c.gathered, flat, 0, e_ * out, Role::output, Access::write);
+      }
     } else {
       // qwZ (CUDAQuantizer on the partition, or on the torch.cat of the partitions): int8 values + fp32
       // scales in, the gathered int8 values + scales of the group out; two all-gathers.
@@ -471,6 +528,9 @@ class Builder {
     }
     std::map<int, OpId> done;
     if (c.flat) {
+      const bool uses = fetch_uses(c);
+      const OpId flat = c.temps.empty() ? -1 : c.temps.front();
+      size_t i = 0;  // the call's tensor index
       for (const Member& m : c.members) {
         const FetchUnit& U = p_.units[m.unit];
         const OpId buf = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
@@ -478,9 +538,18 @@ class Builder {
         live_[m.unit].buffers.push_back(buf);
         for (size_t k = 0, off = 0; k < U.gathered_tensors.size(); off += U.gathered_tensors[k++].numel())
           live_[m.unit].where.push_back({buf, e_ * static_cast<Bytes>(off)});
-        for (const TensorShape& t : U.gathered_tensors)
+        for (size_t j = 0, off = 0; j < U.gathered_tensors.size(); off += U.gathered_tensors[j++].numel(), ++i) {
+          const TensorShape& t = U.gathered_tensors[j];
           src = copy((m.phase == Phase::forward ? "fwd." : "bwd.") + U.name + ".copy_out", CopyKind::d2d,
                      e_ * t.numel(), true, ph, comm_, {src, buf}, U.layer);
+          if (uses) {  // the tensor's chunk of every rank's slot (strided), its numel bytes out (padding dropped)
+            const auto [u, k] = c.ids.at(i);
+            use(src, flat, e_ * c.slot.at(i), e_ * ceil_div(t.numel(), c.n), Role::input, Access::read, u, k);
+            sch_.ops[src].uses.back().blocks = c.n;
+            sch_.ops[src].uses.back().block_stride = e_ * c.part;
+            use(src, buf, e_ * static_cast<Bytes>(off), e_ * t.numel(), Role::output, Access::write, u, k);
+          }
+        }
         done[m.unit] = src;
       }
     }
@@ -666,7 +735,7 @@ class Builder {
         sch_.ops[c].copy.rank = owner;
         if (sequential_calls_) {
           use(c, open_.at(i), e_ * (at + a - begin), e_ * (b - a), Role::input, Access::read);
-          use(c, partition_grads_, e_ * (a - owner * P), e_ * (b - a), Role::output, Access::read_write);
+          use(c, grad_partition_, e_ * (a - owner * P), e_ * (b - a), Role::output, Access::read_write);
         }
         last = c;
         a = b;
@@ -699,8 +768,7 @@ class Builder {
     } else if (p_.qgz) {
       done = qgz_reduce(b, name, bwd, layer);
     } else {
-      done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
-                        e_ * ceil_div(b.elements, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer);
+      done = zero3_reduce(i, name, bwd, layer);
     }
     if (optimizer_offloaded() && p_.stage >= 1) {
       // The reduced partition goes to the fp32 gradient copy in host memory.
@@ -714,6 +782,76 @@ class Builder {
     }
     reduce_done_.push_back(done);
     if (!p_.overlap_comm) serial_dep_ = done;
+  }
+
+  // ZeRO-3 (stage3.py __reduce_and_partition_ipg_grads -> __avg_scatter_grads -> coalesced_collectives.py
+  // reduce_scatter_coalesced -> partition_grads): the bucket's gradients, each cut into dp chunks of
+  // ceil(numel / dp), are interleaved rank-major into a new flat buffer (torch.cat, padding after short chunks),
+  // reduce-scattered in place (rank r keeps slot r), and each tensor's reduced chunk is added into its place in
+  // grads.partition (copy_ at micro-step 0, add_ after: the partition starts each step at zero here). A bucket of
+  // one tensor that divides evenly is reduce-scattered in the bucket buffer itself, without the cat.
+  OpId zero3_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
+    const GradBucket& b = p_.buckets[i];
+    const Phase ph = Phase::backward;
+    const int n = p_.dp;
+    std::vector<Elements> at, slot;  // per member: offset in the bucket buffer, offset in a rank's slot
+    Elements bucket_off = 0, part = 0;
+    for (const TensorShape& t : b.tensors) {
+      at.push_back(bucket_off);
+      slot.push_back(part);
+      bucket_off += t.numel();
+      part += ceil_div(t.numel(), n);
+    }
+    const bool in_place = b.tensors.size() == 1 && b.tensors[0].numel() % n == 0;
+    const bool uses = open_.count(i) > 0;  // the bucket buffer the backward wrote
+    std::vector<OpId> deps{bwd};
+    OpId flat = uses ? open_.at(i) : -1;
+    std::optional<OpId> cat;
+    if (!in_place) {
+      cat = alloc("interleave." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "interleave",
+                  e_ * part * n, ph, rs_, deps, layer);
+      const OpId c = copy(name + ".interleave", CopyKind::d2d, e_ * b.elements, true, ph, rs_, {*cat}, layer);
+      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+        // Tensor j's full chunks (strided in the output by a rank's slot), then its short last chunk.
+        const auto [u, k] = b.members[j];
+        const Elements numel = b.tensors[j].numel(), chunk = ceil_div(numel, n), full = numel / chunk,
+                       rest = numel % chunk;
+        use(c, flat, e_ * at[j], e_ * chunk, Role::input, Access::read, u, k);
+        sch_.ops[c].uses.back().blocks = static_cast<int>(full);
+        sch_.ops[c].uses.back().block_stride = e_ * chunk;
+        use(c, *cat, e_ * slot[j], e_ * chunk, Role::output, Access::write, u, k);
+        sch_.ops[c].uses.back().blocks = static_cast<int>(full);
+        sch_.ops[c].uses.back().block_stride = e_ * part;
+        if (rest > 0) {
+          use(c, flat, e_ * (at[j] + full * chunk), e_ * rest, Role::input, Access::read, u, k);
+          use(c, *cat, e_ * (slot[j] + full * part), e_ * rest, Role::output, Access::write, u, k);
+        }
+      }
+      deps = {c};
+      flat = *cat;
+    }
+    OpId done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_, e_ * part * n, 0, p_.dtype,
+                           ph, rs_, deps, layer);
+    if (uses) {
+      use(done, flat, 0, e_ * part * n, Role::input, Access::read);
+      use(done, flat, 0, e_ * part, Role::output, Access::write);
+      sch_.ops[done].uses.back().rank_stride = e_ * part;
+    }
+    if (!optimizer_offloaded()) {
+      done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
+      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+        const auto [u, k] = b.members[j];
+        use(done, flat, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), Role::input, Access::read, u, k);
+        sch_.ops[done].uses.back().rank_stride = e_ * part;
+        use_grad_partition(done, u, k);
+      }
+    }
+    if (cat) done = release(*cat, ph, rs_, {done});
+    return done;
+  }
+  void use_grad_partition(OpId op, int u, int k) {
+    use(op, grad_partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp),
+        Role::output, Access::read_write, u, k);
   }
 
   // qgZ: int4 quantize -> intra-node all-to-all -> dequant-reduce + requantize -> inter-node all-to-all ->
@@ -921,7 +1059,10 @@ class Builder {
     serial_dep_ = -1;
     std::vector<OpId> param_ready;
     int g = 0;
+    Elements sub_first = 0, next_first = 0;
     for (Elements sub : p_.sub_groups) {
+      sub_first = next_first;
+      next_first += sub;
       const std::string name = "step.sub" + std::to_string(g++);
       if (!optimizer_offloaded()) {
         // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
@@ -933,6 +1074,14 @@ class Builder {
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
                                  sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
         if (up >= 0) release(up, ph, compute_, {opt});
+        if (p_.stage == 3 && p_.param_device == OffloadDevice::none) {
+          // Stage 3: sub-group g over elements [first, first + sub) of this rank's partition: its 16-bit gradients,
+          // its [master | exp_avg | exp_avg_sq] block of the optimizer buffer, its 16-bit partition out.
+          use(opt, grad_partition_, e_ * sub_first, e_ * sub, Role::grad, Access::read);
+          use(opt, optimizer_, p_.optimizer_bytes_per_param * sub_first, p_.optimizer_bytes_per_param * sub, Role::state,
+              Access::read_write);
+          use(opt, partition_, e_ * sub_first, e_ * sub, Role::param, Access::write);
+        }
         if (p_.stage == 0) {
           // Stage 0: one sub-group, the whole model: 16-bit gradients in, [master | exp_avg | exp_avg_sq] state,
           // 16-bit weights out.
@@ -945,7 +1094,7 @@ class Builder {
           if (p_.stage == 1)
             sch_.ops[opt].uses.push_back({grads_, 0, part, Role::grad, Access::read, -1, -1, part});
           else
-            use_whole(opt, partition_grads_, Role::grad, Access::read);
+            use_whole(opt, grad_partition_, Role::grad, Access::read);
           use_whole(opt, optimizer_, Role::state, Access::read_write);
           sch_.ops[opt].uses.push_back({params_, 0, part, Role::param, Access::write, -1, -1, part});
         }
@@ -990,8 +1139,41 @@ class Builder {
         at += e_ * chunk;
       }
     }
+    if (p_.stage == 3) gather_persistent(param_ready);
     for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
     hpz_buffers_.clear();
+  }
+
+  // stage3.py _post_step: persistent_parameters[0].all_gather(persistent_parameters) -> partition_parameters.py
+  // _allgather_params_coalesced: per persistent tensor, a padded buffer of dp x ceil(numel / dp) and one
+  // all-gather of its updated partition into it. DeepSpeed then points the parameter at the buffer; the schedule's
+  // params.persistent is fixed, so the tensor is copied into it and the buffer freed.
+  void gather_persistent(const std::vector<OpId>& after) {
+    if (persistent_ < 0) return;
+    const Phase ph = Phase::step;
+    for (int u = 0; u < static_cast<int>(p_.units.size()); ++u)
+      for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k) {
+        if (layout_.persistent[u][k] < 0) continue;
+        const TensorShape& t = p_.units[u].tensors[k];
+        const Elements chunk = partition_numel(t.numel(), p_.dp);
+        const std::string what = p_.units[u].name + "." + t.name;
+        const OpId buf = alloc("persistent_gather." + what + ".s" + std::to_string(step_), Tier::gpu,
+                               MemCategory::buffers, "gathered", e_ * chunk * p_.dp, ph, comm_, after, p_.units[u].layer);
+        const OpId ag = collective("step.persistent." + what + ".all_gather", CollectiveKind::all_gather, world_,
+                                   e_ * chunk * p_.dp, 0, p_.dtype, ph, comm_, {buf}, p_.units[u].layer);
+        const bool uses = p_.param_device == OffloadDevice::none && !p_.qwz;
+        if (uses) {
+          use_partition(ag, u, k, Role::input, Access::read);
+          use(ag, buf, 0, e_ * chunk * p_.dp, Role::output, Access::write, u, k);
+        }
+        const OpId cp = copy("step.persistent." + what + ".copy", CopyKind::d2d, e_ * t.numel(), true, ph, comm_, {ag},
+                             p_.units[u].layer);
+        if (uses) {
+          use(cp, buf, 0, e_ * t.numel(), Role::input, Access::read, u, k);
+          use(cp, persistent_, e_ * layout_.persistent[u][k], e_ * t.numel(), Role::output, Access::write, u, k);
+        }
+        release(buf, ph, comm_, {cp});
+      }
   }
 
   // GPU optimizer with offloaded params: the updated 16-bit partition goes back to CPU / NVMe.
@@ -1008,13 +1190,14 @@ class Builder {
   const Bytes e_;
   const TensorLayout layout_;
   Schedule sch_;
-  OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1, partition_grads_ = -1;
+  OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
+  OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
   std::vector<Elements> boundary_first_;             // stage 1 without overlap: each bucket's first flat element
   bool sequential_calls_ = false;                    // ZeRO-1/2: a bucket's calls take its elements in order
   std::vector<int> first_ordinal_;                   // per unit: its first tensor's ordinal in model order
-  bool contiguous_ = true;                           // ZeRO-1/2: contiguous_gradients (as DeepSpeed forces it)  // init allocs of the whole params / persistent / grads
+  bool contiguous_ = true;                           // ZeRO-1/2: contiguous_gradients (as DeepSpeed forces it)
   OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;

@@ -147,7 +147,16 @@ TEST(ScheduleBuilder, PersistentParamsAreNotGathered) {
   const Elements all = make_plan(s).params;
   s.zero.stage3_param_persistence_threshold = 1'000'000'000;  // everything persists
   const Schedule sch = build(s);
-  EXPECT_TRUE(ops_where(sch, [](const Op& op) { return is_collective(op, CollectiveKind::all_gather); }).empty());
+  // Never fetched in forward or backward; only stage3.py _post_step re-gathers each one from its updated partition.
+  EXPECT_TRUE(ops_where(sch, [](const Op& op) {
+                return is_collective(op, CollectiveKind::all_gather) && op.phase != Phase::step;
+              }).empty());
+  size_t tensors = 0;
+  for (const auto& u : make_plan(s).units) tensors += u.tensors.size();
+  EXPECT_EQ(ops_where(sch, [](const Op& op) {
+              return is_collective(op, CollectiveKind::all_gather) && op.phase == Phase::step;
+            }).size(),
+            tensors * static_cast<size_t>(sch.meta.steps));
   const auto persistent = ops_where(sch, [](const Op& op) { return op.kind == OpKind::alloc && op.mem.detail == "persistent"; });
   ASSERT_EQ(persistent.size(), 1u);
   EXPECT_EQ(persistent[0]->mem.bytes, 2 * all);

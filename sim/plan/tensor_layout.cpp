@@ -4,9 +4,10 @@ namespace zsim {
 
 TensorLayout tensor_layout(const Plan& p) {
   TensorLayout l;
-  Elements flat = 0, persistent = 0;
+  Elements flat = 0, persistent = 0, partition = 0;
   for (const FetchUnit& u : p.units) {
     auto& f = l.flat.emplace_back();
+    auto& pa = l.partition.emplace_back();
     auto& g = l.gathered.emplace_back();
     auto& pe = l.persistent.emplace_back();
     Elements gathered = 0;
@@ -14,6 +15,8 @@ TensorLayout tensor_layout(const Plan& p) {
     for (const TensorShape& t : u.tensors) {
       f.push_back(flat);
       flat += t.numel();
+      pa.push_back(p.stage == 3 ? partition : -1);
+      if (p.stage == 3) partition += partition_numel(t.numel(), p.dp);
       const bool is_gathered = p.stage == 3 && next_gathered < u.gathered_tensors.size() &&
                                u.gathered_tensors[next_gathered].name == t.name;
       if (is_gathered) {

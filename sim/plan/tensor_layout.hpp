@@ -14,7 +14,14 @@ struct TensorLayout {
   std::vector<std::vector<Elements>> flat;        // whole model, units in forward order, tensors in unit order
   std::vector<std::vector<Elements>> gathered;    // stage 3: in the unit's gathered buffer (its gathered tensors in order)
   std::vector<std::vector<Elements>> persistent;  // stage 3: in params.persistent (units in order, persistent tensors)
+  // Stage 3: the tensor's slice of this rank's partition (every tensor, units and tensors in model order,
+  // ceil(numel / dp) elements each, DeepSpeed's ds_tensor): params.partition, grads.partition and the optimizer
+  // state share this layout.
+  std::vector<std::vector<Elements>> partition;
 };
+
+// Stage 3: a tensor's partition, DeepSpeed's ds_tensor.ds_numel (its numel padded to a multiple of dp, over dp).
+inline Elements partition_numel(Elements numel, int dp) { return (numel + dp - 1) / dp; }
 
 TensorLayout tensor_layout(const Plan& p);
 

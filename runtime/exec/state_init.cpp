@@ -1,0 +1,73 @@
+#include "runtime/exec/state_init.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "kernels/half_convert.hpp"
+#include "runtime/comm/check.hpp"
+#include "runtime/model/init.hpp"
+#include "sim/plan/tensor_layout.hpp"
+
+namespace zrun {
+
+Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg, int rank) {
+  const zsim::TensorLayout layout = zsim::tensor_layout(plan);
+  const bool bf16 = plan.dtype == zsim::DType::bf16;
+  std::vector<float> part(static_cast<std::size_t>(plan.optimizer_partition), 0.0f);
+  std::vector<float> persistent(static_cast<std::size_t>(plan.persistent_params), 0.0f);
+  for (std::size_t u = 0; u < plan.units.size(); ++u)
+    for (std::size_t k = 0; k < plan.units[u].tensors.size(); ++k) {
+      const zsim::TensorShape& t = plan.units[u].tensors[k];
+      const std::string name = model::tensor_full_name(plan.units[u].name, t.name);
+      // Rank r holds elements [r x chunk, (r + 1) x chunk) of the tensor; past its end, padding (zeros).
+      const zsim::Elements chunk = zsim::partition_numel(t.numel(), plan.dp);
+      const zsim::Elements first = static_cast<zsim::Elements>(rank) * chunk;
+      const zsim::Elements count = std::max<zsim::Elements>(0, std::min(chunk, t.numel() - first));
+      if (count > 0) model::init_tensor(cfg, name, first, count, part.data() + layout.partition[u][k]);
+      if (layout.persistent[u][k] >= 0)
+        model::init_tensor(cfg, name, 0, t.numel(), persistent.data() + layout.persistent[u][k]);
+    }
+  Stage3States s;
+  for (float f : part) s.partition.push_back(zk::float_to_half16(f, bf16));
+  for (float f : persistent) s.persistent.push_back(zk::float_to_half16(f, bf16));
+  // The fp32 master is the 16-bit partition's values before rounding (DeepSpeed copies the fp32 init into it).
+  s.optimizer.assign(3 * part.size(), 0.0f);
+  zsim::Elements first = 0;
+  for (zsim::Elements sub : plan.sub_groups) {
+    for (zsim::Elements j = 0; j < sub; ++j) s.optimizer[3 * first + j] = part[first + j];
+    first += sub;
+  }
+  return s;
+}
+
+void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const model::ModelConfig& cfg, int rank,
+                        const std::vector<zsim::OpId>& init_ops, const DeviceBuffers& buffers) {
+  auto refuse = [](const std::string& what) {
+    throw std::runtime_error(fmt::format("ZeRO stage 3 with {} is not built into zrun yet (issue 14)", what));
+  };
+  if (plan.qwz) refuse("qwZ (quantized weights)");
+  if (plan.hpz_enabled) refuse("hpZ (secondary partitions)");
+  if (plan.qgz) refuse("qgZ (quantized gradients)");
+  if (plan.loco) refuse("LoCo");
+  if (plan.param_device != zsim::OffloadDevice::none) refuse("offload_param");
+  if (plan.optimizer_device != zsim::OffloadDevice::none) refuse("offload_optimizer");
+  const Stage3States st = stage3_states(plan, cfg, rank);
+  zsim::OpId partition = -1, persistent = -1, optimizer = -1;
+  for (zsim::OpId id : init_ops) {
+    const zsim::MemOp& m = s.ops[id].mem;
+    if (m.category == zsim::MemCategory::params) (m.detail == "persistent" ? persistent : partition) = id;
+    if (m.category == zsim::MemCategory::optimizer) optimizer = id;
+  }
+  auto put = [&](zsim::OpId id, const void* data, std::size_t bytes, const char* what) {
+    if (id < 0 || s.ops[id].mem.bytes != static_cast<zsim::Bytes>(bytes))
+      throw std::logic_error(fmt::format("stage 3: the schedule's {} buffer holds {} bytes, zrun's layout needs {}",
+                                         what, id < 0 ? 0 : s.ops[id].mem.bytes, bytes));
+    ZRUN_CUDA_CHECK(cudaMemcpy(buffers.base(id), data, bytes, cudaMemcpyHostToDevice));
+  };
+  put(partition, st.partition.data(), st.partition.size() * 2, "params.partition");
+  if (!st.persistent.empty()) put(persistent, st.persistent.data(), st.persistent.size() * 2, "params.persistent");
+  put(optimizer, st.optimizer.data(), st.optimizer.size() * 4, "optimizer");
+}
+
+}  // namespace zrun
