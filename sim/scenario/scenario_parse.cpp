@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "sim/common/error.hpp"
+#include "sim/scenario/deepspeed_leniency.hpp"
 #include "sim/scenario/edit_distance.hpp"
 #include "sim/scenario/flat_config.hpp"
 #include "sim/scenario/hf_config.hpp"
@@ -399,6 +400,7 @@ Scenario parse_scenario(const std::string& text, const std::string& filename, co
   s.training = resolve_training(merged, s.cluster.world_size());
   validate_training(s.training, s.cluster, locate);
   s.zero = resolve_zero(merged, s.model);
+  ignore_what_deepspeed_ignores(s, locate, s.warnings);
   validate_scenario(s, locate);
   return s;
 }
