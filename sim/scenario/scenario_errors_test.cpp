@@ -106,6 +106,29 @@ TEST(ScenarioErrors, UnknownPresetSuggestsAKnownOne) {
   EXPECT_ERROR_AT(e2, 2, 16, "cluster.gpu.preset", "unknown GPU preset 'h100'");
 }
 
+// DeepSpeed's own check (zero/config.py offload_ratio_check asserts stage 3), so zsim refuses it too.
+TEST(ScenarioErrors, PartialOptimizerOffloadNeedsStage3AsDeepSpeedAsserts) {
+  auto e = error_of(kBase + "    offload_optimizer: {device: cpu, ratio: 0.5}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.offload_optimizer.ratio");
+  EXPECT_NE(std::string(e->what()).find("needs ZeRO stage 3"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, AttentionIsFlashOrEager) {
+  auto e = error_of(kBase, {"model.attention=sdpa"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "model.attention");
+  EXPECT_NE(std::string(e->what()).find("expected flash or eager"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, DropoutIsAProbabilityBelowOne) {
+  for (const char* set : {"model.attention_dropout=1", "model.hidden_dropout=-0.1"}) {
+    auto e = error_of(kBase, {set});
+    ASSERT_TRUE(e) << set;
+    EXPECT_NE(std::string(e->what()).find("dropout probability is in [0, 1)"), std::string::npos) << e->what();
+  }
+}
+
 TEST(ScenarioErrors, ParameterOffloadNeedsStage3) {
   auto e = error_of(kBase + "    offload_param: {device: cpu}\n");
   EXPECT_ERROR_AT(e, 15, 29, "deepspeed.zero_optimization.offload_param.device", "needs ZeRO stage 3");

@@ -166,6 +166,13 @@ ModelSpec resolve_model(const FlatConfig& f) {
   else if (!have_base || base_heads == base_kv_heads) m.kv_heads = m.heads;
   if (auto v = f.get_bool("model.tie_word_embeddings")) m.tie_word_embeddings = *v;
   if (auto v = f.get_bool("model.bias")) m.bias = *v;
+  if (auto v = f.get_string("model.attention")) {
+    auto a = attention_from_name(*v);
+    if (!a) throw InputError(f.where("model.attention"), "expected flash or eager, got '" + *v + "'");
+    m.attention = *a;
+  }
+  if (auto v = f.get_real("model.attention_dropout")) m.attention_dropout = *v;
+  if (auto v = f.get_real("model.hidden_dropout")) m.hidden_dropout = *v;
   return m;
 }
 
