@@ -42,6 +42,15 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
                                   "rank(s) were launched ({}); pass --here to run on the GPUs launched, or "
                                   "--gpus-per-node K to split them into virtual nodes",
                                   s.cluster.nodes, s.cluster.gpus_per_node, s.world_size(), world, launched.how));
+  // zrun's model (runtime/model) materialises the scores and applies no dropout: a scenario that says
+  // otherwise would be measured against a prediction for another model.
+  if (s.model.attention != zsim::Attention::eager)
+    throw InputError({args.scenario, 0, 0, "model.attention"},
+                     "zrun's model runs eager attention (the scores materialised); set model.attention: eager "
+                     "(zsim's default is flash)");
+  if (s.model.attention_dropout > 0 || s.model.hidden_dropout > 0)
+    throw InputError({args.scenario, 0, 0, s.model.attention_dropout > 0 ? "model.attention_dropout" : "model.hidden_dropout"},
+                     "zrun's model applies no dropout; set model.attention_dropout and model.hidden_dropout to 0");
   return s;
 }
 

@@ -44,6 +44,17 @@ TEST(JobSetup, AClusterOfAnotherSizeIsRefusedSayingBothSizes) {
   EXPECT_NE(m.find(kTiny), std::string::npos) << m;
 }
 
+// zrun's model materialises the scores and has no dropout, so it refuses to stand in for another model.
+TEST(JobSetup, FlashAttentionOrDropoutIsRefusedUntilZrunsModelHasThem) {
+  ZrunArgs a = args_for(kTiny);
+  a.overrides = {"model.attention=flash"};
+  std::string m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
+  EXPECT_NE(m.find("set model.attention: eager"), std::string::npos) << m;
+  a.overrides = {"model.hidden_dropout=0.1"};
+  m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
+  EXPECT_NE(m.find("applies no dropout"), std::string::npos) << m;
+}
+
 TEST(JobSetup, HereMakesOneNodeOfTheLaunchedGpusWithThisMachinesMemory) {
   ZrunArgs a = args_for(kTiny);
   a.here = true;

@@ -32,10 +32,14 @@ std::string scenario_summary(const Scenario& s) {
   const ZeroConfig& z = s.zero;
   std::string out;
   out += fmt::format("scenario   {}\n", s.source_file.empty() ? "(built in code)" : s.source_file);
-  out += fmt::format("model      {}: {} layers, hidden {}, ffn {} ({}), {} heads / {} kv, vocab {}{}{}\n", m.name,
-                     m.layers, m.hidden, m.ffn_hidden, to_string(m.mlp), m.heads, m.kv_heads, m.vocab,
+  out += fmt::format("model      {}: {} layers, hidden {}, ffn {} ({}), {} heads / {} kv, vocab {}{}{}, {} attention{}\n",
+                     m.name, m.layers, m.hidden, m.ffn_hidden, to_string(m.mlp), m.heads, m.kv_heads, m.vocab,
                      m.tie_word_embeddings ? ", tied embeddings" : "",
-                     m.max_position_embeddings ? fmt::format(", {} learned positions", m.max_position_embeddings) : "");
+                     m.max_position_embeddings ? fmt::format(", {} learned positions", m.max_position_embeddings) : "",
+                     to_string(m.attention),
+                     m.attention_dropout > 0 || m.hidden_dropout > 0
+                         ? fmt::format(", dropout {:g} / {:g}", m.attention_dropout, m.hidden_dropout)
+                         : "");
   out += fmt::format("training   micro batch {} x grad accum {} x {} GPUs = {} sequences of {} tokens, {}, "
                      "activation checkpointing {}\n",
                      t.micro_batch, t.grad_accum, s.world_size(),

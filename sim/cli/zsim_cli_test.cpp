@@ -180,6 +180,22 @@ TEST_F(ZsimCli, SweepRanksFittingConfigurationsAndWritesCsv) {
   EXPECT_EQ(n, 1 + 8);
 }
 
+// DeepSpeed accepts ZeRO++ keys at stages 1-2 and ignores them (engine._configure_zero_optimizer hands them
+// to the stage-3 optimizer only): a sweep over stages with a ZeRO++ ds_config keeps every point.
+TEST_F(ZsimCli, SweepOverStagesWithAZeroPlusPlusDsConfigKeepsEveryPoint) {
+  fs::path ds = file("ds_config.json", R"({"zero_optimization": {"stage": 3, "zero_quantized_weights": true,
+    "zero_quantized_gradients": true, "zero_hpz_partition_size": 8}})");
+  fs::path scenario = file("zeropp.yaml", "model: {preset: llama2-7b}\ntraining: {seq_len: 1024}\n"
+                                          "cluster: {profile: h100-hgx-ib400, nodes: 2}\n"
+                                          "deepspeed: {ds_config: " + ds.string() + "}\n");
+  fs::path csv = file("sweep.csv");
+  CliRun r = zsim("sweep " + scenario.string() + " --steps 1 --threads 2 --grid deepspeed.zero_optimization.stage=2,3 "
+                  "--csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 configurations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 invalid"), std::string::npos) << r.out;
+}
+
 TEST_F(ZsimCli, SweepWhoseEveryPointIsInvalidExitsTwo) {
   CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --grid deepspeed.zero_optimization.stagee=1,2");
   EXPECT_EQ(r.exit_code, 2);

@@ -12,12 +12,20 @@ ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t) {
   const Bytes sbh = s * b * h;
   const Bytes e = bytes_per_element(t.precision);  // 2 in Korthikanti's 16-bit accounting
   const Bytes mask = 1;                             // dropout masks: one byte per element
-  // q/k/v input, Q, K, V, out-projection input, dropout mask; softmax output, its dropout mask and
-  // the dropped-out probabilities (a s^2 b each).
-  const Bytes attention = e * sbh + e * sbh + 2 * e * s * b * kv_dim + e * sbh + mask * sbh +
-                          (2 * e + mask) * a * s * s * b;
-  const Bytes mlp = m.mlp == MlpKind::gated ? e * sbh + 4 * e * s * b * f + mask * sbh
-                                            : e * sbh + 2 * e * s * b * f + mask * sbh;
+  const Bytes hidden_mask = m.hidden_dropout > 0 ? mask * sbh : 0;
+  // q/k/v input, Q, K, V, out-projection input, the output's dropout mask.
+  Bytes attention = e * sbh + e * sbh + 2 * e * s * b * kv_dim + e * sbh + hidden_mask;
+  if (m.attention == Attention::eager) {
+    // The softmax output (a s^2 b); with attention dropout also its mask and the dropped-out probabilities.
+    attention += e * a * s * s * b;
+    if (m.attention_dropout > 0) attention += (mask + e) * a * s * s * b;
+  } else {
+    // FlashAttention keeps Q, K, V, the output (all above) and the fp32 log-sum-exp of each row per head;
+    // its dropout mask is regenerated from the RNG state in backward.
+    attention += 4 * a * s * b;
+  }
+  const Bytes mlp = m.mlp == MlpKind::gated ? e * sbh + 4 * e * s * b * f + hidden_mask
+                                            : e * sbh + 2 * e * s * b * f + hidden_mask;
   const Bytes norms = 2 * e * sbh;
   ActivationBytes r;
   r.per_layer_no_recompute = attention + mlp + norms;

@@ -14,15 +14,26 @@ TrainingSpec training(std::int64_t s, std::int64_t b, Checkpointing c = Checkpoi
   t.activation_checkpointing = c;
   return t;
 }
+// The setup Korthikanti et al. analyse: materialised attention, dropout on the probabilities and on both
+// residual branches.
+ModelSpec eager_with_dropout(ModelSpec m) {
+  m.attention = Attention::eager;
+  m.attention_dropout = 0.1;
+  m.hidden_dropout = 0.1;
+  return m;
+}
+Bytes layer_bytes(const ModelSpec& m, std::int64_t s, std::int64_t b = 1) {
+  return activation_bytes(m, training(s, b)).per_layer_no_recompute;
+}
 }  // namespace
 
 // Korthikanti et al. 2022, eq. (1): sbh(34 + 5as/h) bytes per GPT layer, 16-bit, no recomputation.
-TEST(ActivationModel, GptLayerIsKorthikanti) {
-  const ModelSpec m = test::gpt3_175b();
+TEST(ActivationModel, EagerGptLayerWithDropoutIsKorthikanti) {
+  const ModelSpec m = eager_with_dropout(test::gpt3_175b());
   for (auto [s, b] : {std::pair<std::int64_t, std::int64_t>{2048, 1}, {1024, 4}}) {
     const double h = m.hidden, a = m.heads;
     const double oracle = s * b * h * (34 + 5 * a * s / h);
-    EXPECT_EQ(activation_bytes(m, training(s, b)).per_layer_no_recompute, static_cast<Bytes>(oracle));
+    EXPECT_EQ(layer_bytes(m, s, b), static_cast<Bytes>(oracle));
   }
 }
 
@@ -32,20 +43,56 @@ TEST(ActivationModel, FullCheckpointKeepsTheLayerInput) {
 }
 
 TEST(ActivationModel, GroupedQueryAttentionSavesTheSmallerKeysAndValues) {
-  ModelSpec mha = test::gpt3_175b();
+  ModelSpec mha = eager_with_dropout(test::gpt3_175b());
   ModelSpec gqa = mha;
   gqa.kv_heads = mha.heads / 8;
   const Bytes s = 2048, b = 1, h = mha.hidden;
   // K and V shrink from h to h/8 columns each: 2 tensors * 2 bytes * sb(h - h/8).
-  EXPECT_EQ(activation_bytes(mha, training(s, b)).per_layer_no_recompute -
-                activation_bytes(gqa, training(s, b)).per_layer_no_recompute,
-            2 * 2 * s * b * (h - h / 8));
+  EXPECT_EQ(layer_bytes(mha, s, b) - layer_bytes(gqa, s, b), 2 * 2 * s * b * (h - h / 8));
 }
 
-TEST(ActivationModel, GatedMlpKeepsFourFfnWideTensors) {
-  ModelSpec m = test::llama2_7b();
+TEST(ActivationModel, EagerGatedMlpWithDropoutKeepsFourFfnWideTensors) {
+  const ModelSpec m = eager_with_dropout(test::llama2_7b());
   const Bytes s = 4096, b = 1, h = m.hidden, f = m.ffn_hidden, a = m.heads;
   // attention 11sbh + 5as^2b, gated MLP 3sbh + 8sbf, norms 4sbh
-  EXPECT_EQ(activation_bytes(m, training(s, b)).per_layer_no_recompute,
-            11 * s * b * h + 5 * a * s * s * b + 3 * s * b * h + 8 * s * b * f + 4 * s * b * h);
+  EXPECT_EQ(layer_bytes(m, s, b), 11 * s * b * h + 5 * a * s * s * b + 3 * s * b * h + 8 * s * b * f + 4 * s * b * h);
+}
+
+// Without dropout no mask is kept: the two sbh residual masks and, eager, the probabilities' mask and the
+// dropped-out copy go; the softmax output (2 bytes per score) stays.
+TEST(ActivationModel, WithoutDropoutNoMasksAreKept) {
+  ModelSpec with = eager_with_dropout(test::llama2_7b());
+  ModelSpec without = with;
+  without.attention_dropout = 0;
+  without.hidden_dropout = 0;
+  const Bytes s = 4096, b = 1, h = with.hidden, a = with.heads;
+  EXPECT_EQ(layer_bytes(with, s) - layer_bytes(without, s), 2 * s * b * h + 3 * a * s * s * b);
+}
+
+// Flash attention has no s^2 term: doubling the sequence exactly doubles a layer's bytes.
+TEST(ActivationModel, FlashAttentionLayerHasNoQuadraticTerm) {
+  ModelSpec m = test::llama2_7b();
+  m.attention = Attention::flash;
+  for (double p : {0.0, 0.1}) {
+    m.attention_dropout = m.hidden_dropout = p;
+    EXPECT_EQ(layer_bytes(m, 16384), 2 * layer_bytes(m, 8192)) << "dropout " << p;
+  }
+}
+
+// The FlashAttention paper (Dao et al. 2022, arXiv 2205.14135, Algorithm 2 / FlashAttention-2 Algorithm 2)
+// saves for backward Q, K, V, the output O and the row statistics (log-sum-exp L, fp32 per head per
+// row); dropout is regenerated from the saved RNG state. Around it the layer keeps what the eager layer
+// keeps outside the core: the attention and MLP norms' inputs and outputs, and the MLP's tensors.
+TEST(ActivationModel, FlashWorkingSetIsThePapersSavedTensors) {
+  ModelSpec m = test::llama3_8b();  // GQA, gated MLP
+  m.attention = Attention::flash;
+  m.attention_dropout = 0.1;
+  m.hidden_dropout = 0;
+  const Bytes s = 8192, b = 2, h = m.hidden, f = m.ffn_hidden, a = m.heads;
+  const Bytes head_dim = h / a, kv_cols = m.kv_heads * head_dim, e = 2;
+  const Bytes q = e * s * b * h, k = e * s * b * kv_cols, v = k, o = e * s * b * h, lse = 4 * a * s * b;
+  const Bytes attn_norm_in = e * s * b * h, qkv_in = e * s * b * h;  // the norm's input and output
+  const Bytes mlp_norm_in = e * s * b * h, mlp_in = e * s * b * h;
+  const Bytes swiglu = 4 * e * s * b * f;  // gate, up, silu(gate), silu(gate) * up
+  EXPECT_EQ(layer_bytes(m, s, b), q + k + v + o + lse + attn_norm_in + qkv_in + mlp_norm_in + mlp_in + swiglu);
 }

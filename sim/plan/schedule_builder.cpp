@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "sim/plan/attention_flops.hpp"
 #include "sim/plan/grad_reduction.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
@@ -173,20 +174,24 @@ class Builder {
   }
 
   // ---- per-unit compute figures -------------------------------------------------------------------
-  // Forward flops: 2 x tokens x matrix params (a GEMM per matrix), the attention core 4 b s^2 h before
-  // the output projection, the head 2 x tokens x h x vocab (tied or not).
-  Flops forward_flops(int u) const {
+  // Forward flops: 2 x tokens x matrix params (a GEMM per matrix), the attention core before the output
+  // projection (eager 4 b s^2 h, causal flash half that: attention_flops.hpp), the head 2 x tokens x h x
+  // vocab (tied or not). Backward: twice the GEMMs, and the attention core's own backward (flash: 2.5 x its
+  // forward, the scores recomputed).
+  Flops gemm_flops(int u) const {
     const FetchUnit& U = p_.units[u];
     if (U.is_head) return 2.0 * tokens_ * s_.model.hidden * s_.model.vocab;
     if (U.is_embedding) return 0;  // lookup: memory-bound
     Flops f = 0;
     for (const auto& t : U.tensors)
       if (t.is_matrix()) f += 2.0 * tokens_ * t.numel();
-    if (U.attention_core) {
-      const double sq = static_cast<double>(s_.training.seq_len) * s_.training.seq_len;
-      f += 4.0 * s_.training.micro_batch * sq * s_.model.hidden;
-    }
     return f;
+  }
+  Flops forward_flops(int u) const {
+    return gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).forward : 0);
+  }
+  Flops backward_flops(int u) const {
+    return 2 * gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).backward : 0);
   }
   // Memory-bound units (embedding lookup, norms): read and write one activation each.
   Bytes forward_hbm(int u) const {
@@ -908,7 +913,7 @@ class Builder {
   OpId backward(int u, std::vector<OpId> deps, const std::function<void(OpId)>& annotate) {
     const FetchUnit& U = p_.units[u];
     const Phase ph = Phase::backward;
-    const Flops flops = 2 * forward_flops(u);
+    const Flops flops = backward_flops(u);
     const Bytes hbm = 2 * forward_hbm(u);
     Elements left = U.params;
     if (left == 0) {  // a tied head: its gradient lands in the embedding's, reduced with it

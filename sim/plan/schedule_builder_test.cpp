@@ -378,10 +378,11 @@ TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
   }
 }
 
-// Summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h; backward = 2 x
-// forward; recompute = forward.
-TEST(ScheduleBuilder, ComputeFlopsFollowTheConvention) {
+// Eager attention, summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h;
+// backward = 2 x forward; recompute = forward.
+TEST(ScheduleBuilder, ComputeFlopsFollowTheEagerConvention) {
   Scenario s = test::scenario(test::small_llama(1), 3, 1, 8);
+  s.model.attention = Attention::eager;
   const Schedule sch = build(s);
   const Plan p = make_plan(s);
   const double tokens = 1024, sq = 1024.0 * 1024.0;
@@ -396,6 +397,25 @@ TEST(ScheduleBuilder, ComputeFlopsFollowTheConvention) {
   for (const Op& op : sch.ops)
     if (op.kind == OpKind::compute && op.name == "fwd.head") head = op.compute.flops;
   EXPECT_DOUBLE_EQ(head, 2 * tokens * 512 * 1024);
+}
+
+// Flash attention is a causal kernel: it does half the full mask's score work, 2 b s^2 h forward, and its
+// backward recomputes the scores: 2.5 x its forward (FlashAttention's own FLOP accounting). The GEMMs keep
+// the convention: backward twice forward.
+TEST(ScheduleBuilder, FlashAttentionFlopsAreThoseOfACausalKernelThatRecomputesInBackward) {
+  Scenario s = test::scenario(test::small_llama(1), 3, 1, 8);
+  s.model.attention = Attention::flash;
+  const Schedule sch = build(s);
+  const Plan p = make_plan(s);
+  const double tokens = 1024, sq = 1024.0 * 1024.0, h = 512;
+  const double gemm = 2 * tokens * p.shapes.layer.matrix_params();
+  const double core_fwd = 4 * 1 * sq * h / 2;
+  std::map<ComputeKind, double> sum;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::compute && op.layer == 0) sum[op.compute.what] += op.compute.flops;
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::forward], gemm + core_fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::recompute], gemm + core_fwd);
+  EXPECT_DOUBLE_EQ(sum[ComputeKind::backward], 2 * gemm + 2.5 * core_fwd);
 }
 
 // Best of three builds, so that a busy shared machine does not decide the figure.

@@ -1,5 +1,7 @@
 // Every scenario shipped in scenarios/ loads and validates (tests run from the source root).
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -30,6 +32,26 @@ TEST(BundledScenarios, EveryScenarioLoads) {
       ADD_FAILURE() << e.what();
     }
   }
+}
+
+// Attention decides a long sequence's activation memory (flash keeps no s x s tensor), so no bundled
+// scenario leaves it to the default.
+TEST(BundledScenarios, EveryScenarioSaysWhichAttentionItUses) {
+  for (const auto& f : bundled()) {
+    std::ifstream in(f);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("\n  attention: "), std::string::npos) << f << " does not set model.attention";
+  }
+}
+
+TEST(BundledScenarios, TheMistral8kScenarioIsFlashWithoutCheckpointingOrDropout) {
+  Scenario s = load_scenario("scenarios/mistral-7b-8k-zero3-8xh100.yaml");
+  EXPECT_EQ(s.model.attention, Attention::flash);
+  EXPECT_EQ(s.training.seq_len, 8192);
+  EXPECT_EQ(s.training.activation_checkpointing, Checkpointing::none);
+  EXPECT_EQ(s.model.attention_dropout, 0.0);
+  EXPECT_EQ(s.model.hidden_dropout, 0.0);
 }
 
 TEST(BundledScenarios, TheReadmeScenarioIsLlama2_70bZero3On64H100) {

@@ -35,6 +35,43 @@ TEST(DeepSpeedSemantics, DefaultsAreDeepSpeeds) {
   EXPECT_FALSE(z.round_robin_gradients);
 }
 
+// DeepSpeed's zero/config.py accepts ZeRO++ and the stage-3 fetch options at every stage (its validators
+// check only overlap_comm and the offload ratio); engine._configure_zero_optimizer gives them to
+// DeepSpeedZeroOptimizer_Stage3 only, so stages 1-2 run without them. zsim warns and drops them.
+TEST(DeepSpeedSemantics, StageThreeOnlyKeysBelowStageThreeWarnAndAreIgnored) {
+  const std::vector<std::string> keys = {"zero_quantized_weights=true", "zero_quantized_gradients=true",
+                                         "zero_hpz_partition_size=8", "stage3_allgather_sequential=true",
+                                         "stage3_use_all_reduce_for_fetch_params=true"};
+  for (int stage : {1, 2}) {
+    std::vector<std::string> set = {"deepspeed.zero_optimization.stage=" + std::to_string(stage)};
+    for (const auto& k : keys) set.push_back("deepspeed.zero_optimization." + k);
+    const Scenario s = parse(kBase, set);
+    EXPECT_EQ(s.zero.zero_hpz_partition_size, 1);
+    EXPECT_FALSE(s.zero.zero_quantized_weights);
+    EXPECT_FALSE(s.zero.zero_quantized_gradients);
+    EXPECT_FALSE(s.zero.stage3_allgather_sequential);
+    EXPECT_FALSE(s.zero.stage3_use_all_reduce_for_fetch_params);
+    ASSERT_EQ(s.warnings.size(), keys.size()) << "stage " << stage;
+    for (const auto& w : s.warnings) EXPECT_NE(w.find("DeepSpeed accepts it at stage " + std::to_string(stage) +
+                                                      " and ignores it"), std::string::npos) << w;
+  }
+}
+
+TEST(DeepSpeedSemantics, LocoBelowStageThreeIsIgnoredWithItsQuantizedGradients) {
+  const Scenario s = parse(kBase + "    zero_quantized_gradients: true\n    zeropp_loco_param: {err_beta: 0.8}\n");
+  EXPECT_FALSE(s.zero.zeropp_loco_param.enabled);
+  EXPECT_FALSE(s.zero.zero_quantized_gradients);
+  EXPECT_EQ(s.warnings.size(), 2u);
+}
+
+TEST(DeepSpeedSemantics, StageThreeKeepsItsZeroPlusPlusKeysWithoutWarnings) {
+  const Scenario s = parse(kBase, {"deepspeed.zero_optimization.stage=3", "deepspeed.zero_optimization.zero_quantized_weights=true",
+                                   "deepspeed.zero_optimization.zero_hpz_partition_size=8"});
+  EXPECT_TRUE(s.zero.zero_quantized_weights);
+  EXPECT_EQ(s.zero.zero_hpz_partition_size, 8);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
 TEST(DeepSpeedSemantics, MultiRankBucketAllreduceAndRoundRobinGradientsAreRead) {
   const ZeroConfig z = parse(kBase + "    use_multi_rank_bucket_allreduce: false\n    round_robin_gradients: true\n").zero;
   EXPECT_FALSE(z.use_multi_rank_bucket_allreduce);

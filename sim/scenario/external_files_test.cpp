@@ -102,6 +102,39 @@ TEST(ExternalFiles, HfConfigOfGpt2UsesItsOwnKeyNamesAndLearnedPositions) {
   EXPECT_EQ(m.ffn_hidden, p.ffn_hidden);
 }
 
+// transformers' default attention (SDPA) and Llama's configs: flash attention, no dropout.
+TEST(ExternalFiles, HfConfigWithoutAttentionImplementationIsFlashWithoutDropout) {
+  const ModelSpec m = parse("model: {hf_config: hf_llama.json}\n" + kCluster).model;
+  EXPECT_EQ(m.attention, Attention::flash);
+  EXPECT_EQ(m.attention_dropout, 0.0);
+  EXPECT_EQ(m.hidden_dropout, 0.0);
+}
+
+TEST(ExternalFiles, HfConfigAttentionImplementationAndDropoutAreRead) {
+  const ModelSpec m = parse("model: {hf_config: hf_mistral_eager.json}\n" + kCluster).model;
+  EXPECT_EQ(m.attention, Attention::eager);
+  EXPECT_DOUBLE_EQ(m.attention_dropout, 0.05);
+  EXPECT_EQ(m.hidden_dropout, 0.0);
+  const ModelSpec g = parse("model: {hf_config: hf_gpt2.json}\n" + kCluster).model;  // GPT-2's key names
+  EXPECT_DOUBLE_EQ(g.attention_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(g.hidden_dropout, 0.1);
+}
+
+TEST(ExternalFiles, ScenarioAttentionOverridesTheHfConfig) {
+  const ModelSpec m = parse("model: {hf_config: hf_mistral_eager.json, attention: flash, attention_dropout: 0}\n" +
+                            kCluster).model;
+  EXPECT_EQ(m.attention, Attention::flash);
+  EXPECT_EQ(m.attention_dropout, 0.0);
+}
+
+TEST(ExternalFiles, UnknownHfAttentionImplementationIsLocatedInTheConfig) {
+  auto e = error_of("model: {hf_config: hf_bad_attn.json}\n" + kCluster);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->where().file.find("hf_bad_attn.json"), std::string::npos);
+  EXPECT_EQ(e->where().line, 2);
+  EXPECT_NE(std::string(e->what()).find("unknown attention implementation 'paged'"), std::string::npos) << e->what();
+}
+
 TEST(ExternalFiles, HfConfigFieldsCanBeOverriddenExplicitly) {
   const ModelSpec m = parse("model: {hf_config: hf_llama.json, layers: 2}\n" + kCluster).model;
   EXPECT_EQ(m.layers, 2);

@@ -53,6 +53,20 @@ class HfReader {
     return r;
   }
 
+  std::optional<double> real(std::initializer_list<const char*> keys) const {
+    auto kv = first(keys);
+    if (!kv) return std::nullopt;
+    auto r = kv->second.IsScalar() ? parse_real(kv->second.Scalar()) : std::nullopt;
+    if (!r) throw InputError(location_of(kv->second, file_, kv->first), "expected a number, got " +
+                                                                           describe_node(kv->second));
+    return r;
+  }
+
+  SourceLocation where(const char* key) const {
+    auto kv = first({key});
+    return kv ? location_of(kv->second, file_, key) : SourceLocation{file_, 1, 1, key};
+  }
+
   std::string string(const char* key) const {
     auto kv = first({key});
     if (!kv) return "";
@@ -96,6 +110,21 @@ ModelSpec model_from_hf_config(const YAML::Node& root, const std::string& file, 
     m.max_position_embeddings = hf.integer({"max_position_embeddings", "n_positions"}).value_or(0);
   if (auto b = hf.boolean("attention_bias")) m.bias = *b;
   else m.bias = kBiased.count(model_type) > 0;
+  // transformers' attention implementation: "eager" materialises the scores; "sdpa", "flash_attention_2/3"
+  // and "flex_attention" run fused kernels that keep no s x s tensor. Absent: the default, flash.
+  for (const char* key : {"_attn_implementation", "attn_implementation"}) {
+    const std::string impl = hf.string(key);
+    if (impl.empty()) continue;
+    auto a = attention_from_hf_implementation(impl);
+    if (!a) throw InputError(hf.where(key), "unknown attention implementation '" + impl +
+                                                "' (known: eager, sdpa, flash_attention_2, flash_attention_3, "
+                                                "flex_attention)");
+    m.attention = *a;
+    break;
+  }
+  // Dropout probabilities as the config classes name them; absent = 0 (no masks).
+  m.attention_dropout = hf.real({"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"}).value_or(0.0);
+  m.hidden_dropout = hf.real({"hidden_dropout", "resid_pdrop", "hidden_dropout_prob"}).value_or(0.0);
   return m;
 }
 

@@ -34,6 +34,9 @@ const Entry kEntries[] = {
     {"model.tie_word_embeddings", S, Y},
     {"model.mlp", S, Y},
     {"model.bias", S, Y},
+    {"model.attention", S, Y},
+    {"model.attention_dropout", S, Y},
+    {"model.hidden_dropout", S, Y},
 
     {"training", M, Y},
     {"training.micro_batch", S, Y},

@@ -9,21 +9,22 @@ struct NamedModel {
   bool tie;
   MlpKind mlp;
   bool bias;
+  double attention_dropout, hidden_dropout;
 };
 
 // Every row is cited in docs/presets.md (HF config.json of the released checkpoint, or the paper).
 constexpr NamedModel kModels[] = {
-    // name          layers hidden  ffn     heads kv   vocab   positions tie    mlp              bias
-    {"gpt2-1.5b",    48,  1600,  6400,  25,  25,  50257,  1024, true,  MlpKind::plain, true},
-    {"gpt3-175b",    96,  12288, 49152, 96,  96,  50257,  2048, true,  MlpKind::plain, true},
-    {"bloom-176b",   70,  14336, 57344, 112, 112, 250880, 0,    true,  MlpKind::plain, true},
-    {"mt-nlg-530b",  105, 20480, 81920, 128, 128, 50257,  2048, true,  MlpKind::plain, true},
-    {"llama2-7b",    32,  4096,  11008, 32,  32,  32000,  0,    false, MlpKind::gated, false},
-    {"llama2-13b",   40,  5120,  13824, 40,  40,  32000,  0,    false, MlpKind::gated, false},
-    {"llama2-70b",   80,  8192,  28672, 64,  8,   32000,  0,    false, MlpKind::gated, false},
-    {"llama3-8b",    32,  4096,  14336, 32,  8,   128256, 0,    false, MlpKind::gated, false},
-    {"llama3-70b",   80,  8192,  28672, 64,  8,   128256, 0,    false, MlpKind::gated, false},
-    {"llama3-405b",  126, 16384, 53248, 128, 8,   128256, 0,    false, MlpKind::gated, false},
+    // name          layers hidden  ffn     heads kv   vocab   positions tie    mlp              bias  attn/hidden dropout
+    {"gpt2-1.5b",    48,  1600,  6400,  25,  25,  50257,  1024, true,  MlpKind::plain, true, 0.1, 0.1},
+    {"gpt3-175b",    96,  12288, 49152, 96,  96,  50257,  2048, true,  MlpKind::plain, true, 0.1, 0.1},
+    {"bloom-176b",   70,  14336, 57344, 112, 112, 250880, 0,    true,  MlpKind::plain, true, 0.0, 0.0},
+    {"mt-nlg-530b",  105, 20480, 81920, 128, 128, 50257,  2048, true,  MlpKind::plain, true, 0.1, 0.1},
+    {"llama2-7b",    32,  4096,  11008, 32,  32,  32000,  0,    false, MlpKind::gated, false, 0.0, 0.0},
+    {"llama2-13b",   40,  5120,  13824, 40,  40,  32000,  0,    false, MlpKind::gated, false, 0.0, 0.0},
+    {"llama2-70b",   80,  8192,  28672, 64,  8,   32000,  0,    false, MlpKind::gated, false, 0.0, 0.0},
+    {"llama3-8b",    32,  4096,  14336, 32,  8,   128256, 0,    false, MlpKind::gated, false, 0.0, 0.0},
+    {"llama3-70b",   80,  8192,  28672, 64,  8,   128256, 0,    false, MlpKind::gated, false, 0.0, 0.0},
+    {"llama3-405b",  126, 16384, 53248, 128, 8,   128256, 0,    false, MlpKind::gated, false, 0.0, 0.0},
 };
 
 struct NamedGpu {
@@ -59,6 +60,8 @@ std::optional<ModelSpec> model_preset(const std::string& name) {
     s.tie_word_embeddings = m.tie;
     s.mlp = m.mlp;
     s.bias = m.bias;
+    s.attention_dropout = m.attention_dropout;
+    s.hidden_dropout = m.hidden_dropout;
     return s;
   }
   return std::nullopt;

@@ -52,4 +52,17 @@ TEST(Presets, GpuDatasheetValues) {
   EXPECT_FALSE(gpu_preset("h100"));
 }
 
+// Dropout as each model was trained: GPT-2's config.json (attn_pdrop, resid_pdrop 0.1), Megatron-LM's
+// defaults for GPT-3 and MT-NLG, BLOOM's and the Llama family's configs (0.0).
+TEST(Presets, DropoutIsTheModelsOwn) {
+  for (const char* name : {"gpt2-1.5b", "gpt3-175b", "mt-nlg-530b"}) {
+    EXPECT_DOUBLE_EQ(model_preset(name)->attention_dropout, 0.1) << name;
+    EXPECT_DOUBLE_EQ(model_preset(name)->hidden_dropout, 0.1) << name;
+  }
+  for (const char* name : {"bloom-176b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-405b"}) {
+    EXPECT_EQ(model_preset(name)->attention_dropout, 0.0) << name;
+    EXPECT_EQ(model_preset(name)->hidden_dropout, 0.0) << name;
+  }
+}
+
 }  // namespace zsim

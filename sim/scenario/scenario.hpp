@@ -3,7 +3,9 @@
 // scenario_parse.*, validation in scenario_validate.*.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/common/units.hpp"
@@ -14,6 +16,23 @@ enum class Precision { bf16, fp16, fp32 };
 enum class Checkpointing { none, full };
 enum class MlpKind { plain, gated };  // plain: GPT GeLU MLP (2 matrices); gated: SwiGLU (3 matrices)
 enum class OffloadDevice { none, cpu, nvme };
+// flash: a fused causal kernel (FlashAttention, PyTorch SDPA) that keeps no s x s tensor, only the per-row
+// softmax statistics, and recomputes the scores in backward; eager: the scores and probabilities
+// materialised (Hugging Face "eager", Megatron's unfused path, zrun's model today).
+enum class Attention { flash, eager };
+inline std::optional<Attention> attention_from_name(std::string_view v) {
+  if (v == "flash") return Attention::flash;
+  if (v == "eager") return Attention::eager;
+  return std::nullopt;
+}
+// transformers' attn_implementation values.
+inline std::optional<Attention> attention_from_hf_implementation(std::string_view v) {
+  if (v == "eager") return Attention::eager;
+  if (v == "sdpa" || v == "flash_attention_2" || v == "flash_attention_3" || v == "flex_attention")
+    return Attention::flash;
+  return std::nullopt;
+}
+constexpr const char* to_string(Attention a) { return a == Attention::flash ? "flash" : "eager"; }
 
 // Bytes per element of the training precision (weights/grads as seen by forward/backward).
 constexpr Bytes bytes_per_element(Precision p) { return p == Precision::fp32 ? 4 : 2; }
@@ -30,6 +49,9 @@ struct ModelSpec {
   bool tie_word_embeddings = false;
   MlpKind mlp = MlpKind::gated;
   bool bias = false;                   // linear layers and norms carry biases (GPT-2/3, BLOOM)
+  Attention attention = Attention::flash;
+  double attention_dropout = 0.0;      // dropout on the attention probabilities; 0 = no mask kept
+  double hidden_dropout = 0.0;         // dropout after the attention and MLP outputs; 0 = no masks kept
 };
 
 struct TrainingSpec {

@@ -80,14 +80,6 @@ TEST(ScenarioErrors, HpzMustDivideGpusPerNode) {
   EXPECT_NE(std::string(e->what()).find("must divide gpus_per_node (8)"), std::string::npos) << e->what();
 }
 
-TEST(ScenarioErrors, ZeroPlusPlusNeedsStage3) {
-  for (const char* key : {"zero_quantized_weights=true", "zero_quantized_gradients=true", "zero_hpz_partition_size=8"}) {
-    auto e = error_of(kBase, {std::string("deepspeed.zero_optimization.") + key});
-    ASSERT_TRUE(e) << key;
-    EXPECT_NE(std::string(e->what()).find("needs ZeRO stage 3"), std::string::npos) << e->what();
-  }
-}
-
 TEST(ScenarioErrors, LocoNeedsQuantizedGradients) {
   auto e = error_of(kBase + "    zeropp_loco_param: {err_beta: 0.8}\n", {"deepspeed.zero_optimization.stage=3"});
   EXPECT_ERROR_AT(e, 15, 24, "deepspeed.zero_optimization.zeropp_loco_param", "needs zero_quantized_gradients");
@@ -112,6 +104,29 @@ TEST(ScenarioErrors, UnknownPresetSuggestsAKnownOne) {
   EXPECT_ERROR_AT(e, 1, 17, "model.preset", "did you mean 'llama2-7b'?");
   auto e2 = error_of("model: {preset: llama2-7b}\ncluster: {gpu: h100}\n");
   EXPECT_ERROR_AT(e2, 2, 16, "cluster.gpu.preset", "unknown GPU preset 'h100'");
+}
+
+// DeepSpeed's own check (zero/config.py offload_ratio_check asserts stage 3), so zsim refuses it too.
+TEST(ScenarioErrors, PartialOptimizerOffloadNeedsStage3AsDeepSpeedAsserts) {
+  auto e = error_of(kBase + "    offload_optimizer: {device: cpu, ratio: 0.5}\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.offload_optimizer.ratio");
+  EXPECT_NE(std::string(e->what()).find("needs ZeRO stage 3"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, AttentionIsFlashOrEager) {
+  auto e = error_of(kBase, {"model.attention=sdpa"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "model.attention");
+  EXPECT_NE(std::string(e->what()).find("expected flash or eager"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, DropoutIsAProbabilityBelowOne) {
+  for (const char* set : {"model.attention_dropout=1", "model.hidden_dropout=-0.1"}) {
+    auto e = error_of(kBase, {set});
+    ASSERT_TRUE(e) << set;
+    EXPECT_NE(std::string(e->what()).find("dropout probability is in [0, 1)"), std::string::npos) << e->what();
+  }
 }
 
 TEST(ScenarioErrors, ParameterOffloadNeedsStage3) {

@@ -32,7 +32,9 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   j["model"] = {{"name", m.name},       {"layers", m.layers},     {"hidden", m.hidden},
                 {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                 {"vocab", m.vocab},     {"max_position_embeddings", m.max_position_embeddings},
-                {"tie_word_embeddings", m.tie_word_embeddings}, {"mlp", to_string(m.mlp)}, {"bias", m.bias}};
+                {"tie_word_embeddings", m.tie_word_embeddings}, {"mlp", to_string(m.mlp)}, {"bias", m.bias},
+                {"attention", to_string(m.attention)}, {"attention_dropout", m.attention_dropout},
+                {"hidden_dropout", m.hidden_dropout}};
   j["training"] = {{"micro_batch", t.micro_batch}, {"grad_accum", t.grad_accum}, {"seq_len", t.seq_len},
                    {"precision", to_string(t.precision)},
                    {"activation_checkpointing", to_string(t.activation_checkpointing)}};

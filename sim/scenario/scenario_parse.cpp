@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "sim/common/error.hpp"
+#include "sim/scenario/deepspeed_leniency.hpp"
 #include "sim/scenario/edit_distance.hpp"
 #include "sim/scenario/flat_config.hpp"
 #include "sim/scenario/hf_config.hpp"
@@ -165,6 +166,13 @@ ModelSpec resolve_model(const FlatConfig& f) {
   else if (!have_base || base_heads == base_kv_heads) m.kv_heads = m.heads;
   if (auto v = f.get_bool("model.tie_word_embeddings")) m.tie_word_embeddings = *v;
   if (auto v = f.get_bool("model.bias")) m.bias = *v;
+  if (auto v = f.get_string("model.attention")) {
+    auto a = attention_from_name(*v);
+    if (!a) throw InputError(f.where("model.attention"), "expected flash or eager, got '" + *v + "'");
+    m.attention = *a;
+  }
+  if (auto v = f.get_real("model.attention_dropout")) m.attention_dropout = *v;
+  if (auto v = f.get_real("model.hidden_dropout")) m.hidden_dropout = *v;
   return m;
 }
 
@@ -399,6 +407,7 @@ Scenario parse_scenario(const std::string& text, const std::string& filename, co
   s.training = resolve_training(merged, s.cluster.world_size());
   validate_training(s.training, s.cluster, locate);
   s.zero = resolve_zero(merged, s.model);
+  ignore_what_deepspeed_ignores(s, locate, s.warnings);
   validate_scenario(s, locate);
   return s;
 }

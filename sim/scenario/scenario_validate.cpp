@@ -52,6 +52,9 @@ void validate_model(const ModelSpec& m, const LocateKey& locate) {
   c.in_range<std::int64_t>(m.kv_heads, 1, m.heads, "model.kv_heads");
   c.in_range<std::int64_t>(m.vocab, 1, kMaxVocab, "model.vocab");
   c.in_range<std::int64_t>(m.max_position_embeddings, 0, kMaxSeqLen, "model.max_position_embeddings");
+  for (auto [p, path] : {std::pair{m.attention_dropout, "model.attention_dropout"},
+                         std::pair{m.hidden_dropout, "model.hidden_dropout"}})
+    c.that(std::isfinite(p) && p >= 0 && p < 1, path, "a dropout probability is in [0, 1), got " + Check::num(p));
   c.that(m.hidden % m.heads == 0, "model.heads",
          "heads (" + std::to_string(m.heads) + ") must divide hidden (" + std::to_string(m.hidden) + ")");
   c.that(m.heads % m.kv_heads == 0, "model.kv_heads",
