@@ -67,20 +67,41 @@ TEST(FastPaths, SkippingTheRepeatedScheduleCheckChangesNoOpTiming) {
   }
 }
 
-TEST(FastPaths, ASweepPointCarriesTheFullPipelinesFigures) {
+TEST(FastPaths, ASweepPointThatFitsCarriesTheFullPipelinesFigures) {
   for (const std::string& path : bundled_scenarios()) {
     SCOPED_TRACE(path);
     const Scenario s = load_scenario(path, std::vector<std::string>{});
     const PipelineResult full = run_pipeline(s);
     const SweepPoint p = evaluate_sweep_point(s);
     EXPECT_EQ(p.fits, full.report.fits);
+    EXPECT_EQ(p.gpu_peak_bytes, full.report.memory.gpu.peak);
+    EXPECT_EQ(p.cpu_peak_bytes, full.report.memory.cpu.peak);
+    if (!p.fits) continue;  // pruned before timing: see the next test
     EXPECT_EQ(p.step_s, full.time.report.step_s);
     EXPECT_EQ(p.tokens_per_s, full.time.report.tokens_per_s);
     EXPECT_EQ(p.tflops_per_gpu, full.time.report.tflops_per_gpu);
-    EXPECT_EQ(p.gpu_peak_bytes, full.report.memory.gpu.peak);
-    EXPECT_EQ(p.cpu_peak_bytes, full.report.memory.cpu.peak);
     EXPECT_EQ(p.cross_node_bytes_per_gpu, full.report.comm.cross_node_per_gpu.total());
   }
+}
+
+// Llama 2 70B unsharded (ZeRO-0) needs ~1.1 TB of states per GPU: the memory walk rejects it, and the point is
+// neither walked for communication nor timed (its step figures stay 0), while its memory figures are the full
+// pipeline's.
+TEST(FastPaths, ASweepPointThatDoesNotFitIsRejectedByTheMemoryWalkAloneAndNotTimed) {
+  const Scenario s =
+      load_scenario("scenarios/llama2-70b-zero3-64xh100.yaml",
+                    std::vector<std::string>{"deepspeed.zero_optimization.stage=0"});
+  const PipelineResult full = run_pipeline(s);
+  ASSERT_FALSE(full.report.fits);
+  ASSERT_GT(full.time.report.step_s, 0);
+  const SweepPoint p = evaluate_sweep_point(s);
+  EXPECT_TRUE(p.valid);
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.overflow_tier, "gpu");
+  EXPECT_EQ(p.gpu_peak_bytes, full.report.memory.gpu.peak);
+  EXPECT_EQ(p.step_s, 0);
+  EXPECT_EQ(p.tokens_per_s, 0);
+  EXPECT_EQ(p.cross_node_bytes_per_gpu, 0);
 }
 
 }  // namespace

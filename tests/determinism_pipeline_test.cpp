@@ -11,6 +11,7 @@
 #include "sim/cli/pipeline.hpp"
 #include "sim/sweep/grid.hpp"
 #include "sim/sweep/sweep.hpp"
+#include "sim/sweep/sweep_csv.hpp"
 #include "tests/pipeline_test_util.hpp"
 
 namespace zsim {

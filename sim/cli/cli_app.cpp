@@ -14,6 +14,7 @@
 #include "sim/scenario/yaml_document.hpp"
 #include "sim/sweep/progress_bar.hpp"
 #include "sim/sweep/sweep.hpp"
+#include "sim/sweep/sweep_csv.hpp"
 #include "validate/validate_cli.hpp"
 
 namespace zsim {
@@ -29,6 +30,8 @@ struct Arguments {
   std::string csv_file;
   std::vector<std::string> overrides;
   std::vector<std::string> grid;
+  std::string shard;                 // sweep --shard K/N
+  std::vector<std::string> csv_in;   // sweep merge A.csv B.csv ...
   int steps = 2;
   int plan_steps = 1;
   unsigned threads = 0;  // 0 = all hardware threads
@@ -80,14 +83,46 @@ int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) 
     return evaluate_sweep_point(parse(overrides), o);
   };
   const unsigned threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  const SweepShard shard = a.shard.empty() ? SweepShard{} : parse_shard(a.shard);
   ProgressBar bar;
-  const SweepResult r = run_sweep(axes, evaluate, threads, [&](std::size_t d, std::size_t n) { bar.update(d, n); });
+  const SweepResult r =
+      run_sweep(axes, evaluate, threads, [&](std::size_t d, std::size_t n) { bar.update(d, n); }, shard);
   const bool all_invalid = std::none_of(r.points.begin(), r.points.end(), [](auto& p) { return p.valid; });
   if (all_invalid && !r.points.empty()) {
     err << "zsim sweep: no point of the grid is a valid scenario; the first says:\n"
         << r.points.front().invalid_reason << "\n";
     return kExitBadInput;
   }
+  if (!a.csv_file.empty()) {
+    std::ostringstream csv;
+    write_sweep_csv(csv, r);
+    write_file_atomically(a.csv_file, csv.str());
+  }
+  print_sweep_summary(out, r, a.top);
+  return 0;
+}
+
+// `zsim sweep merge A.csv B.csv ...`: the shards' CSVs joined into the sweep's CSV and ranking.
+int run_sweep_merge(int argc, const char* const* argv, std::ostream& out) {
+  Arguments a;
+  CLI::App app{"zsim sweep merge: join the CSVs of `zsim sweep --shard K/N` runs into one sweep's CSV and ranking\n"
+               "  zsim sweep merge A.csv B.csv ... [--csv FILE] [--top N]",
+               "zsim sweep merge"};
+  app.add_option("csv_files", a.csv_in, "the shards' CSVs (any order)")->required()->expected(1, -1);
+  app.add_option("--csv", a.csv_file, "write the merged CSV to FILE");
+  app.add_option("--top", a.top, "how many of the best fitting configurations to list");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  }
+  std::vector<SweepResult> parts;
+  for (const auto& f : a.csv_in) {
+    std::istringstream in(read_input_file(f, "sweep CSV", {f, 0, 0, ""}));
+    parts.push_back(read_sweep_csv(in, f));
+  }
+  const SweepResult r = merge_sweeps(parts, a.csv_in);
   if (!a.csv_file.empty()) {
     std::ostringstream csv;
     write_sweep_csv(csv, r);
@@ -108,11 +143,23 @@ void add_overrides(CLI::App* app, Arguments& a) {
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  if (argc >= 3 && std::string(argv[1]) == "sweep" && std::string(argv[2]) == "merge") {
+    try {
+      return run_sweep_merge(argc - 2, argv + 2, out);
+    } catch (const CLI::ParseError& e) {
+      err << "zsim sweep merge: " << e.what() << "\n" << "run 'zsim sweep merge --help' for usage\n";
+      return kExitBadInput;
+    } catch (const InputError& e) {
+      err << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
   Arguments a;
   CLI::App app{"zsim: will this model train on this cluster under DeepSpeed ZeRO / ZeRO++, and how?\n"
                "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
                "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
-               "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE]\n"
+               "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
+               "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n"
                "  zsim validate RUN.json [--set KEY=VALUE]... [--json FILE] [--plots DIR]   (RUN.json: zrun --json)\n"
                "Scenario keys: docs/scenario.md",
                "zsim"};
@@ -143,6 +190,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sweep->add_option("--csv", a.csv_file, "write one CSV row per configuration to FILE");
   sweep->add_option("--threads", a.threads, "worker threads (default: all)");
   sweep->add_option("--top", a.top, "how many of the best fitting configurations to list");
+  sweep->add_option("--shard", a.shard, "evaluate only the K-th of N slices of the grid (1 <= K <= N); join the "
+                                       "CSVs with `zsim sweep merge`");
   sweep->add_option("--steps", a.steps, "optimizer steps simulated per point")->check(CLI::Range(1, 100));
   add_overrides(sweep, a);
   try {

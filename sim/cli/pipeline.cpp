@@ -50,13 +50,18 @@ std::string scenario_to_schedule_json(const Scenario& scenario, int steps) {
 }
 
 SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options) {
-  PipelineOptions point = options;
-  point.throughput_only = true;  // a point needs step time, tokens/s and TFLOPS, not the full timing report
-  const PipelineResult r = run_pipeline(scenario, point);
-  const MemoryWalk& m = r.report.memory;
+  // Prune before timing: the memory walk alone decides whether the point fits. A point that does not fit
+  // is neither walked for communication nor simulated (its step figures stay 0); one that fits gets the
+  // same figures as run_pipeline (bench/fast_paths_test.cpp).
+  const Plan plan = make_plan(scenario);
+  const Schedule schedule = make_schedule(scenario, plan, options.steps);
+  check_schedule(schedule);
+  const MemoryWalk m = walk_memory(schedule, capacity_of(scenario));
   SweepPoint p;
   p.valid = true;
-  p.fits = r.report.fits;
+  p.fits = m.fits();
+  p.gpu_peak_bytes = m.gpu.peak;
+  p.cpu_peak_bytes = m.cpu.peak;
   for (const TierMemory* t : {&m.gpu, &m.cpu, &m.nvme}) {
     if (t->fits()) continue;
     p.overflow_tier = to_string(t->tier);
@@ -64,12 +69,16 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
                               human_bytes(t->capacity));
     break;
   }
-  p.step_s = r.time.report.step_s;
-  p.tokens_per_s = r.time.report.tokens_per_s;
-  p.tflops_per_gpu = r.time.report.tflops_per_gpu;
-  p.gpu_peak_bytes = m.gpu.peak;
-  p.cpu_peak_bytes = m.cpu.peak;
-  p.cross_node_bytes_per_gpu = r.report.comm.cross_node_per_gpu.total();
+  if (!p.fits) return p;
+  p.cross_node_bytes_per_gpu = walk_comm(schedule).cross_node_per_gpu.total();
+  TimeRequest request;
+  request.share = options.share;
+  request.throughput_only = true;  // a point needs step time, tokens/s and TFLOPS, not the full timing report
+  request.schedule_checked = true;
+  const TimeOutputs time = time_schedule(scenario, schedule, request);
+  p.step_s = time.report.step_s;
+  p.tokens_per_s = time.report.tokens_per_s;
+  p.tflops_per_gpu = time.report.tflops_per_gpu;
   return p;
 }
 

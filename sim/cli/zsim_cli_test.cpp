@@ -196,6 +196,38 @@ TEST_F(ZsimCli, SweepOverStagesWithAZeroPlusPlusDsConfigKeepsEveryPoint) {
   EXPECT_NE(r.out.find("0 invalid"), std::string::npos) << r.out;
 }
 
+// The job-runner contract: `--shard K/N` runs joined by `zsim sweep merge` are the unsharded sweep, CSV and
+// ranking alike, through the real pipeline.
+TEST_F(ZsimCli, ShardsJoinedByMergeGiveTheUnshardedSweepsCsvAndRanking) {
+  const std::string sweep = "sweep scenarios/llama2-7b-zero2-8xa100.yaml --steps 1 --threads 1 "
+                            "--grid deepspeed.zero_optimization.stage=0,1,2,3 --grid training.micro_batch=1,2,4 ";
+  CliRun whole = zsim(sweep + "--csv " + file("whole.csv").string());
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  std::string parts;
+  for (int k = 1; k <= 3; ++k) {
+    const fs::path part = file("part" + std::to_string(k) + ".csv");
+    CliRun r = zsim(sweep + "--shard " + std::to_string(k) + "/3 --csv " + part.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    parts += " " + part.string();
+  }
+  CliRun merged = zsim("sweep merge" + parts + " --csv " + file("merged.csv").string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(slurp(file("merged.csv")), slurp(file("whole.csv")));
+  EXPECT_EQ(merged.out, whole.out);
+}
+
+TEST_F(ZsimCli, MergeOfAnUnreadableCsvExitsTwoNamingIt) {
+  CliRun r = zsim("sweep merge " + (dir_ / "no-such.csv").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no-such.csv"), std::string::npos) << r.err;
+}
+
+TEST_F(ZsimCli, SweepRejectsAShardOutsideOneToN) {
+  CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --grid training.micro_batch=1,2 --shard 0/2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--shard"), std::string::npos) << r.err;
+}
+
 TEST_F(ZsimCli, SweepWhoseEveryPointIsInvalidExitsTwo) {
   CliRun r = zsim("sweep scenarios/llama2-7b-zero2-8xa100.yaml --grid deepspeed.zero_optimization.stagee=1,2");
   EXPECT_EQ(r.exit_code, 2);

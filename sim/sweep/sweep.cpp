@@ -12,20 +12,24 @@
 namespace zsim {
 
 SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& evaluate, unsigned threads,
-                      const std::function<void(std::size_t, std::size_t)>& progress) {
+                      const std::function<void(std::size_t, std::size_t)>& progress, const SweepShard& shard) {
   SweepResult r;
   r.axes = axes;
-  const std::size_t n = grid_size(axes);
+  const std::vector<std::size_t> indices = shard_indices(grid_size(axes), shard);
+  const std::size_t n = indices.size();
   r.points = parallel_map<SweepPoint>(
       n, threads,
-      [&](std::size_t i) {
+      [&](std::size_t k) {
+        const std::size_t i = indices[k];
         auto overrides = grid_point(axes, i);
         try {
           SweepPoint p = evaluate(overrides);
+          p.index = i;
           p.overrides = std::move(overrides);
           return p;
         } catch (const std::exception& e) {
           SweepPoint p;
+          p.index = i;
           p.overrides = std::move(overrides);
           p.valid = false;
           p.invalid_reason = e.what();
@@ -46,31 +50,6 @@ std::vector<std::size_t> rank_fitting(const SweepResult& r) {
     return r.points[a].tokens_per_s > r.points[b].tokens_per_s;
   });
   return idx;
-}
-
-namespace {
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-std::string value_of(const std::string& override_text) {
-  return override_text.substr(override_text.find('=') + 1);
-}
-}  // namespace
-
-void write_sweep_csv(std::ostream& out, const SweepResult& r) {
-  for (const auto& a : r.axes) out << csv_field(a.key) << ',';
-  out << "valid,fits,reason,step_s,tokens_per_s,tflops_per_gpu,gpu_peak_bytes,cpu_peak_bytes_per_node,"
-         "cross_node_bytes_per_gpu\n";
-  for (const auto& p : r.points) {
-    for (const auto& o : p.overrides) out << csv_field(value_of(o)) << ',';
-    const std::string reason = p.valid ? p.rejection : p.invalid_reason;
-    fmt::print(out, "{},{},{},{:.6g},{:.6g},{:.6g},{},{},{}\n", p.valid ? 1 : 0, p.fits ? 1 : 0,
-               csv_field(reason), p.step_s, p.tokens_per_s, p.tflops_per_gpu, p.gpu_peak_bytes,
-               p.cpu_peak_bytes, p.cross_node_bytes_per_gpu);
-  }
 }
 
 void print_sweep_summary(std::ostream& out, const SweepResult& r, std::size_t top) {

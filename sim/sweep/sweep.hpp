@@ -10,10 +10,12 @@
 
 #include "sim/common/units.hpp"
 #include "sim/sweep/grid.hpp"
+#include "sim/sweep/shard.hpp"
 
 namespace zsim {
 
 struct SweepPoint {
+  std::size_t index = 0;               // position in the grid (grid_point order), also in a shard
   std::vector<std::string> overrides;  // "KEY=V" for each axis
   bool valid = false;                  // the scenario loaded and was evaluated
   std::string invalid_reason;          // why not (the InputError's message)
@@ -32,19 +34,20 @@ using SweepEvaluator = std::function<SweepPoint(const std::vector<std::string>& 
 
 struct SweepResult {
   std::vector<GridAxis> axes;
-  std::vector<SweepPoint> points;      // in grid order
+  std::vector<SweepPoint> points;      // in grid order (a shard: its points only)
 };
 
-// Evaluates every grid point with `threads` workers; an exception from the evaluator marks that point
-// invalid with its message. `progress(done, total)` is called after each point (serialised).
+// Evaluates every grid point of `shard` (default: the whole grid) with `threads` workers; an exception from the
+// evaluator marks that point invalid with its message. `progress(done, total)` is called after each point
+// (serialised), total being the shard's points.
 SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& evaluate, unsigned threads,
-                      const std::function<void(std::size_t, std::size_t)>& progress = {});
+                      const std::function<void(std::size_t, std::size_t)>& progress = {},
+                      const SweepShard& shard = {});
 
 // Indices of the points that fit, best first: tokens/s descending, ties broken by grid order.
 std::vector<std::size_t> rank_fitting(const SweepResult& r);
 
-// One CSV row per point: the axis values, then valid, fits, rejection, and the figures.
-void write_sweep_csv(std::ostream& out, const SweepResult& r);
+// The CSV (write_sweep_csv, read_sweep_csv, merge_sweeps): sweep_csv.hpp.
 
 // The best `top` fitting configurations, then why the others were rejected (counts per reason).
 void print_sweep_summary(std::ostream& out, const SweepResult& r, std::size_t top);

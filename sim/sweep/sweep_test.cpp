@@ -1,4 +1,5 @@
 #include "sim/sweep/sweep.hpp"
+#include "sim/sweep/sweep_csv.hpp"
 
 #include <sstream>
 #include <stdexcept>
@@ -96,11 +97,11 @@ TEST(Sweep, CsvHasHeaderAndOneRowPerPoint) {
   std::string line;
   std::istringstream in(csv.str());
   std::getline(in, line);
-  EXPECT_EQ(line.rfind("stage,valid,fits,reason,step_s,tokens_per_s", 0), 0u);
+  EXPECT_EQ(line.rfind("point,stage,valid,fits,overflow_tier,reason,step_s,tokens_per_s", 0), 0u);
   std::getline(in, line);
-  EXPECT_EQ(line.rfind("0,1,0,gpu over capacity by 12 GiB,", 0), 0u);
+  EXPECT_EQ(line.rfind("0,0,1,0,gpu,gpu over capacity by 12 GiB,", 0), 0u);
   std::getline(in, line);
-  EXPECT_EQ(line.rfind("3,1,1,,", 0), 0u);
+  EXPECT_EQ(line.rfind("1,3,1,1,,,", 0), 0u);
   EXPECT_FALSE(std::getline(in, line));
 }
 
@@ -111,4 +112,116 @@ TEST(Sweep, SummaryNamesWhyOthersWereRejected) {
   EXPECT_NE(out.str().find("3 configurations: 1 fit, 1 do not fit, 1 invalid"), std::string::npos);
   EXPECT_NE(out.str().find("1  does not fit: gpu memory overflows"), std::string::npos);
   EXPECT_NE(out.str().find("invalid: s.yaml:3:5"), std::string::npos);
+}
+
+namespace {
+std::string csv_of(const SweepResult& r) {
+  std::ostringstream out;
+  write_sweep_csv(out, r);
+  return out.str();
+}
+std::string summary_of(const SweepResult& r) {
+  std::ostringstream out;
+  print_sweep_summary(out, r, 100);
+  return out.str();
+}
+SweepResult read_back(const std::string& csv, const std::string& name) {
+  std::istringstream in(csv);
+  return read_sweep_csv(in, name);
+}
+// Throughputs that differ only beyond 6 significant digits, an invalid point whose message holds a comma and
+// quotes, and misfits: what a CSV round trip must keep exactly for the ranking to come out the same.
+SweepPoint subtle_evaluate(const std::vector<std::string>& overrides) {
+  SweepPoint p = fake_evaluate(overrides);
+  p.tokens_per_s = 1e6 / 3.0 + p.tokens_per_s * 1e-9;
+  p.step_s = 1.0 / (1.0 + p.tokens_per_s);
+  if (overrides[1] == "bucket=8") throw InputError({"s.yaml", 4, 2, "bucket"}, "bucket \"8\", or any odd size");
+  return p;
+}
+const std::vector<GridAxis> kAxes{{"stage", {"0", "1", "2", "3"}}, {"bucket", {"5", "7", "8"}}, {"x", {"a", "b"}}};
+}  // namespace
+
+TEST(SweepShard, ParsesKOfN) { EXPECT_EQ(parse_shard("3/16"), (SweepShard{3, 16})); }
+
+TEST(SweepShard, RejectsKOutsideOneToN) {
+  EXPECT_THROW(parse_shard("0/4"), InputError);
+  EXPECT_THROW(parse_shard("5/4"), InputError);
+  EXPECT_THROW(parse_shard("4"), InputError);
+  EXPECT_THROW(parse_shard("a/4"), InputError);
+}
+
+TEST(SweepShard, TheShardsPartitionTheGridEachPointInExactlyOne) {
+  const std::size_t points = 23;
+  std::vector<int> seen(points, 0);
+  for (std::size_t k = 1; k <= 5; ++k)
+    for (std::size_t i : shard_indices(points, {k, 5})) seen.at(i)++;
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(points));
+}
+
+TEST(SweepShard, AShardEvaluatesOnlyItsPointsAndKeepsTheirGridIndex) {
+  const auto r = run_sweep(kAxes, fake_evaluate, 2, {}, {2, 5});
+  ASSERT_EQ(r.points.size(), 5u);  // 24 points: indices 1, 6, 11, 16, 21
+  EXPECT_EQ(r.points[1].index, 6u);
+  EXPECT_EQ(r.points[1].overrides, grid_point(kAxes, 6));
+}
+
+TEST(SweepCsv, ReadingBackWhatWasWrittenGivesTheSameCsv) {
+  const auto r = run_sweep(kAxes, subtle_evaluate, 2);
+  const std::string csv = csv_of(r);
+  EXPECT_EQ(csv_of(read_back(csv, "all.csv")), csv);
+}
+
+TEST(SweepMerge, ShardsJoinedByMergeGiveTheUnshardedCsvAndRanking) {
+  const auto whole = run_sweep(kAxes, subtle_evaluate, 2);
+  for (std::size_t n : {1, 2, 3, 7, 30}) {
+    SCOPED_TRACE(n);
+    std::vector<SweepResult> parts;
+    std::vector<std::string> names;
+    for (std::size_t k = n; k >= 1; --k) {  // any order
+      names.push_back("shard" + std::to_string(k) + ".csv");
+      parts.push_back(read_back(csv_of(run_sweep(kAxes, subtle_evaluate, 1, {}, {k, n})), names.back()));
+    }
+    const auto merged = merge_sweeps(parts, names);
+    EXPECT_EQ(csv_of(merged), csv_of(whole));
+    EXPECT_EQ(rank_fitting(merged), rank_fitting(whole));
+    EXPECT_EQ(summary_of(merged), summary_of(whole));
+  }
+}
+
+TEST(SweepMerge, AMissingShardIsAnErrorNamingTheMissingPoint) {
+  const std::vector<SweepResult> parts{run_sweep(kAxes, fake_evaluate, 1, {}, {1, 3}),
+                                       run_sweep(kAxes, fake_evaluate, 1, {}, {3, 3})};
+  try {
+    merge_sweeps(parts, {"a.csv", "c.csv"});
+    FAIL() << "merged with shard 2 of 3 missing";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("point 1 is in none of the files"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepMerge, APointInTwoFilesIsAnErrorNamingBoth) {
+  const auto part = run_sweep(kAxes, fake_evaluate, 1, {}, {1, 2});
+  try {
+    merge_sweeps({part, part}, {"a.csv", "b.csv"});
+    FAIL() << "merged a shard twice";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("b.csv: point 0 is also in a.csv"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepMerge, CsvsOfDifferentGridsAreRefused) {
+  const auto a = run_sweep(kAxes, fake_evaluate, 1, {}, {1, 2});
+  const auto b = run_sweep({{"stage", {"0", "1", "2", "3"}}, {"bucket", {"5", "7", "8"}}}, fake_evaluate, 1);
+  EXPECT_THROW(merge_sweeps({a, b}, {"a.csv", "b.csv"}), InputError);
+}
+
+TEST(SweepCsv, ARowWithAMalformedNumberNamesFileLineAndColumn) {
+  std::string csv = csv_of(run_sweep({{"stage", {"1", "2"}}}, fake_evaluate, 1));
+  csv.replace(csv.rfind("2,1,1,"), 6, "2,1,x,");  // the second row's fits
+  try {
+    read_back(csv, "bad.csv");
+    FAIL() << "read a malformed row";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:3:0: key 'fits'"), std::string::npos) << e.what();
+  }
 }
