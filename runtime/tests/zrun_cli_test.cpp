@@ -9,28 +9,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/command_run.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct ZrunRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ZrunRun = zsim::test::CommandRun;
 
 ZrunRun zrun_with_env(const std::string& env, const std::string& args) {
   const fs::path dir = fs::temp_directory_path() / ("zrun_cli_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = env + " " + std::string(ZRUN_BIN) + " " + args + " >" + (dir / "out").string() + " 2>" +
-                          (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  ZrunRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
+  ZrunRun r = zsim::test::run_command(env + " " + std::string(ZRUN_BIN) + " " + args, dir);
   fs::remove_all(dir);
   return r;
 }

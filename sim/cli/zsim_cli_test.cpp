@@ -9,20 +9,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/command_run.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using CliRun = zsim::test::CommandRun;
+using zsim::test::slurp;
 
 class ZsimCli : public ::testing::Test {
  protected:
@@ -34,12 +27,7 @@ class ZsimCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CliRun zsim(const std::string& args) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd = std::string(ZSIM_BIN) + " " + args + " >" + out.string() + " 2>" + err.string();
-    int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  }
+  CliRun zsim(const std::string& args) { return zsim::test::run_command(std::string(ZSIM_BIN) + " " + args, dir_); }
   fs::path file(const std::string& name, const std::string& contents = "") {
     fs::path p = dir_ / name;
     if (!contents.empty()) std::ofstream(p) << contents;
