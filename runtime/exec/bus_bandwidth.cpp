@@ -9,7 +9,8 @@ double bus_factor(zsim::CollectiveKind kind, int ranks) {
     case zsim::CollectiveKind::all_gather:
     case zsim::CollectiveKind::reduce_scatter:
     case zsim::CollectiveKind::all_to_all: return (n - 1) / n;
-    case zsim::CollectiveKind::broadcast: return 1.0;
+    case zsim::CollectiveKind::broadcast:
+    case zsim::CollectiveKind::reduce: return 1.0;
   }
   return 1.0;
 }
