@@ -66,6 +66,16 @@ int run_plan(const Arguments& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// A sweep's outputs, whether run or merged: its CSV (--csv) and the ranking on the terminal.
+void report_sweep(const Arguments& a, const SweepResult& r, std::ostream& out) {
+  if (!a.csv_file.empty()) {
+    std::ostringstream csv;
+    write_sweep_csv(csv, r);
+    write_file_atomically(a.csv_file, csv.str());
+  }
+  print_sweep_summary(out, r, a.top);
+}
+
 int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) {
   // The file is read once; each point parses it with its overrides.
   const std::string text = read_input_file(a.scenario, "scenario file", {a.scenario, 0, 0, ""});
@@ -93,12 +103,7 @@ int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) 
         << r.points.front().invalid_reason << "\n";
     return kExitBadInput;
   }
-  if (!a.csv_file.empty()) {
-    std::ostringstream csv;
-    write_sweep_csv(csv, r);
-    write_file_atomically(a.csv_file, csv.str());
-  }
-  print_sweep_summary(out, r, a.top);
+  report_sweep(a, r, out);
   return 0;
 }
 
@@ -123,12 +128,7 @@ int run_sweep_merge(int argc, const char* const* argv, std::ostream& out) {
     parts.push_back(read_sweep_csv(in, f));
   }
   const SweepResult r = merge_sweeps(parts, a.csv_in);
-  if (!a.csv_file.empty()) {
-    std::ostringstream csv;
-    write_sweep_csv(csv, r);
-    write_file_atomically(a.csv_file, csv.str());
-  }
-  print_sweep_summary(out, r, a.top);
+  report_sweep(a, r, out);
   return 0;
 }
 
