@@ -58,6 +58,7 @@ class Executor {
   StepResult run_step(std::int64_t step);
 
   const std::vector<BufferMismatch>& buffer_mismatches() const { return buffers_.mismatches(); }
+  const std::vector<zsim::OpId>& step_ops() const { return step_ops_; }  // the first step's ops, which run_step repeats
   zsim::Bytes executor_bytes() const { return own_bytes_; }  // tokens, activation gradients, loss slots
 
  private:

@@ -43,14 +43,11 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// FLOPs of one step as zsim counts them: forward and backward ops (model FLOPs), and recompute.
-void step_flops(const zsim::Schedule& s, double& model, double& recompute) {
+// FLOPs of the step's ops as zsim counts them: forward and backward ops (model FLOPs), and recompute.
+void step_flops(const zsim::Schedule& s, const std::vector<zsim::OpId>& step_ops, double& model, double& recompute) {
   model = recompute = 0;
-  bool seen_step = false;
-  for (const zsim::Op& op : s.ops) {
-    if (op.phase == zsim::Phase::init) continue;
-    if (seen_step && op.phase != zsim::Phase::step) break;
-    seen_step |= op.phase == zsim::Phase::step;
+  for (zsim::OpId id : step_ops) {
+    const zsim::Op& op = s.ops[id];
     if (op.kind != zsim::OpKind::compute) continue;
     if (op.compute.what == zsim::ComputeKind::forward || op.compute.what == zsim::ComputeKind::backward)
       model += op.compute.flops;
@@ -123,7 +120,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   // ---- the report: measured beside predicted -------------------------------------------------------
   const double step_s = median(times);
   double model_flops = 0, recompute_flops = 0;
-  step_flops(sch, model_flops, recompute_flops);
+  step_flops(sch, ex.step_ops(), model_flops, recompute_flops);
   const double tflops = step_s > 0 ? model_flops / step_s / 1e12 : 0;
   const double hw_tflops = step_s > 0 ? (model_flops + recompute_flops) / step_s / 1e12 : 0;
   const double tokens_s = step_s > 0 ? static_cast<double>(sch.meta.tokens_per_step) / step_s : 0;
