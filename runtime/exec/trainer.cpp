@@ -200,7 +200,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     for (std::size_t i = 0; i < coll_ids.size(); ++i) {
       const zsim::Op& op = sch.ops[coll_ids[i]];
       const int n = sch.groups[op.collective.group].size;
-      m["collectives"].push_back({{"id", coll_ids[i]}, {"name", op.name}, {"bytes", op.collective.bytes},
+      m["collectives"].push_back({{"id", coll_ids[i]}, {"name", op.name}, {"kind", zsim::to_string(op.collective.what)},
+                                  {"bytes", op.collective.bytes},
                                   {"group", sch.groups[op.collective.group].name}, {"dtype", zsim::to_string(op.collective.dtype)},
                                   {"seconds", coll_s[i]}, {"rank0_seconds", rank0_coll_s[i]},
                                   {"bus_GBps", bus_GBps(op.collective.what, n, op.collective.bytes, coll_s[i])}});
