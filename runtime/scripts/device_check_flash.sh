@@ -25,6 +25,12 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 step flash_tests 60 "$BIN/zrun_flash_attention_gpu_tests"
 step model_tests 60 "$BIN/zrun_model_gpu_tests"
 step train_flash_vs_eager 90 env ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test" --gtest_filter='*Flash*'
+step train_all 240 env ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test"
+for att in eager flash; do  # a step of the tiny model at seq 1024, micro-batch 4: time and activation peak
+  step "zrun_seq1024_$att" 60 "$BIN/zrun" runtime/scenarios/tiny-zero3-1xh100.yaml --here --steps 5 --warmup 2 \
+    --set model.attention=$att --set training.seq_len=1024 --set training.micro_batch=4 \
+    --set deepspeed.zero_optimization.stage=0
+done
 step memcheck_flash_tests 120 "$SAN" --tool memcheck --error-exitcode 3 "$BIN/zrun_flash_attention_gpu_tests"
 step memcheck_model_flash 60 "$SAN" --tool memcheck --error-exitcode 3 "$BIN/zrun_model_gpu_tests" --gtest_filter='*Flash*'
 step racecheck_small 120 "$SAN" --tool racecheck --error-exitcode 3 "$BIN/zrun_flash_attention_gpu_tests" \
@@ -32,6 +38,6 @@ step racecheck_small 120 "$SAN" --tool racecheck --error-exitcode 3 "$BIN/zrun_f
 step synccheck_small 60 "$SAN" --tool synccheck --error-exitcode 3 "$BIN/zrun_flash_attention_gpu_tests" \
   --gtest_filter='*ShortSequence*'
 step bench 150 bash "$HERE/bench_flash.sh"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|ERROR SUMMARY|RACECHECK SUMMARY|^  \[|rc=|ratio|^b=|RESULT|Failure" "$LOG" | head -120
+grep -E "^  step |^=== zrun|time per step|TFLOPS per GPU|^  activations|^  buffer |peak \(all|^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|ERROR SUMMARY|RACECHECK SUMMARY|^  \[|rc=|ratio|^b=|RESULT|Failure" "$LOG" | head -120
 echo "device_check_flash: rc=$rc" | tee -a "$LOG"
 exit $rc

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -128,8 +129,10 @@ TEST(ZrunTrainGpu, FlashAttentionGivesTheLossesOfEagerWithinBf16Tolerance) {
   const std::vector<double> a = losses(e.out), b = losses(f.out);
   ASSERT_EQ(a.size(), 5u) << e.out;
   ASSERT_EQ(b.size(), 5u) << f.out;
-  for (size_t i = 0; i < a.size(); ++i)
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::printf("  step %zu: eager %.5f flash %.5f (rel %.1e)\n", i, a[i], b[i], std::fabs(a[i] - b[i]) / a[i]);
     EXPECT_LE(std::fabs(a[i] - b[i]) / a[i], 1e-2) << "step " << i << ": eager " << a[i] << " flash " << b[i];
+  }
   EXPECT_NE(a, b) << "flash and eager gave bitwise equal losses: is flash attention running at all?";
 }
 
