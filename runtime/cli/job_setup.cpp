@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/model/flash_attention.hpp"
 #include "sim/common/error.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
@@ -42,12 +43,20 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
                                   "rank(s) were launched ({}); pass --here to run on the GPUs launched, or "
                                   "--gpus-per-node K to split them into virtual nodes",
                                   s.cluster.nodes, s.cluster.gpus_per_node, s.world_size(), world, launched.how));
-  // zrun's model (runtime/model) materialises the scores and applies no dropout: a scenario that says
-  // otherwise would be measured against a prediction for another model.
-  if (s.model.attention != zsim::Attention::eager)
-    throw InputError({args.scenario, 0, 0, "model.attention"},
-                     "zrun's model runs eager attention (the scores materialised); set model.attention: eager "
-                     "(zsim's default is flash)");
+  // zrun's model (runtime/model) runs eager attention (the scores materialised) or flash attention (its own
+  // kernels: bf16 / fp16, head dim 64 or 128), and applies no dropout: a scenario that says otherwise would be
+  // measured against a prediction for another model.
+  if (s.model.attention == zsim::Attention::flash) {
+    const std::int64_t head_dim = s.model.heads > 0 ? s.model.hidden / s.model.heads : 0;
+    const zrun::model::DType dt = s.training.precision == zsim::Precision::bf16   ? zrun::model::DType::bf16
+                                  : s.training.precision == zsim::Precision::fp16 ? zrun::model::DType::fp16
+                                                                                  : zrun::model::DType::fp32;
+    if (!zrun::model::flash_attention_supported(dt, head_dim))
+      throw InputError({args.scenario, 0, 0, "model.attention"},
+                       fmt::format("zrun's flash attention runs bf16 / fp16 with head dim 64 or 128 (this model: {}, "
+                                   "head dim {}); set model.attention: eager",
+                                   zrun::model::dtype_name(dt), head_dim));
+  }
   if (s.model.attention_dropout > 0 || s.model.hidden_dropout > 0)
     throw InputError({args.scenario, 0, 0, s.model.attention_dropout > 0 ? "model.attention_dropout" : "model.hidden_dropout"},
                      "zrun's model applies no dropout; set model.attention_dropout and model.hidden_dropout to 0");

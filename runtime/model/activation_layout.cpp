@@ -28,7 +28,11 @@ ActivationLayout activation_layout(const ModelConfig& c) {
   L.q = place(at, T * h * es);
   L.k = place(at, T * kv * es);
   L.v = place(at, T * kv * es);
-  L.probs = place(at, scores * es);
+  const std::int64_t row_floats = c.micro_batch * c.heads * c.seq_len;  // one float per (batch, head, token)
+  if (c.flash_attention)
+    L.lse = place(at, row_floats * 4);
+  else
+    L.probs = place(at, scores * es);
   L.attn = place(at, T * h * es);
   L.x_mid = place(at, T * h * es);
   L.n2 = place(at, T * h * es);
@@ -57,7 +61,12 @@ ActivationLayout activation_layout(const ModelConfig& c) {
   G.dq = place(at, T * h * es);
   G.dk = place(at, T * kv * es);
   G.dv = place(at, T * kv * es);
-  G.dprobs = place(at, scores * es);
+  if (c.flash_attention) {
+    G.delta = place(at, row_floats * 4);
+    G.dq_accum = place(at, T * h * 4);
+  } else {
+    G.dprobs = place(at, scores * es);
+  }
   G.dact = place(at, T * f * es);
   G.dtmp = place(at, T * f * es);
   G.end = aligned(at);

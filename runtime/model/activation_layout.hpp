@@ -22,7 +22,8 @@ struct LayerLayout {
   std::int64_t q = 0;         // [T, h]
   std::int64_t k = 0;         // [T, kv_dim]
   std::int64_t v = 0;         // [T, kv_dim]
-  std::int64_t probs = 0;     // causal softmax of the scores, materialised: [b, heads, s, s]
+  std::int64_t probs = 0;     // eager: causal softmax of the scores, materialised: [b, heads, s, s]
+  std::int64_t lse = 0;       // flash: fp32 [b, heads, s], log-sum-exp of each row of scores (no s x s tensor)
   std::int64_t attn = 0;      // attention output, input of attn.o [T, h]
   std::int64_t x_mid = 0;     // x_in + attn.o(attn) [T, h]
   std::int64_t n2 = 0;        // mlp.norm output [T, h]
@@ -53,7 +54,9 @@ struct GradLayout {
   std::int64_t dq = 0;        // [T, h]
   std::int64_t dk = 0;        // [T, kv_dim]
   std::int64_t dv = 0;        // [T, kv_dim]
-  std::int64_t dprobs = 0;    // [b, heads, s, s]: d(probs), then d(scores) in place
+  std::int64_t dprobs = 0;    // eager: [b, heads, s, s]: d(probs), then d(scores) in place
+  std::int64_t delta = 0;     // flash: fp32 [b, heads, s], rowsum(d(out) * out)
+  std::int64_t dq_accum = 0;  // flash: fp32 [T, h], dq summed over key blocks before rounding to the dtype
   std::int64_t dact = 0;      // [T, f]
   std::int64_t dtmp = 0;      // [T, f]: d(up), d(gate) or d(gelu input)
   std::int64_t end = 0;

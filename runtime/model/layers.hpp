@@ -8,6 +8,7 @@
 
 #include "runtime/model/gemm.hpp"
 #include "runtime/model/dtype.hpp"
+#include "runtime/model/flash_attention.hpp"
 
 namespace zrun::model {
 
@@ -55,6 +56,18 @@ void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q
 void attention_backward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
                         const void* probs, const void* dout, void* dprobs, void* dq, void* dk, void* dv,
                         cudaStream_t s);
+
+// flash_attention.cu. The same attention without the scores (FlashAttention-2 on tensor cores): bf16 / fp16,
+// head dim 64 or 128 (flash_attention_supported). lse: fp32 [b, heads, s], the natural-log log-sum-exp of
+// each row of scaled scores, what the backward recomputes the probabilities from.
+std::int64_t flash_attention_lse_floats(const AttentionShape& a);
+void flash_attention_forward(DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
+                             void* out, float* lse, cudaStream_t s);
+// dq, dk, dv overwritten. Scratch: delta fp32 [b, heads, s] (rowsum(dout * out)), dq_accum fp32 [b*s, heads*d].
+// dq's fp32 sums are atomic, so its last bits may differ between runs (dk, dv do not).
+void flash_attention_backward(DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
+                              const void* out, const float* lse, const void* dout, float* delta, float* dq_accum,
+                              void* dq, void* dk, void* dv, cudaStream_t s);
 
 // mlp.cu. Elementwise parts of the MLP over n elements. GeLU is the tanh approximation (GPT-2).
 void swiglu_forward(DType dt, const void* gate, const void* up, void* act, std::int64_t n, cudaStream_t s);

@@ -100,7 +100,10 @@ void Model::forward_layer_unit(const UnitRef& r, const UnitParams& p, const Acti
     case UnitKind::attn_v: linear_forward(*gemm_, dt, at(L.n1), p.at(0), opt(p, 1), nullptr, at(L.v), T, h, kv, s); return;
     case UnitKind::attn_o: {
       const AttentionShape as{cfg_.micro_batch, cfg_.seq_len, cfg_.heads, cfg_.kv_heads, cfg_.head_dim};
-      attention_forward(*gemm_, dt, as, at(L.q), at(L.k), at(L.v), at(L.probs), at(L.attn), s);
+      if (cfg_.flash_attention)
+        flash_attention_forward(dt, as, at(L.q), at(L.k), at(L.v), at(L.attn), stats(L.lse), s);
+      else
+        attention_forward(*gemm_, dt, as, at(L.q), at(L.k), at(L.v), at(L.probs), at(L.attn), s);
       linear_forward(*gemm_, dt, at(L.attn), p.at(0), opt(p, 1), at(L.x_in), at(L.x_mid), T, h, h, s);
       return;
     }
@@ -214,8 +217,13 @@ void Model::backward_layer_unit(const UnitRef& r, const UnitParams& p, const Uni
     case UnitKind::attn_o: {
       linear_bwd(at(L.attn), gr(G.dres), gr(G.dattn), 0.0f, h, h);
       const AttentionShape as{cfg_.micro_batch, cfg_.seq_len, cfg_.heads, cfg_.kv_heads, cfg_.head_dim};
-      attention_backward(*gemm_, dt, as, at(L.q), at(L.k), at(L.v), at(L.probs), gr(G.dattn), gr(G.dprobs), gr(G.dq),
-                         gr(G.dk), gr(G.dv), s);
+      if (cfg_.flash_attention)
+        flash_attention_backward(dt, as, at(L.q), at(L.k), at(L.v), at(L.attn), stats(L.lse), gr(G.dattn),
+                                 reinterpret_cast<float*>(gr(G.delta)), reinterpret_cast<float*>(gr(G.dq_accum)),
+                                 gr(G.dq), gr(G.dk), gr(G.dv), s);
+      else
+        attention_backward(*gemm_, dt, as, at(L.q), at(L.k), at(L.v), at(L.probs), gr(G.dattn), gr(G.dprobs),
+                           gr(G.dq), gr(G.dk), gr(G.dv), s);
       return;
     }
     case UnitKind::attn_v: linear_bwd(at(L.n1), gr(G.dv), gr(G.dn), 0.0f, h, kv); return;  // first in backward

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "runtime/model/flash_attention.hpp"
+
 namespace zrun::model {
 
 ModelConfig model_config(const zsim::Scenario& s, const zsim::Plan& p) {
@@ -33,6 +35,11 @@ ModelConfig model_config(const zsim::Scenario& s, const zsim::Plan& p) {
     case zsim::DType::fp16: c.dtype = DType::fp16; break;
     default: throw std::invalid_argument("model: training dtype must be fp32, bf16 or fp16");
   }
+  c.flash_attention = m.attention == zsim::Attention::flash;
+  if (c.flash_attention && !flash_attention_supported(c.dtype, c.head_dim))
+    throw std::invalid_argument("model: flash attention runs bf16 / fp16 with head dim 64 or 128 (this model: " +
+                                std::string(dtype_name(c.dtype)) + ", head dim " + std::to_string(c.head_dim) +
+                                "); set model.attention: eager");
   if (c.max_positions > 0 && c.seq_len > c.max_positions)
     throw std::invalid_argument("model: seq_len " + std::to_string(c.seq_len) + " exceeds max_position_embeddings " +
                                 std::to_string(c.max_positions));

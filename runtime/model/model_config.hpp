@@ -24,6 +24,7 @@ struct ModelConfig {
   bool gated = true;                // SwiGLU MLP (gate, up, down); else GeLU MLP (up, down)
   bool tied_head = false;           // logits = final_norm(x) @ embed.tokens^T
   bool checkpointing = false;       // full activation checkpointing: a layer keeps its input only
+  bool flash_attention = false;     // model.attention: flash (keeps the row log-sum-exp, not the s x s scores)
   std::int64_t seq_len = 0;
   std::int64_t micro_batch = 0;
   DType dtype = DType::bf16;  // params, grads and activations (bf16, fp16 or fp32)
@@ -35,7 +36,8 @@ struct ModelConfig {
 };
 
 // The model of a scenario, as its plan shapes it. Throws std::invalid_argument for what zrun cannot run
-// (heads not dividing hidden, kv_heads not dividing heads, seq_len above max_position_embeddings).
+// (heads not dividing hidden, kv_heads not dividing heads, seq_len above max_position_embeddings, flash
+// attention outside bf16 / fp16 with head dim 64 or 128).
 ModelConfig model_config(const zsim::Scenario& s, const zsim::Plan& p);
 
 // What a plan unit computes.

@@ -25,6 +25,7 @@ zsim::Scenario small_scenario(bool gpt) {
   m.bias = gpt;
   m.max_position_embeddings = gpt ? 128 : 0;
   m.tie_word_embeddings = gpt;
+  m.attention = zsim::Attention::eager;  // head dim 32: flash runs 64 and 128
   zsim::Scenario s;
   s.model = m;
   s.training.micro_batch = 8;

@@ -44,15 +44,30 @@ TEST(JobSetup, AClusterOfAnotherSizeIsRefusedSayingBothSizes) {
   EXPECT_NE(m.find(kTiny), std::string::npos) << m;
 }
 
-// zrun's model materialises the scores and has no dropout, so it refuses to stand in for another model.
-TEST(JobSetup, FlashAttentionOrDropoutIsRefusedUntilZrunsModelHasThem) {
+// zrun's model has no dropout, so it refuses to stand in for a model with dropout.
+TEST(JobSetup, DropoutIsRefusedUntilZrunsModelHasIt) {
+  ZrunArgs a = args_for(kTiny);
+  a.overrides = {"model.hidden_dropout=0.1"};
+  std::string m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
+  EXPECT_NE(m.find("applies no dropout"), std::string::npos) << m;
+  a.overrides = {"model.attention_dropout=0.1"};
+  m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
+  EXPECT_NE(m.find("model.attention_dropout"), std::string::npos) << m;
+}
+
+// Flash attention runs where zrun's kernels do (the tiny model: bf16, head dim 64), and is refused naming the
+// key where they do not.
+TEST(JobSetup, FlashAttentionRunsAtHeadDim64Or128InBf16OrFp16) {
   ZrunArgs a = args_for(kTiny);
   a.overrides = {"model.attention=flash"};
+  EXPECT_EQ(load_job_scenario(a, {1, 1, "test"}, std::nullopt).model.attention, zsim::Attention::flash);
+  a.overrides = {"model.attention=flash", "model.heads=8", "model.kv_heads=2"};  // head dim 32
   std::string m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
-  EXPECT_NE(m.find("set model.attention: eager"), std::string::npos) << m;
-  a.overrides = {"model.hidden_dropout=0.1"};
+  EXPECT_NE(m.find("model.attention"), std::string::npos) << m;
+  EXPECT_NE(m.find("head dim 32"), std::string::npos) << m;
+  a.overrides = {"model.attention=flash", "training.precision=fp32"};
   m = error_of([&] { load_job_scenario(a, {1, 1, "test"}, std::nullopt); });
-  EXPECT_NE(m.find("applies no dropout"), std::string::npos) << m;
+  EXPECT_NE(m.find("fp32"), std::string::npos) << m;
 }
 
 TEST(JobSetup, HereMakesOneNodeOfTheLaunchedGpusWithThisMachinesMemory) {

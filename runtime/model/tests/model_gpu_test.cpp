@@ -1,7 +1,7 @@
 // zrun's model on the GPU against the double-precision CPU reference (tests/cpu_reference.hpp): loss,
 // logits and every parameter gradient of a tiny model, Llama-style (RMSNorm, SwiGLU, grouped kv heads,
 // untied) and GPT-style (LayerNorm and linears with biases, GeLU, learned positions, tied or untied head),
-// in fp32 (<= 1e-4 relative) and bf16 / fp16 (<= 2e-2); recompute under full checkpointing gives the
+// in fp32 (<= 1e-4 relative) and bf16 / fp16 (<= 2e-2), eager and flash attention; recompute under full checkpointing gives the
 // gradients of the run without it; backward accumulates and is deterministic. Skipped with a message without a GPU.
 #include <gtest/gtest.h>
 
@@ -21,11 +21,14 @@ struct Variant {
   bool tied = false;
   zsim::Precision precision = zsim::Precision::fp32;
   bool checkpointing = false;
+  bool flash = false;     // flash attention: hidden 128, 2 heads / 1 kv head (head dim 64, what flash runs)
 };
 
 zsim::Scenario tiny(const Variant& v) {
   zsim::ModelSpec m;
   m.layers = 2, m.hidden = 64, m.ffn_hidden = 128, m.heads = 4, m.kv_heads = 2, m.vocab = 128;
+  if (v.flash) m.hidden = 128, m.heads = 2, m.kv_heads = 1;
+  m.attention = v.flash ? zsim::Attention::flash : zsim::Attention::eager;
   m.mlp = v.gpt ? zsim::MlpKind::plain : zsim::MlpKind::gated;
   m.bias = v.gpt;
   m.max_position_embeddings = v.gpt ? 32 : 0;
@@ -103,8 +106,9 @@ void check_against_reference(const Variant& v, double tol) {
   const double ref_loss = ref.run(hs.host_tokens, hs.host_targets);
   const double loss_err = std::abs(loss - ref_loss) / std::abs(ref_loss);
   const double logit_err = rel_l2(logits, ref.logits());
-  std::printf("  [%s%s %s%s] loss %.6f (ref %.6f, rel err %.2e), logits rel err %.2e\n", v.gpt ? "gpt" : "llama",
-              v.tied ? " tied" : "", dtype_name(hs.cfg.dtype), v.checkpointing ? " ckpt" : "", loss, ref_loss, loss_err,
+  EXPECT_EQ(hs.cfg.flash_attention, v.flash);
+  std::printf("  [%s%s %s%s%s] loss %.6f (ref %.6f, rel err %.2e), logits rel err %.2e\n", v.gpt ? "gpt" : "llama",
+              v.tied ? " tied" : "", dtype_name(hs.cfg.dtype), v.checkpointing ? " ckpt" : "", v.flash ? " flash" : "", loss, ref_loss, loss_err,
               logit_err);
   EXPECT_LE(loss_err, tol);
   EXPECT_LE(logit_err, tol);
@@ -130,6 +134,13 @@ TEST(ModelGpu, GptStyleUntiedFp32MatchesDoubleReference) { check_against_referen
 TEST(ModelGpu, GptStyleTiedBf16MatchesDoubleReference) { check_against_reference({true, true, zsim::Precision::bf16}, 2e-2); }
 TEST(ModelGpu, LlamaStyleTiedFp16MatchesDoubleReference) { check_against_reference({false, true, zsim::Precision::fp16}, 2e-2); }
 TEST(ModelGpu, CheckpointedFp32MatchesDoubleReference) { check_against_reference({true, false, zsim::Precision::fp32, true}, 1e-4); }
+
+TEST(ModelGpu, LlamaStyleBf16FlashMatchesDoubleReference) {
+  check_against_reference({false, false, zsim::Precision::bf16, false, true}, 2e-2);
+}
+TEST(ModelGpu, GptStyleTiedFp16FlashCheckpointedMatchesDoubleReference) {
+  check_against_reference({true, true, zsim::Precision::fp16, true, true}, 2e-2);
+}
 
 TEST(ModelGpu, RecomputeUnderCheckpointingGivesTheGradientsOfTheFullRun) {
   ZK_REQUIRE_GPU();

@@ -34,6 +34,7 @@ zsim::ModelSpec tiny_llama() {
   zsim::ModelSpec m;
   m.layers = 2, m.hidden = 64, m.ffn_hidden = 128, m.heads = 4, m.kv_heads = 2, m.vocab = 128;
   m.mlp = zsim::MlpKind::gated;
+  m.attention = zsim::Attention::eager;  // head dim 16: flash runs 64 and 128
   return m;
 }
 
@@ -127,6 +128,7 @@ TEST(ModelConfigFromScenario, Gpt2PresetIsLayerNormGeluWithBiasesLearnedPosition
   zsim::Scenario s = scenario_of(*zsim::model_preset("gpt2-1.5b"), 0, 1);
   s.training.precision = zsim::Precision::fp32;
   s.training.activation_checkpointing = zsim::Checkpointing::none;
+  s.model.attention = zsim::Attention::eager;  // flash runs bf16 / fp16
   const ModelConfig c = model_config(s, zsim::make_plan(s));
   EXPECT_TRUE(c.bias);
   EXPECT_FALSE(c.gated);
@@ -140,6 +142,30 @@ TEST(ModelConfigFromScenario, Gpt2PresetIsLayerNormGeluWithBiasesLearnedPosition
 TEST(ModelConfigFromScenario, SequenceLongerThanLearnedPositionsIsRefused) {
   zsim::Scenario s = scenario_of(*zsim::model_preset("gpt2-1.5b"), 0, 1);
   s.training.seq_len = 2048;
+  EXPECT_THROW(model_config(s, zsim::make_plan(s)), std::invalid_argument);
+}
+
+TEST(ModelConfigFromScenario, FlashAttentionIsTakenFromTheScenario) {
+  zsim::Scenario s = scenario_of(*zsim::model_preset("gpt2-1.5b"), 0, 1);  // head dim 64, bf16
+  s.model.attention = zsim::Attention::flash;
+  EXPECT_TRUE(model_config(s, zsim::make_plan(s)).flash_attention);
+  s.model.attention = zsim::Attention::eager;
+  EXPECT_FALSE(model_config(s, zsim::make_plan(s)).flash_attention);
+}
+
+TEST(ModelConfigFromScenario, FlashAttentionOutsideBf16Fp16HeadDim64Or128IsRefused) {
+  zsim::ModelSpec m = tiny_llama();  // head dim 16
+  m.attention = zsim::Attention::flash;
+  const zsim::Scenario s16 = scenario_of(m, 0, 1);
+  try {
+    model_config(s16, zsim::make_plan(s16));
+    ADD_FAILURE() << "head dim 16 with flash attention was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("head dim 16"), std::string::npos) << e.what();
+  }
+  zsim::Scenario s = scenario_of(*zsim::model_preset("gpt2-1.5b"), 0, 1);
+  s.model.attention = zsim::Attention::flash;
+  s.training.precision = zsim::Precision::fp32;
   EXPECT_THROW(model_config(s, zsim::make_plan(s)), std::invalid_argument);
 }
 
@@ -194,6 +220,32 @@ TEST(ActivationLayout, LayerWithoutCheckpointingKeepsExactlyItsBackwardInputs) {
     EXPECT_EQ(z.per_layer_checkpoint, T * h * es);
     // logits, then lse and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes
     EXPECT_EQ(z.head_logits, T * c.vocab * es + 3 * 256);
+  }
+}
+
+// Flash attention keeps the fp32 log-sum-exp of each row per head (4 bytes x b x heads x s) where eager keeps
+// the b x heads x s x s softmax: the layer's bytes are zsim's flash prediction plus the norms' fp32 statistics
+// (which zsim does not count) minus, when gated, the f-wide tensor zrun does not keep.
+TEST(ActivationLayout, FlashLayerKeepsTheRowLogSumExpInsteadOfTheScores) {
+  for (const bool gated : {true, false}) {
+    zsim::ModelSpec m;
+    m.layers = 2, m.hidden = 256, m.ffn_hidden = 512, m.heads = 4, m.kv_heads = 2, m.vocab = 128;  // head dim 64
+    m.mlp = gated ? zsim::MlpKind::gated : zsim::MlpKind::plain;
+    m.attention = zsim::Attention::flash;
+    zsim::Scenario s = scenario_of(m, 0, 1);
+    s.training.seq_len = 64;
+    s.training.activation_checkpointing = zsim::Checkpointing::none;
+    const zsim::Plan p = zsim::make_plan(s);
+    const ModelConfig c = model_config(s, p);
+    ASSERT_TRUE(c.flash_attention);
+    const std::int64_t T = 128, h = 256, kv = 128, f = 512, es = 2, b = 2, heads = 4, seq = 64;
+    const std::int64_t lse = 4 * b * heads * seq, stats = 2 * (2 * T * 4);
+    const std::int64_t expect = 6 * T * h * es + 2 * T * kv * es + lse + stats + (gated ? 3 : 2) * T * f * es;
+    const ActivationLayout a = activation_layout(c);
+    EXPECT_EQ(a.layer_bytes(false), expect) << (gated ? "SwiGLU" : "GeLU");
+    EXPECT_EQ(a.layer_bytes(false) - stats + (gated ? T * f * es : 0), p.activations.per_layer_no_recompute);
+    // The backward's scratch: delta (one float per row and head) and the fp32 dq accumulator, no s x s.
+    EXPECT_EQ(a.grad_bytes(), 4 * T * h * es + 2 * T * kv * es + lse + T * h * 4 + 2 * T * f * es);
   }
 }
 
