@@ -127,15 +127,21 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     start_events_.assign(s.ops.size(), nullptr);
     end_events_.assign(s.ops.size(), nullptr);
     // alloc / free run on the host: they take the time of their stream's last op. An op starts where the
-    // previous one of its stream ended, unless it first waits for another stream (then it records its start).
-    std::vector<char> stream_seen(s.streams.size(), 0);
-    for (OpId id : step_ops_)
-      if (timed(s.ops[id])) {
-        const int st = s.ops[id].stream;
-        if (!stream_seen[st] || !waits_.waits[id].empty()) ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
-        stream_seen[st] = 1;
-        ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+    // previous one of its stream ended, unless it, or an alloc / free just before it on its stream, first waits for
+    // another stream (then it records its start: e.g. a gather whose buffer's alloc waits for the optimizer).
+    std::vector<char> stream_seen(s.streams.size(), 0), waited(s.streams.size(), 0);
+    for (OpId id : step_ops_) {
+      const int st = s.ops[id].stream;
+      if (!timed(s.ops[id])) {
+        waited[st] |= !waits_.waits[id].empty();
+        continue;
       }
+      if (!stream_seen[st] || !waits_.waits[id].empty() || waited[st])
+        ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
+      stream_seen[st] = 1;
+      waited[st] = 0;
+      ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+    }
     dma_events_.assign(s.ops.size(), nullptr);
     for (OpId id : step_ops_)
       if (converts_to_fp32(s.ops[id])) ZRUN_CUDA_CHECK(cudaEventCreate(&dma_events_[id]));
@@ -218,6 +224,11 @@ void Executor::run_init() {
     else buffers_.alloc(op);
   }
   initialise_states();
+  // The CPU optimizer's fp32 gradients start at zero once: every step's first copy down writes each range (later
+  // micro-steps add), and the padding of a flat partition stays zero.
+  for (OpId id : init_ops_)
+    if (s_.ops[id].mem.category == MemCategory::grads && s_.ops[id].mem.tier == zsim::Tier::cpu)
+      std::memset(buffers_.base(id), 0, s_.ops[id].mem.bytes);
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -325,7 +336,6 @@ StepResult Executor::run_step(std::int64_t step) {
   for (OpId id : init_ops_) {
     if (s_.ops[id].mem.category != MemCategory::grads) continue;
     if (s_.ops[id].mem.tier == zsim::Tier::gpu) ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
-    if (s_.ops[id].mem.tier == zsim::Tier::cpu) std::memset(buffers_.base(id), 0, s_.ops[id].mem.bytes);
   }
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -379,7 +389,8 @@ StepResult Executor::run_step(std::int64_t step) {
       if (start_events_[id]) ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
       ZRUN_CUDA_CHECK(cudaEventElapsedTime(&b, t0, end_events_[id]));
       r.ops[id] = {start_events_[id] ? a * 1e-3 : stream_end[st], b * 1e-3};
-      if (!dma_events_.empty() && dma_events_[id]) {
+      const Op& op = s_.ops[id];
+      if (!dma_events_.empty() && dma_events_[id] && (op.copy.rank < 0 || op.copy.rank == rank_)) {
         float m = 0;
         ZRUN_CUDA_CHECK(cudaEventElapsedTime(&m, t0, dma_events_[id]));
         r.ops[id].dma_end_s = m * 1e-3;

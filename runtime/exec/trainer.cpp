@@ -177,11 +177,15 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   OffloadFigures predicted_off;
   double zsim_exposed_offload_s = 0;
   if (off.any()) {
-    const zsim::TimeOutputs zt = zsim::time_schedule(sc, sch);
-    std::vector<OpInterval> sim_ops;
-    for (const zsim::OpTiming& t : zt.result.ops) sim_ops.push_back({t.start_s, t.end_s});
-    predicted_off = offload_figures(sch, ex.step_ops(), sim_ops, rank);
-    zsim_exposed_offload_s = zt.report.offload_s;
+    try {  // zsim's timing of the same schedule (the scenario's cluster, host and NVMe figures)
+      const zsim::TimeOutputs zt = zsim::time_schedule(sc, sch);
+      std::vector<OpInterval> sim_ops;
+      for (const zsim::OpTiming& t : zt.result.ops) sim_ops.push_back({t.start_s, t.end_s});
+      predicted_off = offload_figures(sch, ex.step_ops(), sim_ops, rank);
+      zsim_exposed_offload_s = zt.report.offload_s;
+    } catch (const std::exception& e) {
+      std::cout << "  (zsim cannot time this schedule: " << e.what() << ")\n";
+    }
     std::cout << "\n  Offload in the last step (rank 0)   ops        bytes    measured        rate     zsim's time\n";
     auto line = [](const char* what, const PieceFigures& m, const PieceFigures& p) {
       if (m.ops == 0) return;

@@ -54,9 +54,13 @@ for dev in cpu nvme; do
     ops=$(field "$J" $piece ops); bytes=$(field "$J" $piece bytes); sec=$(field "$J" $piece seconds)
     [ "${ops:-0}" -gt 0 ] || continue
     size=$((bytes / ops))
-    raw=$("$BIN/offload_bench" disk "$NVME_DIR" $size | tee -a "$OUT/offload_disk.log" | awk -v p=$piece '$2 == p {print $8}')
+    "$BIN/offload_bench" disk "$NVME_DIR" $size > "$OUT/offload_disk_$piece.log"
+    cat "$OUT/offload_disk_$piece.log" >> "$OUT/offload_disk.log"
+    raw=$(awk -v p=$piece '$2 == p {print $8}' "$OUT/offload_disk_$piece.log")
+    q=${piece/nvme_/uring_}
+    uring=$(awk -v p=$q '$2 == p {print $8}' "$OUT/offload_disk_$piece.log")
     in_step=$(rate $bytes $sec)
-    echo "$piece: $ops op(s) of $size bytes: $in_step GB/s inside the step, raw O_DIRECT $raw GB/s, ratio $(ratio $in_step $raw)"
+    echo "$piece: $ops op(s) of $size bytes: $in_step GB/s inside the step; raw O_DIRECT pread/pwrite (8 MiB, one at a time) $raw GB/s, ratio $(ratio $in_step $raw); raw io_uring (1 MiB x 32 in flight, zrun's reader outside the step) ${uring:-n/a} GB/s, ratio $(ratio $in_step ${uring:-0})"
   done
   echo "exposed offload: measured $(top "$J" exposed_s) s, zsim $(top "$J" zsim_exposed_s) s"
   echo "leftover files in $NVME_DIR: $(ls -A "$NVME_DIR" | wc -l)"

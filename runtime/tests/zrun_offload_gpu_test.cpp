@@ -140,7 +140,7 @@ TEST(ZrunOffloadGpu, RemovingTheNvmeDirectoryMidRunEndsTheJobNamingTheFileAndThe
   const fs::path swap = dir / "swap", log = dir / "out.txt";
   fs::create_directories(swap);
   const std::string cmd = "bash -c '" + zrun_bin() +
-                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 100000 --warmup 0 --set "
+                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
                           "deepspeed.zero_optimization.offload_optimizer.device=nvme --nvme-dir " + swap.string() +
                           " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
                           log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +

@@ -3,14 +3,14 @@
 namespace zsim {
 
 void use_grad_chunks_to_cpu(Op& copy, OpId source, Bytes rank_stride, const std::vector<GradChunk>& chunks,
-                            OpId grads_fp32, Bytes elem_bytes) {
+                            OpId grads_fp32, Bytes elem_bytes, bool accumulate) {
   for (const GradChunk& c : chunks) {
     BufferUse in{source, c.from, c.bytes, Role::input, Access::read, c.unit, c.tensor};
     in.rank_stride = rank_stride;
     copy.uses.push_back(in);
     // The same elements in fp32 (16-bit training: twice the input's bytes; the runtime converts and adds).
-    copy.uses.push_back({grads_fp32, c.to, 4 * (c.bytes / elem_bytes), Role::output, Access::read_write, c.unit,
-                         c.tensor});
+    copy.uses.push_back({grads_fp32, c.to, 4 * (c.bytes / elem_bytes), Role::output,
+                         accumulate ? Access::read_write : Access::write, c.unit, c.tensor});
   }
 }
 

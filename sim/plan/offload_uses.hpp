@@ -16,9 +16,10 @@ struct GradChunk {
 };
 
 // A d2h copy of reduced chunks: per chunk one `input` (elements of `elem_bytes`, in `source`) and one `output` (the
-// same elements in fp32, read_write: added to what the micro-steps before left there).
+// same elements in fp32: `write` at the step's first copy of them, `read_write` when `accumulate`: added to what the
+// micro-steps before left there).
 void use_grad_chunks_to_cpu(Op& copy, OpId source, Bytes rank_stride, const std::vector<GradChunk>& chunks,
-                            OpId grads_fp32, Bytes elem_bytes);
+                            OpId grads_fp32, Bytes elem_bytes, bool accumulate);
 
 // CPU Adam of one sub-group of n elements: fp32 gradients from element `first` of grads.fp32, the sub-group's state
 // ([master | exp_avg | exp_avg_sq], 12 bytes per element, read_write) and its 16-bit weights out.

@@ -768,7 +768,7 @@ class Builder {
         if (sequential_calls_ || bucket < 0)
           use_grad_chunks_to_cpu(sch_.ops[c], bucket >= 0 ? bucket : grads_, 0,
                                  {{-1, -1, e_ * (bucket >= 0 ? at + a - begin : a), e_ * (b - a), kFp32 * (a - owner * P)}},
-                                 grads_fp32_, e_);
+                                 grads_fp32_, e_, p_.stage == 2 && micro_ > 0);
         last = c;
         a = b;
       }
@@ -880,7 +880,7 @@ class Builder {
         const auto [u, k] = b.members[j];
         chunks.push_back({u, k, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), kFp32 * layout_.partition[u][k]});
       }
-      use_grad_chunks_to_cpu(sch_.ops[done], flat, e_ * part, chunks, grads_fp32_, e_);
+      use_grad_chunks_to_cpu(sch_.ops[done], flat, e_ * part, chunks, grads_fp32_, e_, micro_ > 0);
     } else {
       done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
       for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
