@@ -83,3 +83,30 @@ TEST(CpuAdam, WeightsOutputMayBeOmitted) {
 
 }  // namespace
 }  // namespace zk
+
+#include "kernels/cpu/half_to_fp32.hpp"
+#include "kernels/half_convert.hpp"
+
+namespace zk {
+namespace {
+
+// Every value of a long array (parallel path) and of a short one (the calling thread), written and then added.
+TEST(HalfToFp32, WritesThenAddsEveryConvertedValueForBf16AndFp16) {
+  for (const Half16 fmt : {Half16::bf16, Half16::fp16})
+    for (const int64_t n : {int64_t{1000}, int64_t{1} << 18}) {
+      std::vector<uint16_t> h(n);
+      std::vector<float> want(n), out(n, -7.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = static_cast<float>((i % 2001) - 1000) / 64.0f;
+        h[i] = float_to_half16(x, fmt == Half16::bf16);
+        want[i] = half16_to_float(h[i], fmt == Half16::bf16);
+      }
+      half16_to_fp32(h.data(), out.data(), n, fmt, false);
+      ASSERT_EQ(out, want);
+      half16_to_fp32(h.data(), out.data(), n, fmt, true);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * want[i]) << i;
+    }
+}
+
+}  // namespace
+}  // namespace zk

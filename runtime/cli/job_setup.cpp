@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/model/flash_attention.hpp"
+#include "runtime/nvme/nvme_layout.hpp"
 #include "sim/common/error.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
@@ -63,8 +64,46 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
   return s;
 }
 
+namespace {
+
+// What zrun does not run yet (issue 14): refused before launch, naming the scenario key.
+void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
+  auto refuse = [&](bool on, const char* key, const char* what) {
+    if (on)
+      throw InputError({args.scenario, 0, 0, std::string("deepspeed.zero_optimization.") + key},
+                       fmt::format("{} is not built into zrun yet (issue 14)", what));
+  };
+  refuse(p.qwz, "zero_quantized_weights", "qwZ (quantized weight all-gathers)");
+  refuse(p.hpz_enabled, "zero_hpz_partition_size", "hpZ (secondary partitions)");
+  refuse(p.qgz, "zero_quantized_gradients", "qgZ (quantized gradient all-to-all)");
+  refuse(p.loco, "zeropp_loco_param", "LoCo (error feedback)");
+  refuse(p.param_device != zsim::OffloadDevice::none, "offload_param.device", "offload_param (parameter offload)");
+}
+
+// NVMe offload: the directory exists, is writable and has room for the swap files of every rank of the node.
+std::string nvme_directory(const ZrunArgs& args, const zsim::Scenario& s, const zsim::Schedule& sch) {
+  const bool from_args = !args.nvme_dir.empty();
+  const std::string dir = from_args ? args.nvme_dir : s.zero.offload_optimizer.nvme_path;
+  try {
+    NvmeStore::check_directory(dir);
+    NvmeStore::check_space(dir, nvme_bytes_per_rank(sch) * s.cluster.gpus_per_node);
+  } catch (const NvmeError& e) {
+    throw InputError({from_args ? std::string("--nvme-dir") : args.scenario, 0, 0,
+                      from_args ? "" : "deepspeed.zero_optimization.offload_optimizer.nvme_path"},
+                     e.what());
+  }
+  return dir;
+}
+
+}  // namespace
+
 Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
   Job job;
+  try {
+    refuse_not_built(args, zsim::make_plan(scenario));
+  } catch (const std::invalid_argument& e) {  // the planner refused a combination the validator let by
+    throw InputError({args.scenario, 0, 0, ""}, e.what());
+  }
   if (!args.schedule_file.empty()) {
     job.schedule = zsim::read_schedule_json(args.schedule_file);
     const zsim::ScheduleMeta& m = job.schedule.meta;
@@ -97,6 +136,8 @@ Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
   if (!job.fits && !args.force)
     throw InputError({args.scenario, 0, 0, ""},
                      "zsim predicts this does not fit: " + job.fit_summary + "; --force runs it anyway");
+  if (zsim::make_plan(scenario).optimizer_device == zsim::OffloadDevice::nvme)
+    job.nvme_dir = nvme_directory(args, scenario, job.schedule);
   job.scenario = std::move(scenario);
   return job;
 }

@@ -14,6 +14,7 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   CLI::App app{"zrun: run zsim's schedule for real on this machine's GPUs (CUDA + NCCL)\n"
                "  zrun SCENARIO.yaml [--set KEY=VALUE]... [--steps N] [--warmup K] [--nproc-per-node N]\n"
                "       [--here] [--gpus-per-node K] [--json F] [--trace F] [--csv F] [--force] [--schedule FILE]\n"
+               "       [--nvme-dir DIR]\n"
                "Under torchrun, srun or mpirun each process is one rank (docs/runtime.md).",
                "zrun"};
   app.add_option("scenario", a.scenario, "scenario YAML file (docs/scenario.md)");
@@ -34,6 +35,8 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   app.add_option("--json", a.json_file, "write the measured report as JSON to FILE");
   app.add_option("--trace", a.trace_file, "write a Chrome trace of the measured steps to FILE");
   app.add_option("--csv", a.csv_file, "write one CSV row per executed op to FILE");
+  app.add_option("--nvme-dir", a.nvme_dir, "NVMe offload: directory of the swap files (default: the scenario's "
+                                           "offload_optimizer.nvme_path)");
   app.add_flag("--force", a.force, "run even if zsim predicts the scenario does not fit in memory");
   app.add_option("--schedule", a.schedule_file, "run this schedule JSON (zsim plan --emit-schedule) instead of "
                                                 "planning one from the scenario");

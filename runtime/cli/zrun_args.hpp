@@ -18,6 +18,7 @@ struct ZrunArgs {
   std::string json_file, trace_file, csv_file;
   bool force = false;                   // run a scenario zsim predicts does not fit
   std::string schedule_file;            // run this schedule (zsim plan --emit-schedule) instead of planning
+  std::string nvme_dir;                 // NVMe offload: the swap files' directory (default: the scenario's nvme_path)
 };
 
 // Parses argv. On --help prints usage to `out` and returns nullopt with exit_code 0; on a bad argument

@@ -4,12 +4,15 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 #include <thread>
 
 #include <nccl.h>
 
+#include "kernels/cpu/cpu_adam.hpp"
+#include "kernels/cpu/half_to_fp32.hpp"
 #include "kernels/fused_adam.hpp"
 #include "kernels/half_convert.hpp"
 #include "runtime/comm/check.hpp"
@@ -18,6 +21,7 @@
 #include "runtime/exec/state_init.hpp"
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
+#include "runtime/nvme/nvme_layout.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
 namespace zrun {
@@ -65,6 +69,14 @@ ElemType elem_type(zsim::DType d) {
 
 zk::Half16 half_fmt(zsim::DType d) { return d == zsim::DType::fp16 ? zk::Half16::fp16 : zk::Half16::bf16; }
 
+// A copy down to the CPU optimizer's fp32 gradients: 16-bit ranges in, fp32 ranges (twice the bytes) out.
+bool converts_to_fp32(const Op& op) {
+  if (op.kind != OpKind::copy || op.copy.what != zsim::CopyKind::d2h) return false;
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2)
+    if (op.uses[i + 1].bytes != op.uses[i].bytes) return true;
+  return false;
+}
+
 }  // namespace
 
 Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Communicators& comms, Arena& gpu,
@@ -74,6 +86,7 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
       rank_(rank),
       comms_(comms),
       gpu_(gpu),
+      cpu_(cpu),
       model_(model),
       dog_(dog),
       faults_(faults),
@@ -114,15 +127,24 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     start_events_.assign(s.ops.size(), nullptr);
     end_events_.assign(s.ops.size(), nullptr);
     // alloc / free run on the host: they take the time of their stream's last op. An op starts where the
-    // previous one of its stream ended, unless it first waits for another stream (then it records its start).
-    std::vector<char> stream_seen(s.streams.size(), 0);
-    for (OpId id : step_ops_)
-      if (timed(s.ops[id])) {
-        const int st = s.ops[id].stream;
-        if (!stream_seen[st] || !waits_.waits[id].empty()) ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
-        stream_seen[st] = 1;
-        ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+    // previous one of its stream ended, unless it, or an alloc / free just before it on its stream, first waits for
+    // another stream (then it records its start: e.g. a gather whose buffer's alloc waits for the optimizer).
+    std::vector<char> stream_seen(s.streams.size(), 0), waited(s.streams.size(), 0);
+    for (OpId id : step_ops_) {
+      const int st = s.ops[id].stream;
+      if (!timed(s.ops[id])) {
+        waited[st] |= !waits_.waits[id].empty();
+        continue;
       }
+      if (!stream_seen[st] || !waits_.waits[id].empty() || waited[st])
+        ZRUN_CUDA_CHECK(cudaEventCreate(&start_events_[id]));
+      stream_seen[st] = 1;
+      waited[st] = 0;
+      ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
+    }
+    dma_events_.assign(s.ops.size(), nullptr);
+    for (OpId id : step_ops_)
+      if (converts_to_fp32(s.ops[id])) ZRUN_CUDA_CHECK(cudaEventCreate(&dma_events_[id]));
   }
   // What the executor itself holds on the device: tokens and targets of every micro-step, their losses, and
   // the backward's activation gradients (the schedule has no buffer for them).
@@ -151,6 +173,17 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     if (op.kind == OpKind::collective && op.collective.what == CollectiveKind::all_reduce)
       if (const BufferUse* p = find_use(op, Role::param)) zero_on_alloc_[p->alloc] = 1;
   }
+  // Pinned staging for the 16-bit gradients a d2h copy brings down before the host converts them to fp32 (the
+  // schedule's copy moves 16-bit bytes; its fp32 output is the CPU optimizer's gradient buffer).
+  zsim::Bytes staging = 0;
+  for (const Op& op : s.ops)
+    if (converts_to_fp32(op)) {
+      zsim::Bytes in = 0;
+      for (std::size_t i = 0; i < op.uses.size(); i += 2) in += op.uses[i].bytes;
+      staging = std::max(staging, in);
+    }
+  if (staging > 0)
+    fp32_staging_ = cpu.alloc("zrun.d2h_staging", MemCategory::grads, kBeyondSchedule, 0, "init", staging);
   pending_grads_.resize(plan.units.size());
   unit_done_.assign(plan.units.size(), 0);
   model_.set_loss_scale(1.0f / static_cast<float>(s.model.grad_accum));
@@ -162,6 +195,8 @@ Executor::~Executor() {
   for (cudaEvent_t e : start_events_)
     if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : end_events_)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : dma_events_)
     if (e) cudaEventDestroy(e);
   for (cudaStream_t st : streams_) cudaStreamDestroy(st);
 }
@@ -175,20 +210,34 @@ int Executor::rank_index(const Op& op) const {
 // ---- init -------------------------------------------------------------------------------------------
 
 void Executor::run_init() {
+  // The NVMe tier: one swap file per buffer, its extents the ranges the ops use; room checked before any is made.
+  const auto nvme = nvme_ranges(s_);
+  if (!nvme.empty()) {
+    nvme_ = std::make_unique<NvmeStore>(o_.nvme_dir, o_.nvme_tag);
+    nvme_->check_space(nvme_bytes_per_rank(s_));
+  }
   for (OpId id : init_ops_) {
     const Op& op = s_.ops[id];
     if (op.kind != OpKind::alloc)
       throw std::logic_error(fmt::format("init op '{}': zrun expects only allocations in the init phase", op.name));
-    buffers_.alloc(op);
+    if (op.mem.tier == zsim::Tier::nvme) nvme_file_[id] = nvme_->create(op.mem.buffer, nvme.at(id));
+    else buffers_.alloc(op);
   }
   initialise_states();
+  // The CPU optimizer's fp32 gradients start at zero once: every step's first copy down writes each range (later
+  // micro-steps add), and the padding of a flat partition stays zero.
+  for (OpId id : init_ops_)
+    if (s_.ops[id].mem.category == MemCategory::grads && s_.ops[id].mem.tier == zsim::Tier::cpu)
+      std::memset(buffers_.base(id), 0, s_.ops[id].mem.bytes);
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // The 16-bit weights (whole model, stages 0-2) and this rank's fp32 master partition with zero Adam moments, from
 // the model's deterministic initialisation: the same values whatever the world size or stage.
 void Executor::initialise_states() {
-  if (plan_.stage == 3) return init_stage3_states(s_, plan_, model_.config(), rank_, init_ops_, buffers_);
+  if (plan_.stage == 3)
+    return init_stage3_states(s_, plan_, model_.config(), rank_, init_ops_,
+                              [this](OpId id, const void* data, std::size_t bytes) { put_state(id, data, bytes); });
   const zsim::TensorLayout layout = zsim::tensor_layout(plan_);
   const auto& cfg = model_.config();
   // Stages 1-2: DeepSpeed's flat buffer padded to N partitions (the padding stays zero).
@@ -210,7 +259,7 @@ void Executor::initialise_states() {
   std::vector<std::uint16_t> half(flat.size());
   for (std::size_t i = 0; i < flat.size(); ++i)
     half[i] = plan_.dtype == zsim::DType::fp16 ? zk::float_to_fp16(flat[i]) : zk::float_to_bf16(flat[i]);
-  ZRUN_CUDA_CHECK(cudaMemcpy(buffers_.base(params), half.data(), half.size() * 2, cudaMemcpyHostToDevice));
+  put_state(params, half.data(), half.size() * 2);
   // [master | exp_avg | exp_avg_sq] over this rank's partition (stage 0: the whole model).
   const zsim::Elements part = plan_.stage == 0 ? plan_.params : plan_.optimizer_partition;
   const zsim::Elements first = plan_.stage == 0 ? 0 : static_cast<zsim::Elements>(rank_) * part;
@@ -219,7 +268,53 @@ void Executor::initialise_states() {
   if (static_cast<zsim::Bytes>(state.size() * 4) != s_.ops[optimizer].mem.bytes)
     throw std::logic_error(fmt::format("optimizer buffer holds {} bytes, zrun's layout needs {}",
                                        s_.ops[optimizer].mem.bytes, state.size() * 4));
-  ZRUN_CUDA_CHECK(cudaMemcpy(buffers_.base(optimizer), state.data(), state.size() * 4, cudaMemcpyHostToDevice));
+  put_state(optimizer, state.data(), state.size() * 4);
+}
+
+void Executor::put_state(OpId id, const void* data, std::size_t bytes) {
+  const zsim::MemOp& m = s_.ops[id].mem;
+  if (static_cast<zsim::Bytes>(bytes) > m.bytes)
+    throw std::logic_error(fmt::format("init of buffer '{}': {} bytes do not fit its {}", m.buffer, bytes, m.bytes));
+  if (m.tier == zsim::Tier::gpu) {
+    ZRUN_CUDA_CHECK(cudaMemcpy(buffers_.base(id), data, bytes, cudaMemcpyHostToDevice));
+  } else if (m.tier == zsim::Tier::cpu) {
+    std::memcpy(buffers_.base(id), data, bytes);
+  } else {  // each range the schedule uses goes to its extent of the swap file
+    const int f = nvme_file_.at(id);
+    for (const NvmeRange& r : nvme_->ranges(f))
+      if (r.offset < static_cast<zsim::Bytes>(bytes))
+        nvme_->write(f, r.offset, std::min<zsim::Bytes>(r.bytes, bytes - r.offset),
+                     static_cast<const char*>(data) + r.offset, "init." + m.buffer);
+  }
+}
+
+std::vector<float> Executor::master_weights() {
+  ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
+  OpId optimizer = -1;
+  for (OpId id : init_ops_)
+    if (s_.ops[id].mem.category == MemCategory::optimizer) optimizer = id;
+  if (optimizer < 0) throw std::logic_error("schedule init allocates no optimizer buffer");
+  const zsim::MemOp& m = s_.ops[optimizer].mem;
+  std::vector<float> state(static_cast<std::size_t>(m.bytes / 4));
+  if (m.tier == zsim::Tier::gpu) {
+    ZRUN_CUDA_CHECK(cudaMemcpy(state.data(), buffers_.base(optimizer), m.bytes, cudaMemcpyDeviceToHost));
+  } else if (m.tier == zsim::Tier::cpu) {
+    std::memcpy(state.data(), buffers_.base(optimizer), m.bytes);
+  } else {
+    const int f = nvme_file_.at(optimizer);
+    for (const NvmeRange& r : nvme_->ranges(f))
+      nvme_->read(f, r.offset, r.bytes, reinterpret_cast<char*>(state.data()) + r.offset, "zrun.master_weights");
+  }
+  // [master | exp_avg | exp_avg_sq] per sub-group (stages 0-2: one).
+  std::vector<float> master;
+  zsim::Elements first = 0;
+  const std::vector<zsim::Elements> subs =
+      plan_.stage == 3 ? plan_.sub_groups : std::vector<zsim::Elements>{static_cast<zsim::Elements>(state.size() / 3)};
+  for (zsim::Elements n : subs) {
+    master.insert(master.end(), state.begin() + 3 * first, state.begin() + 3 * first + n);
+    first += n;
+  }
+  return master;
 }
 
 // ---- one step ---------------------------------------------------------------------------------------
@@ -238,9 +333,10 @@ StepResult Executor::run_step(std::int64_t step) {
   ZRUN_CUDA_CHECK(cudaMemcpy(tokens_, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
   ZRUN_CUDA_CHECK(cudaMemcpy(targets_, tgt.data(), tgt.size() * 4, cudaMemcpyHostToDevice));
   // Gradients accumulate from zero every step (DeepSpeed's zero_grad).
-  for (OpId id : init_ops_)
-    if (s_.ops[id].mem.category == MemCategory::grads && s_.ops[id].mem.tier == zsim::Tier::gpu)
-      ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
+  for (OpId id : init_ops_) {
+    if (s_.ops[id].mem.category != MemCategory::grads) continue;
+    if (s_.ops[id].mem.tier == zsim::Tier::gpu) ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
+  }
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 
   cudaEvent_t t0, t1;
@@ -258,6 +354,7 @@ StepResult Executor::run_step(std::int64_t step) {
   }
   ZRUN_CUDA_CHECK(cudaEventRecord(t1, streams_[0]));
   wait_for_step_end(t1);
+  if (const auto err = host_.error()) throw std::runtime_error(fmt::format("rank {}: step {}: {}", rank_, step, *err));
 
   StepResult r;
   float ms = 0;
@@ -292,6 +389,12 @@ StepResult Executor::run_step(std::int64_t step) {
       if (start_events_[id]) ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
       ZRUN_CUDA_CHECK(cudaEventElapsedTime(&b, t0, end_events_[id]));
       r.ops[id] = {start_events_[id] ? a * 1e-3 : stream_end[st], b * 1e-3};
+      const Op& op = s_.ops[id];
+      if (!dma_events_.empty() && dma_events_[id] && (op.copy.rank < 0 || op.copy.rank == rank_)) {
+        float m = 0;
+        ZRUN_CUDA_CHECK(cudaEventElapsedTime(&m, t0, dma_events_[id]));
+        r.ops[id].dma_end_s = m * 1e-3;
+      }
       stream_end[st] = b * 1e-3;
     }
   }
@@ -372,7 +475,10 @@ void Executor::launch(const Op& op, cudaStream_t s) {
 }
 
 void Executor::run_compute(const Op& op, cudaStream_t s) {
-  if (op.compute.device == zsim::Device::cpu) not_built(op, "the CPU optimizer (ZeRO-Offload)");
+  if (op.compute.device == zsim::Device::cpu) {
+    if (op.compute.what != ComputeKind::optimizer) not_built(op, "a CPU op other than the optimizer");
+    return run_cpu_optimizer(op, s);
+  }
   switch (op.compute.what) {
     case ComputeKind::forward:
     case ComputeKind::backward:
@@ -518,11 +624,89 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
   if (!tmp_name.empty()) gpu_.free(tmp_name, s);
 }
 
+// kernels/' CPU Adam over one sub-group on a host thread, in the order of the op's stream: fp32 gradients and
+// [master | exp_avg | exp_avg_sq] in pinned host memory, 16-bit weights out into a host buffer.
+void Executor::run_cpu_optimizer(const Op& op, cudaStream_t s) {
+  const BufferUse& grad = need_use(op, Role::grad);
+  const BufferUse& state = need_use(op, Role::state);
+  const BufferUse& param = need_use(op, Role::param);
+  const std::int64_t n = state.bytes / 12;
+  for (const BufferUse* u : {&grad, &state, &param})
+    if (s_.ops[u->alloc].mem.tier != zsim::Tier::cpu)
+      throw std::logic_error(fmt::format("op '{}': the CPU optimizer's {} buffer is not in host memory", op.name,
+                                         zsim::to_string(u->role)));
+  if (grad.bytes != 4 * n || param.bytes != plan_.elem_bytes * n)
+    throw std::logic_error(fmt::format("op '{}': grad / param ranges do not cover the state's {} elements", op.name, n));
+  float* master = reinterpret_cast<float*>(buffers_.at(state, rank_));
+  const float* g = reinterpret_cast<const float*>(buffers_.at(grad, rank_));
+  auto* w = reinterpret_cast<std::uint16_t*>(buffers_.at(param, rank_));
+  zk::AdamHyper h;
+  h.lr = o_.lr;
+  h.weight_decay = o_.weight_decay;
+  h.step = step_ + 1;
+  const zk::Half16 fmt = half_fmt(plan_.dtype);
+  host_.enqueue(s, op.name, [=] { zk::cpu_adam_step(master, master + n, master + 2 * n, g, w, fmt, n, h); });
+}
+
+// NVMe swaps: one pinned host range and one range of a swap file, transferred on a host thread in stream order.
+void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
+  const bool read = op.copy.what == zsim::CopyKind::nvme_read;
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+    const BufferUse& file = read ? op.uses[i] : op.uses[i + 1];
+    const BufferUse& host = read ? op.uses[i + 1] : op.uses[i];
+    const auto f = nvme_file_.find(file.alloc);
+    if (f == nvme_file_.end() || s_.ops[host.alloc].mem.tier != zsim::Tier::cpu || file.blocks > 1 || host.blocks > 1 ||
+        file.bytes != host.bytes)
+      throw std::logic_error(fmt::format("op '{}': an NVMe {} needs a swap file range and a host range of the same "
+                                         "size", op.name, read ? "read" : "write"));
+    std::byte* p = buffers_.at(host, rank_);
+    NvmeStore* store = nvme_.get();
+    const int id = f->second;
+    const zsim::Bytes offset = file.offset, bytes = file.bytes;
+    const std::string name = op.name;
+    host_.enqueue(s, op.name, [=] {
+      if (read) store->read(id, offset, bytes, p, name);
+      else store->write(id, offset, bytes, p, name);
+    });
+  }
+}
+
+// Reduced 16-bit gradients down to the CPU optimizer's fp32 gradients: each input range is copied to pinned
+// staging (the schedule's 16-bit bytes over PCIe), then a host function converts and adds it into its output range.
+void Executor::run_copy_to_fp32(const Op& op, cudaStream_t s) {
+  struct Piece {
+    const std::uint16_t* from;
+    float* to;
+    std::int64_t n;
+    bool add;
+  };
+  std::vector<Piece> pieces;
+  zsim::Bytes at = 0;
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+    const BufferUse& in = op.uses[i];
+    const BufferUse& out = op.uses[i + 1];
+    const std::int64_t n = in.bytes / plan_.elem_bytes;
+    if (in.blocks > 1 || out.blocks > 1 || out.bytes != 4 * n || s_.ops[out.alloc].mem.tier != zsim::Tier::cpu)
+      throw std::logic_error(fmt::format("op '{}': a converting d2h copy takes contiguous 16-bit ranges into fp32 "
+                                         "host ranges", op.name));
+    ZRUN_CUDA_CHECK(cudaMemcpyAsync(fp32_staging_ + at, buffers_.at(in, rank_index(op)), in.bytes, cudaMemcpyDeviceToHost, s));
+    pieces.push_back({reinterpret_cast<const std::uint16_t*>(fp32_staging_ + at),
+                      reinterpret_cast<float*>(buffers_.at(out, rank_)), n, out.access == Access::read_write});
+    at += in.bytes;
+  }
+  if (!dma_events_.empty() && dma_events_[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(dma_events_[op.id], s));
+  const bool bf16 = plan_.dtype == zsim::DType::bf16;
+  host_.enqueue(s, op.name, [pieces, bf16] {
+    for (const Piece& p : pieces) zk::half16_to_fp32(p.from, p.to, p.n, bf16 ? zk::Half16::bf16 : zk::Half16::fp16, p.add);
+  });
+}
+
 void Executor::run_copy(const Op& op, cudaStream_t s) {
-  if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
-    not_built(op, "NVMe offload");
   if (op.copy.rank >= 0 && op.copy.rank != rank_) return;  // a copy that only one rank runs
   if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
+  if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
+    return run_nvme_copy(op, s);
+  if (converts_to_fp32(op)) return run_copy_to_fp32(op, s);
   for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
     const BufferUse& in = op.uses[i];
     const BufferUse& out = op.uses[i + 1];

@@ -2,9 +2,10 @@
 // One CUDA stream per schedule stream, in program order; cross-stream deps become event waits (stream_waits);
 // alloc / free go to the arenas (device_buffers); forward / backward / recompute go to the model with the
 // weights, gradients and activations the op's `uses` name; collectives are one NCCL call each on the
-// communicator of their group; the GPU optimizer is kernels/' fused Adam. Every op runs under the watchdog
-// and the fault injector. What is not built yet (qwZ / qgZ kernels, CPU Adam, NVMe) stops with an error
-// naming the op.
+// communicator of their group; the GPU optimizer is kernels/' fused Adam. ZeRO-Offload: CPU ops (kernels/' CPU
+// Adam, the fp32 conversion of gradients copied down, NVMe transfers) run as host functions in the order of their
+// stream (host_ops), the optimizer state on the NVMe tier lives in swap files (runtime/nvme). Every op runs under
+// the watchdog and the fault injector. What is not built yet (qwZ / qgZ kernels) stops with an error naming the op.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,10 +19,12 @@
 #include "runtime/comm/fault_injection.hpp"
 #include "runtime/comm/watchdog.hpp"
 #include "runtime/exec/device_buffers.hpp"
+#include "runtime/exec/host_ops.hpp"
 #include "runtime/exec/stream_waits.hpp"
 #include "runtime/memory/arena.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/synthetic_data.hpp"
+#include "runtime/nvme/nvme_store.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/schedule/schedule.hpp"
 
@@ -32,10 +35,13 @@ struct ExecOptions {
   float weight_decay = 0.0f;
   bool time_ops = false;        // per-op CUDA events (for --json / --trace / --csv)
   double op_timeout_s = 300;    // a step that does not finish in this time ends the job, naming the op
+  std::string nvme_dir;         // NVMe offload: the directory of this rank's swap files
+  std::string nvme_tag;         // makes the swap files' names unique ("r0.12345": rank and process id)
 };
 
 struct OpTime {
   double start_s = 0, end_s = 0;  // from the step's start
+  double dma_end_s = 0;           // a d2h converting on the host: when its DMA ended (else 0)
 };
 
 struct StepResult {
@@ -60,12 +66,19 @@ class Executor {
   const std::vector<BufferMismatch>& buffer_mismatches() const { return buffers_.mismatches(); }
   const std::vector<zsim::OpId>& step_ops() const { return step_ops_; }  // the first step's ops, which run_step repeats
   zsim::Bytes executor_bytes() const { return own_bytes_; }  // tokens, activation gradients, loss slots
+  // This rank's fp32 master weights, sub-group after sub-group (what the optimizer holds, on whichever tier).
+  std::vector<float> master_weights();
+  const NvmeStore* nvme() const { return nvme_.get(); }
 
  private:
   void launch(const zsim::Op& op, cudaStream_t s);
   void run_compute(const zsim::Op& op, cudaStream_t s);
   void run_model(const zsim::Op& op, cudaStream_t s);
   void run_optimizer(const zsim::Op& op, cudaStream_t s);
+  void run_cpu_optimizer(const zsim::Op& op, cudaStream_t s);
+  void run_nvme_copy(const zsim::Op& op, cudaStream_t s);
+  void run_copy_to_fp32(const zsim::Op& op, cudaStream_t s);
+  void put_state(zsim::OpId alloc, const void* data, std::size_t bytes);  // init data into a buffer of any tier
   void run_collective(const zsim::Op& op, cudaStream_t s);
   void run_copy(const zsim::Op& op, cudaStream_t s);
   void initialise_states();
@@ -78,6 +91,7 @@ class Executor {
   const int rank_;
   Communicators& comms_;
   Arena& gpu_;
+  Arena& cpu_;
   model::Model& model_;
   Watchdog& dog_;
   const FaultInjector& faults_;
@@ -88,6 +102,7 @@ class Executor {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> dep_events_;        // by op id, for ops others wait for
   std::vector<cudaEvent_t> start_events_, end_events_;  // by op id, with time_ops
+  std::vector<cudaEvent_t> dma_events_;        // by op id, with time_ops: a converting d2h's DMA end
   std::vector<zsim::OpId> step_ops_, init_ops_;
   model::SyntheticData data_;
   std::int32_t* tokens_ = nullptr;             // device [grad_accum][T]: this step's tokens, then targets
@@ -105,6 +120,10 @@ class Executor {
   std::map<void*, std::string> tmp_names_;          // temporary -> its arena name
   int micro_ = -1;
   int tmp_count_ = 0;
+  HostOps host_;                                    // CPU ops queued on the streams
+  std::unique_ptr<NvmeStore> nvme_;                 // the NVMe tier's swap files (NVMe offload only)
+  std::map<zsim::OpId, int> nvme_file_;             // alloc op of tier nvme -> its file in nvme_
+  std::byte* fp32_staging_ = nullptr;               // pinned: 16-bit gradients copied down, before their conversion
 };
 
 }  // namespace zrun

@@ -42,7 +42,7 @@ Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg
 }
 
 void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const model::ModelConfig& cfg, int rank,
-                        const std::vector<zsim::OpId>& init_ops, const DeviceBuffers& buffers) {
+                        const std::vector<zsim::OpId>& init_ops, const PutState& put_state) {
   auto refuse = [](const std::string& what) {
     throw std::runtime_error(fmt::format("ZeRO stage 3 with {} is not built into zrun yet (issue 14)", what));
   };
@@ -51,7 +51,6 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
   if (plan.qgz) refuse("qgZ (quantized gradients)");
   if (plan.loco) refuse("LoCo");
   if (plan.param_device != zsim::OffloadDevice::none) refuse("offload_param");
-  if (plan.optimizer_device != zsim::OffloadDevice::none) refuse("offload_optimizer");
   const Stage3States st = stage3_states(plan, cfg, rank);
   zsim::OpId partition = -1, persistent = -1, optimizer = -1;
   for (zsim::OpId id : init_ops) {
@@ -63,7 +62,7 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
     if (id < 0 || s.ops[id].mem.bytes != static_cast<zsim::Bytes>(bytes))
       throw std::logic_error(fmt::format("stage 3: the schedule's {} buffer holds {} bytes, zrun's layout needs {}",
                                          what, id < 0 ? 0 : s.ops[id].mem.bytes, bytes));
-    ZRUN_CUDA_CHECK(cudaMemcpy(buffers.base(id), data, bytes, cudaMemcpyHostToDevice));
+    put_state(id, data, bytes);
   };
   put(partition, st.partition.data(), st.partition.size() * 2, "params.partition");
   if (!st.persistent.empty()) put(persistent, st.persistent.data(), st.persistent.size() * 2, "params.persistent");

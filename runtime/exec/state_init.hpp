@@ -4,6 +4,7 @@
 // partition. Values come from the model's deterministic initialisation, so they do not depend on world size or stage.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/exec/device_buffers.hpp"
@@ -22,8 +23,11 @@ struct Stage3States {
 // Host images of the states (no device needed): what init_stage3_states copies.
 Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg, int rank);
 
+// Copies `bytes` of host data into the buffer of init alloc `id`, whatever its tier (GPU, pinned host, NVMe file).
+using PutState = std::function<void(zsim::OpId id, const void* data, std::size_t bytes)>;
+
 // Refuses what zrun's stage 3 does not run yet (issue 14), then fills the init buffers of `init_ops`.
 void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const model::ModelConfig& cfg, int rank,
-                        const std::vector<zsim::OpId>& init_ops, const DeviceBuffers& buffers);
+                        const std::vector<zsim::OpId>& init_ops, const PutState& put_state);
 
 }  // namespace zrun

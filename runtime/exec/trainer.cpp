@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <nlohmann/json.hpp>
@@ -14,10 +16,12 @@
 #include "runtime/comm/check.hpp"
 #include "runtime/exec/bus_bandwidth.hpp"
 #include "runtime/exec/executor.hpp"
+#include "runtime/exec/offload_figures.hpp"
 #include "runtime/memory/cuda_memory_backend.hpp"
 #include "runtime/memory/memory_accounting.hpp"
 #include "runtime/model/model_config.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/engine/time_schedule.hpp"
 #include "sim/engine/trace_writer.hpp"
 #include "sim/report/human_units.hpp"
 #include "sim/report/memory_walk.hpp"
@@ -67,21 +71,25 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   model::Model model(model::model_config(sc, plan), plan.units);
 
   // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later; pinned host memory
-  // as the schedule's CPU tier peak per rank.
+  // as the schedule's CPU tier peak per rank, plus half of it for the executor's staging of gradients copied down
+  // (16-bit, at most the fp32 gradients' half), ranges 4096-aligned for O_DIRECT NVMe transfers.
   std::size_t free_b = 0, total_b = 0;
   ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const Bytes reserve = 1536LL << 20;
   const zsim::MemoryWalk predicted = zsim::walk_memory(sch, zsim::capacity_of(sc));
-  const Bytes cpu_bytes = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node) + (64LL << 20);
+  const Bytes cpu_peak = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node);
+  const Bytes cpu_bytes = cpu_peak + cpu_peak / 2 + (64LL << 20);
   MemoryAccounting acc;
   CudaMemoryBackend gpu_dev(Tier::gpu), cpu_dev(Tier::cpu);
   Arena gpu(Tier::gpu, static_cast<Bytes>(free_b) - reserve, gpu_dev, rank, acc);
-  Arena cpu(Tier::cpu, cpu_bytes, cpu_dev, rank, acc);
+  Arena cpu(Tier::cpu, cpu_bytes, cpu_dev, rank, acc, 4096);
 
   ExecOptions o;
   o.time_ops = !args.json_file.empty() || !args.trace_file.empty() || !args.csv_file.empty();
   if (const char* t = std::getenv("ZRUN_OP_TIMEOUT_S")) o.op_timeout_s = std::atof(t);
   if (const char* lr = std::getenv("ZRUN_LR")) o.lr = static_cast<float>(std::atof(lr));
+  o.nvme_dir = job.nvme_dir;
+  o.nvme_tag = fmt::format("r{}.{}", rank, ::getpid());
   Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
   ex.run_init();
 
@@ -95,6 +103,14 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                 << std::flush;
     if (i >= args.warmup) times.push_back(r.seconds);
     steps.push_back(std::move(r));
+  }
+  // ZRUN_DUMP_MASTER=PREFIX: this rank's fp32 master weights after the last step, raw floats in PREFIX.r<rank> (the
+  // offload tests compare them across optimizer placements).
+  if (const char* dump = std::getenv("ZRUN_DUMP_MASTER")) {
+    const std::vector<float> w = ex.master_weights();
+    std::ofstream f(fmt::format("{}.r{}", dump, rank), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * sizeof(float)));
+    if (!f) throw std::runtime_error(fmt::format("ZRUN_DUMP_MASTER: cannot write {}.r{}", dump, rank));
   }
   // A collective's time on one rank includes waiting for the others to arrive: the rank that arrives last
   // measures the collective itself, so each collective's duration is the minimum over ranks (durations do not
@@ -154,6 +170,46 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                            human_bytes(acc.tier(Tier::gpu).peak), human_bytes(predicted.gpu.peak));
   std::cout << fmt::format("  outside the arena (CUDA context, NCCL, cuBLAS): {}; the model's scratch: {}\n",
                            human_bytes(outside_arena), human_bytes(model.scratch_bytes()));
+  // ZeRO-Offload's pieces in the last step (rank 0), beside zsim's timing of the same ops.
+  std::vector<OpInterval> measured_ops;
+  for (const OpTime& t : last.ops) measured_ops.push_back({t.start_s, t.end_s, t.dma_end_s});
+  const OffloadFigures off = offload_figures(sch, ex.step_ops(), measured_ops, rank);
+  OffloadFigures predicted_off;
+  double zsim_exposed_offload_s = 0;
+  if (off.any()) {
+    try {  // zsim's timing of the same schedule (the scenario's cluster, host and NVMe figures)
+      const zsim::TimeOutputs zt = zsim::time_schedule(sc, sch);
+      std::vector<OpInterval> sim_ops;
+      for (const zsim::OpTiming& t : zt.result.ops) sim_ops.push_back({t.start_s, t.end_s});
+      predicted_off = offload_figures(sch, ex.step_ops(), sim_ops, rank);
+      zsim_exposed_offload_s = zt.report.offload_s;
+    } catch (const std::exception& e) {
+      std::cout << "  (zsim cannot time this schedule: " << e.what() << ")\n";
+    }
+    std::cout << "\n  Offload in the last step (rank 0)   ops        bytes    measured        rate     zsim's time\n";
+    auto line = [](const char* what, const PieceFigures& m, const PieceFigures& p) {
+      if (m.ops == 0) return;
+      std::cout << fmt::format("  {:<34} {:>4} {:>12} {:>9.3f} ms {:>7.2f} GB/s {:>9.3f} ms\n", what, m.ops,
+                               human_bytes(m.bytes), m.seconds * 1e3, m.GBps(), p.seconds * 1e3);
+    };
+    line("d2h (gradients down)", off.d2h, predicted_off.d2h);
+    if (off.d2h.dma_seconds < off.d2h.seconds)
+      std::cout << fmt::format("    of it DMA (the rest: fp32 conversion on the host) {:.3f} ms, {:.2f} GB/s\n",
+                               off.d2h.dma_seconds * 1e3, off.d2h.dma_GBps());
+    line("h2d (16-bit weights up)", off.h2d, predicted_off.h2d);
+    line("nvme_read (optimizer state)", off.nvme_read, predicted_off.nvme_read);
+    line("nvme_write (optimizer state)", off.nvme_write, predicted_off.nvme_write);
+    if (off.cpu_optimizer.ops > 0)
+      std::cout << fmt::format("  {:<34} {:>4} {:>9} par. {:>9.3f} ms {:>7.3g} par/s {:>8.3f} ms\n", "CPU Adam",
+                               off.cpu_optimizer.ops, off.cpu_optimizer.elements, off.cpu_optimizer.seconds * 1e3,
+                               off.cpu_optimizer.per_s(), predicted_off.cpu_optimizer.seconds * 1e3);
+    std::cout << fmt::format("  exposed offload (zsim's definition) {:.3f} ms measured, {:.3f} ms zsim\n",
+                             off.exposed_s * 1e3, zsim_exposed_offload_s * 1e3);
+    if (const NvmeStore* nv = ex.nvme())
+      std::cout << fmt::format("  NVMe swap files in {}: {}, {}\n", nv->dir(), nv->direct() ? "O_DIRECT" : "buffered "
+                               "(the file system refused O_DIRECT)", nv->io().uses_io_uring() ? "io_uring" :
+                               "pread/pwrite (" + nv->io().fallback_reason() + ")");
+  }
   for (const BufferMismatch& m : ex.buffer_mismatches())
     std::cout << fmt::format("  buffer {} ({}{}): the schedule gives {}, the model needs {}\n", m.buffer,
                              zsim::to_string(m.category), m.detail.empty() ? "" : "/" + m.detail,
@@ -205,6 +261,19 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                                   {"group", sch.groups[op.collective.group].name}, {"dtype", zsim::to_string(op.collective.dtype)},
                                   {"seconds", coll_s[i]}, {"rank0_seconds", rank0_coll_s[i]},
                                   {"bus_GBps", bus_GBps(op.collective.what, n, op.collective.bytes, coll_s[i])}});
+    }
+    if (off.any()) {
+      auto piece = [](const PieceFigures& f, const PieceFigures& p) {
+        return ordered_json{{"ops", f.ops},         {"bytes", f.bytes},     {"elements", f.elements},
+                            {"seconds", f.seconds}, {"dma_seconds", f.dma_seconds}, {"zsim_seconds", p.seconds}};
+      };
+      m["offload"] = {{"d2h", piece(off.d2h, predicted_off.d2h)},
+                      {"h2d", piece(off.h2d, predicted_off.h2d)},
+                      {"nvme_read", piece(off.nvme_read, predicted_off.nvme_read)},
+                      {"nvme_write", piece(off.nvme_write, predicted_off.nvme_write)},
+                      {"cpu_optimizer", piece(off.cpu_optimizer, predicted_off.cpu_optimizer)},
+                      {"exposed_s", off.exposed_s},
+                      {"zsim_exposed_s", zsim_exposed_offload_s}};
     }
     j["measured"] = m;
     zsim::write_file_atomically(args.json_file, j.dump(1) + "\n");

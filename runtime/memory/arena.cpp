@@ -8,8 +8,9 @@ namespace zrun {
 
 using zsim::human_bytes;
 
-Arena::Arena(zsim::Tier tier, Bytes capacity_bytes, MemoryBackend& backend, int rank, MemoryAccounting& accounting)
-    : tier_(tier), backend_(backend), rank_(rank), accounting_(accounting), ranges_(capacity_bytes) {
+Arena::Arena(zsim::Tier tier, Bytes capacity_bytes, MemoryBackend& backend, int rank, MemoryAccounting& accounting,
+             Bytes alignment_bytes)
+    : tier_(tier), backend_(backend), rank_(rank), accounting_(accounting), ranges_(capacity_bytes, alignment_bytes) {
   base_ = ranges_.capacity_bytes() > 0 ? backend_.reserve(ranges_.capacity_bytes()) : nullptr;
   if (ranges_.capacity_bytes() > 0 && base_ == nullptr)
     throw ArenaOutOfMemory(fmt::format("zrun: rank {}: cannot reserve the {} arena of {}", rank,

@@ -25,8 +25,10 @@ struct ArenaOutOfMemory : std::runtime_error {
 
 class Arena {
  public:
-  // Reserves `capacity_bytes` from the backend (throws ArenaOutOfMemory if it cannot).
-  Arena(zsim::Tier tier, Bytes capacity_bytes, MemoryBackend& backend, int rank, MemoryAccounting& accounting);
+  // Reserves `capacity_bytes` from the backend (throws ArenaOutOfMemory if it cannot); every buffer starts at a
+  // multiple of `alignment_bytes` from the block's start.
+  Arena(zsim::Tier tier, Bytes capacity_bytes, MemoryBackend& backend, int rank, MemoryAccounting& accounting,
+        Bytes alignment_bytes = RangeAllocator::kAlignmentBytes);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

@@ -6,14 +6,16 @@
 
 namespace zrun {
 
-RangeAllocator::RangeAllocator(Bytes capacity_bytes)
-    : capacity_(capacity_bytes / kAlignmentBytes * kAlignmentBytes) {
+RangeAllocator::RangeAllocator(Bytes capacity_bytes, Bytes alignment_bytes)
+    : alignment_(alignment_bytes), capacity_(capacity_bytes / alignment_bytes * alignment_bytes) {
+  if (alignment_ < kAlignmentBytes || (alignment_ & (alignment_ - 1)) != 0)
+    throw std::invalid_argument("RangeAllocator: the alignment must be a power of two >= 256");
   if (capacity_ > 0) free_[0] = capacity_;
 }
 
 std::optional<Bytes> RangeAllocator::allocate(Bytes bytes) {
   if (bytes < 0) throw std::invalid_argument("RangeAllocator: negative size");
-  const Bytes size = std::max(kAlignmentBytes, aligned(bytes));
+  const Bytes size = std::max(alignment_, aligned(bytes));
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < size) continue;
     const Bytes offset = it->first, rest = it->second - size;

@@ -56,3 +56,22 @@ TEST(RangeAllocator, ReleasingAnOffsetThatIsNotAllocatedIsALogicError) {
 
 }  // namespace
 }  // namespace zrun
+
+namespace zrun {
+namespace {
+
+TEST(RangeAllocator, ALargerAlignmentStartsAndRoundsEveryRangeToIt) {
+  RangeAllocator a(1 << 20, 4096);
+  EXPECT_EQ(a.allocate(1), 0);
+  EXPECT_EQ(a.allocate(4097), 4096);
+  EXPECT_EQ(a.allocate(100), 3 * 4096);
+  EXPECT_EQ(a.used_bytes(), 4 * 4096);
+}
+
+TEST(RangeAllocator, AnAlignmentThatIsNotAPowerOfTwoOfAtLeast256IsRefused) {
+  EXPECT_THROW(RangeAllocator(1 << 20, 128), std::invalid_argument);
+  EXPECT_THROW(RangeAllocator(1 << 20, 3000), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace zrun

@@ -76,4 +76,31 @@ TEST(ZrunCli, AWorkerWithAMalformedFaultSpecificationExitsTwoNamingIt) {
   EXPECT_NE(r.err.find("ZRUN_FAULT='rank=x'"), std::string::npos) << r.err;
 }
 
+// Issue 14: what zrun does not run yet is refused before launch, naming the key and the issue.
+TEST(ZrunCli, ZeroPlusPlusAndParamOffloadAreRefusedNamingTheKeyAndIssue14) {
+  const char* tiny = "runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 1 --set ";
+  for (const char* set : {"deepspeed.zero_optimization.zero_quantized_weights=true",
+                          "deepspeed.zero_optimization.offload_param.device=cpu"}) {
+    const ZrunRun r = zrun(std::string(tiny) + set);
+    EXPECT_EQ(r.exit_code, 2) << set << ": " << r.err;
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_NE(r.err.find("key '" + key + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("issue 14"), std::string::npos) << r.err;
+  }
+}
+
+TEST(ZrunCli, NvmeOffloadIntoAMissingDirectoryExitsTwoNamingIt) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 1 --set "
+                         "deepspeed.zero_optimization.offload_optimizer.device=nvme --nvme-dir /no/such/zrun_nvme_dir");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/no/such/zrun_nvme_dir"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, NvmeOffloadWithoutADirectoryExitsTwoAskingForOne) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 1 --set "
+                         "deepspeed.zero_optimization.offload_optimizer.device=nvme");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--nvme-dir"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "sim/plan/attention_flops.hpp"
 #include "sim/plan/grad_reduction.hpp"
+#include "sim/plan/offload_uses.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
@@ -152,9 +153,9 @@ class Builder {
     else if (!optimizer_offloaded())
       grad_partition_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
-      alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
-      alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt,
-            ph, compute_);
+      grads_fp32_ = alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
+      optimizer_ = alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "",
+                         p_.optimizer_bytes_per_param * opt, ph, compute_);
     } else {
       optimizer_ = alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph,
                          compute_);
@@ -628,9 +629,8 @@ class Builder {
         const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1,
                                             grads_, e_ * boundary_first_[k]);
         if (optimizer_offloaded())
-          reduce_done_.push_back(copy("bwd.bucket" + std::to_string(k) + ".d2h", CopyKind::d2h,
-                                      e_ * ceil_div(boundary_elements_[k], p_.dp),
-                                      s_.zero.offload_optimizer.pin_memory, Phase::backward, stream("d2h"), {done}));
+          reduce_done_.push_back(copy_grads_to_cpu(boundary_ordinals_[k], "bwd.bucket" + std::to_string(k), done, -1,
+                                                   -1));
         else
           reduce_done_.push_back(done);
         serial_dep_ = done;
@@ -664,9 +664,7 @@ class Builder {
       for (const auto& ts : fill_buckets(model_order, layout, z.reduce_bucket_size)) {
         boundary_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
         boundary_first_.push_back(ts.empty() ? 0 : layout.offset[ts.front()]);
-        Elements n = 0;
-        for (int t : ts) n += layout.numel[t];
-        boundary_elements_.push_back(n);
+        boundary_ordinals_.push_back(ts);
       }
     }
   }
@@ -750,6 +748,35 @@ class Builder {
     return last;
   }
 
+  // ZeRO-1/2 with optimizer offload: copy_grads_in_partition (stage_1_and_2.py) ->
+  // async_inplace_copy_grad_to_fp32_buffer_from_gpu: each owner copies the reduced gradients of its partition down to
+  // its fp32 gradients in host memory, one copy per (tensor, owner) overlap, added to what earlier micro-steps left.
+  // `bucket`: the bucket's buffer (stage 2, tensors in `ordinals` order), or -1: the whole gradient buffer (stage 1).
+  OpId copy_grads_to_cpu(const std::vector<int>& ordinals, const std::string& name, OpId done, int layer, OpId bucket) {
+    const Elements P = p_.param_partition;
+    Elements at = 0;  // the tensor's first element in the bucket
+    OpId last = done;
+    int k = 0;
+    for (int t : ordinals) {
+      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
+      for (Elements a = begin; a < end;) {
+        const int owner = static_cast<int>(a / P);
+        const Elements b = std::min(end, (owner + 1) * P);
+        const OpId c = copy(name + ".d2h" + std::to_string(k++), CopyKind::d2h, e_ * (b - a),
+                            s_.zero.offload_optimizer.pin_memory, Phase::backward, stream("d2h"), {done}, layer);
+        sch_.ops[c].copy.rank = owner;
+        if (sequential_calls_ || bucket < 0)
+          use_grad_chunks_to_cpu(sch_.ops[c], bucket >= 0 ? bucket : grads_, 0,
+                                 {{-1, -1, e_ * (bucket >= 0 ? at + a - begin : a), e_ * (b - a), kFp32 * (a - owner * P)}},
+                                 grads_fp32_, e_, p_.stage == 2 && micro_ > 0);
+        last = c;
+        a = b;
+      }
+      at += flat_layout_.numel[t];
+    }
+    return last;
+  }
+
   void emit_reduction(size_t i, int u, OpId bwd) {
     const GradBucket& b = p_.buckets[i];
     const std::string name = "bwd.bucket" + std::to_string(i);
@@ -775,8 +802,10 @@ class Builder {
     } else {
       done = zero3_reduce(i, name, bwd, layer);
     }
-    if (optimizer_offloaded() && p_.stage >= 1) {
-      // The reduced partition goes to the fp32 gradient copy in host memory.
+    if (optimizer_offloaded() && (p_.stage == 1 || p_.stage == 2)) {
+      done = copy_grads_to_cpu(bucket_ordinals_.at(i), name, done, layer, p_.stage == 2 ? open_.at(i) : -1);
+    } else if (optimizer_offloaded() && p_.qgz) {
+      // The reduced partition goes to the fp32 gradient copy in host memory (plain stage 3: in zero3_reduce).
       done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
                   ph, stream("d2h"), {done}, layer);
     }
@@ -842,7 +871,17 @@ class Builder {
       use(done, flat, 0, e_ * part, Role::output, Access::write);
       sch_.ops[done].uses.back().rank_stride = e_ * part;
     }
-    if (!optimizer_offloaded()) {
+    if (optimizer_offloaded()) {
+      // The reduced slot goes down to the fp32 gradients in host memory (before its buffer is freed).
+      done = copy(name + ".d2h", CopyKind::d2h, e_ * part, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
+                  {done}, layer);
+      std::vector<GradChunk> chunks;
+      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+        const auto [u, k] = b.members[j];
+        chunks.push_back({u, k, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), kFp32 * layout_.partition[u][k]});
+      }
+      use_grad_chunks_to_cpu(sch_.ops[done], flat, e_ * part, chunks, grads_fp32_, e_, micro_ > 0);
+    } else {
       done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
       for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
         const auto [u, k] = b.members[j];
@@ -1111,21 +1150,44 @@ class Builder {
       std::vector<OpId> deps = ready;
       std::optional<OpId> swap;
       const Bytes state = p_.optimizer_bytes_per_param * sub;
+      // Where the sub-group's state lies: its block of the optimizer buffer (CPU), or the swap buffer it is read into.
+      BufferUse state_use{optimizer_, p_.optimizer_bytes_per_param * sub_first, state};
       if (p_.optimizer_device == OffloadDevice::nvme) {
         swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
                      "nvme_swap", state, ph, stream("nvme"), deps);
         deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
+        use_copy(sch_.ops[deps[0]], state_use, whole(sch_.ops[*swap], Role::output, Access::write));
+        state_use = whole(sch_.ops[*swap], Role::state, Access::read_write);
       }
+      // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
+      // GPU (DeepSpeed: the fp32 -> 16-bit copy_ converts on the CPU, then copies).
+      const bool offload_uses = p_.param_device == OffloadDevice::none;
+      const OpId weights16 = offload_uses ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_),
+                                                  Tier::cpu, MemCategory::buffers, "param_h2d", e_ * sub, ph,
+                                                  stream("cpu"), deps)
+                                          : -1;
       OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                          stream("cpu"));
+      if (offload_uses)
+        use_cpu_adam(sch_.ops[opt], grads_fp32_, sub_first, sub, state_use,
+                     whole(sch_.ops[weights16], Role::param, Access::write));
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
+        use_copy(sch_.ops[w], whole(sch_.ops[*swap], Role::input, Access::read),
+                 {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
         release(*swap, ph, stream("nvme"), {w});
       }
-      if (p_.param_device == OffloadDevice::none)
+      if (p_.param_device == OffloadDevice::none) {
         opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
                    {opt});
-      else if (p_.param_device == OffloadDevice::nvme)
+        if (offload_uses) {
+          // Into this rank's partition: params.partition (stage 3), or its slot of the flat params (stages 1-2).
+          BufferUse to{p_.stage == 3 ? partition_ : params_, e_ * sub_first, e_ * sub};
+          if (p_.stage < 3) to.rank_stride = e_ * p_.param_partition;
+          use_copy(sch_.ops[opt], whole(sch_.ops[weights16], Role::input, Access::read), to);
+          release(weights16, ph, stream("h2d"), {opt});
+        }
+      } else if (p_.param_device == OffloadDevice::nvme)
         opt = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {opt});
       param_ready.push_back(opt);
     }
@@ -1197,6 +1259,7 @@ class Builder {
   Schedule sch_;
   OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
   OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
+  OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
   std::vector<Elements> boundary_first_;             // stage 1 without overlap: each bucket's first flat element
@@ -1222,7 +1285,7 @@ class Builder {
   std::vector<std::pair<size_t, int>> deferred_;  // (bucket, unit) reductions issued after the backward
   std::vector<std::vector<ReductionCall>> bucket_calls_;    // ZeRO-1/2: per plan bucket, DeepSpeed's calls
   std::vector<std::vector<ReductionCall>> boundary_calls_;  // ZeRO-1 without overlap_comm: model-order buckets
-  std::vector<Elements> boundary_elements_;
+  std::vector<std::vector<int>> boundary_ordinals_;  // ZeRO-1 without overlap_comm: each model-order bucket's tensors
   OpId last_bwd_ = -1;
   OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release

@@ -1,0 +1,137 @@
+// Raw rates the offload benchmark compares zrun's offload pieces with, measured on the same machine in the same run:
+//   offload_bench copy BYTES            pinned cudaMemcpyAsync d2h and h2d of BYTES (median of 10)
+//   offload_bench disk DIR BYTES        sequential O_DIRECT pwrite then pread of one BYTES file in DIR, 8 MiB requests
+//                                       one at a time (plain syscalls, no io_uring), median of 3; then the same with
+//                                       runtime/nvme's UringFileIo (1 MiB requests, 32 in flight) outside any step;
+//                                       the file is removed
+// Each prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/nvme/uring_file_io.hpp"
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                   \
+  do {                                                                                  \
+    const cudaError_t e_ = (x);                                                         \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void print(const char* what, long long bytes, double s) {
+  std::printf("raw %s bytes %lld seconds %.6f GBps %.3f\n", what, bytes, s, bytes / s / 1e9);
+}
+
+int copy_bench(long long bytes) {
+  void *host = nullptr, *dev = nullptr;
+  CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+  CHECK_CUDA(cudaMalloc(&dev, bytes));
+  std::memset(host, 1, bytes);
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (const bool d2h : {true, false}) {
+    std::vector<double> t;
+    for (int r = 0; r < 12; ++r) {
+      CHECK_CUDA(cudaEventRecord(a, s));
+      CHECK_CUDA(cudaMemcpyAsync(d2h ? host : dev, d2h ? dev : host, bytes,
+                                 d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
+      CHECK_CUDA(cudaEventRecord(b, s));
+      CHECK_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+      if (r >= 2) t.push_back(ms * 1e-3);
+    }
+    print(d2h ? "d2h" : "h2d", bytes, median(t));
+  }
+  return 0;
+}
+
+int disk_bench(const std::string& dir, long long bytes) {
+  const long long block = 8LL << 20;
+  bytes = (bytes + 4095) / 4096 * 4096;
+  void* buf = std::aligned_alloc(4096, block);
+  std::memset(buf, 7, block);
+  const std::string path = dir + "/offload_bench." + std::to_string(::getpid());
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  const bool direct = fd >= 0;
+  if (fd < 0) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) {
+    std::perror(path.c_str());
+    return 1;
+  }
+  if (::posix_fallocate(fd, 0, bytes) != 0) {
+    std::fprintf(stderr, "%s: cannot allocate %lld bytes\n", path.c_str(), bytes);
+    ::unlink(path.c_str());
+    return 1;
+  }
+  std::printf("raw disk file %s O_DIRECT %s\n", path.c_str(), direct ? "yes" : "no (refused by the file system)");
+  for (const bool write : {true, false}) {
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      const auto a = std::chrono::steady_clock::now();
+      for (long long at = 0; at < bytes; at += block) {
+        const long long n = std::min(block, bytes - at);
+        const ssize_t got = write ? ::pwrite(fd, buf, n, at) : ::pread(fd, buf, n, at);
+        if (got != n) {
+          std::perror(write ? "pwrite" : "pread");
+          ::unlink(path.c_str());
+          return 1;
+        }
+      }
+      if (write) ::fdatasync(fd);
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    print(write ? "nvme_write" : "nvme_read", bytes, median(t));
+  }
+  void* big = std::aligned_alloc(4096, bytes);
+  std::memset(big, 7, bytes);
+  zrun::UringFileIo io;
+  for (const bool write : {true, false}) {
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      const auto a = std::chrono::steady_clock::now();
+      if (write) io.write(fd, 0, bytes, big);
+      else io.read(fd, 0, bytes, big);
+      if (write) ::fdatasync(fd);
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    print(write ? (io.uses_io_uring() ? "uring_write" : "fallback_write") : (io.uses_io_uring() ? "uring_read" : "fallback_read"),
+          bytes, median(t));
+  }
+  std::free(big);
+  ::close(fd);
+  ::unlink(path.c_str());
+  std::free(buf);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "";
+  if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
+  if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
+  std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench disk DIR BYTES\n");
+  return 2;
+}

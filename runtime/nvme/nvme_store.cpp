@@ -1,0 +1,177 @@
+#include "runtime/nvme/nvme_store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "sim/report/human_units.hpp"
+
+namespace zrun {
+
+namespace {
+
+std::optional<std::pair<std::string, int>> parse_fault(const char* spec) {
+  if (!spec || !*spec) return std::nullopt;
+  std::string s(spec), op;
+  int err = 0;
+  for (std::size_t b = 0; b <= s.size();) {
+    const std::size_t e = std::min(s.find(',', b), s.size());
+    const std::string kv = s.substr(b, e - b);
+    if (kv.rfind("op=", 0) == 0) op = kv.substr(3);
+    else if (kv == "errno=ENOSPC") err = ENOSPC;
+    else if (kv == "errno=EIO") err = EIO;
+    else throw std::invalid_argument(fmt::format("ZRUN_NVME_FAULT: '{}' is not op=NAME or errno=ENOSPC|EIO", kv));
+    b = e + 1;
+  }
+  if (op.empty() || err == 0) throw std::invalid_argument("ZRUN_NVME_FAULT needs op=NAME and errno=ENOSPC|EIO");
+  return std::make_pair(op, err);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+NvmeStore::NvmeStore(std::string dir, std::string tag, bool force_fallback_io)
+    : dir_(std::move(dir)), tag_(std::move(tag)), io_(force_fallback_io),
+      fault_(parse_fault(std::getenv("ZRUN_NVME_FAULT"))) {
+  check_directory(dir_);
+}
+
+void NvmeStore::check_directory(const std::string& dir) {
+  if (dir.empty()) throw NvmeError("NVMe offload needs a directory: --nvme-dir DIR or the scenario's nvme_path");
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw NvmeError(fmt::format("NVMe directory '{}': {}", dir, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) throw NvmeError(fmt::format("NVMe directory '{}' is not a directory", dir));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw NvmeError(fmt::format("NVMe directory '{}' is not writable: {}", dir, std::strerror(errno)));
+}
+
+std::vector<NvmeRange> NvmeStore::ranges(int id) const {
+  std::vector<NvmeRange> r;
+  for (const auto& [range, at] : files_.at(id).at) r.push_back(range);
+  return r;
+}
+
+NvmeStore::~NvmeStore() {
+  for (File& f : files_) {
+    if (f.fd >= 0) ::close(f.fd);
+    ::unlink(f.path.c_str());
+  }
+}
+
+zsim::Bytes NvmeStore::file_bytes(const std::vector<NvmeRange>& ranges) {
+  zsim::Bytes total = 0;
+  for (const NvmeRange& r : ranges) total += aligned(r.bytes);
+  return total;
+}
+
+void NvmeStore::check_space(const std::string& dir, zsim::Bytes bytes) {
+  struct statvfs v{};
+  if (::statvfs(dir.c_str(), &v) != 0)
+    throw NvmeError(fmt::format("NVMe directory '{}': statvfs: {}", dir, std::strerror(errno)));
+  const zsim::Bytes free_bytes = static_cast<zsim::Bytes>(v.f_bavail) * static_cast<zsim::Bytes>(v.f_frsize);
+  if (free_bytes < bytes)
+    throw NvmeError(fmt::format("NVMe directory '{}' has {} free; the schedule's NVMe buffers need {}", dir,
+                                zsim::human_bytes(free_bytes), zsim::human_bytes(bytes)));
+}
+
+int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
+  File f;
+  f.path = fmt::format("{}/zrun.{}.{}", dir_, tag_, name);
+  std::sort(ranges.begin(), ranges.end());
+  ranges.erase(std::unique(ranges.begin(), ranges.end(),
+                           [](const NvmeRange& a, const NvmeRange& b) { return a.offset == b.offset && a.bytes == b.bytes; }),
+               ranges.end());
+  zsim::Bytes at = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && ranges[i].offset < ranges[i - 1].offset + ranges[i - 1].bytes)
+      throw NvmeError(fmt::format("NVMe buffer '{}': ranges [{}, +{}) and [{}, +{}) overlap (not built into zrun)", name,
+                                  ranges[i - 1].offset, ranges[i - 1].bytes, ranges[i].offset, ranges[i].bytes));
+    f.at[ranges[i]] = at;
+    at += aligned(ranges[i].bytes);
+  }
+  f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+  if (f.fd < 0 && errno == EINVAL) {  // tmpfs and some overlay file systems refuse O_DIRECT
+    f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    direct_ = false;
+  }
+  if (f.fd < 0) throw NvmeError(fmt::format("cannot create NVMe file '{}': {}", f.path, std::strerror(errno)));
+  files_.push_back(f);  // from here on the destructor removes it
+  if (at > 0) {
+    const int e = ::posix_fallocate(f.fd, 0, at);
+    if (e != 0)
+      throw NvmeError(fmt::format("cannot allocate {} for NVMe file '{}': {}", zsim::human_bytes(at), f.path,
+                                  std::strerror(e)));
+  }
+  return static_cast<int>(files_.size()) - 1;
+}
+
+zsim::Bytes NvmeStore::place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const {
+  const auto it = f.at.find({offset, bytes});
+  if (it == f.at.end())
+    throw NvmeError(fmt::format("op '{}': range [{}, +{}) is not one of NVMe file '{}''s ranges", op, offset, bytes, f.path));
+  return it->second;
+}
+
+void NvmeStore::read(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, const std::string& op) {
+  transfer(id, offset, bytes, buf, false, op);
+}
+
+void NvmeStore::write(int id, zsim::Bytes offset, zsim::Bytes bytes, const void* buf, const std::string& op) {
+  transfer(id, offset, bytes, const_cast<void*>(buf), true, op);
+}
+
+void NvmeStore::transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write, const std::string& op) {
+  const File& f = files_.at(id);
+  const char* what = write ? "write" : "read";
+  auto error = [&](const std::string& why) {
+    return NvmeError(fmt::format("op '{}': NVMe {} of '{}' ({}, at byte {} of the buffer) failed: {}", op, what, f.path,
+                                 zsim::human_bytes(bytes), offset, why));
+  };
+  const zsim::Bytes pos = place(f, offset, bytes, op);
+  struct stat st{};
+  if (::fstat(f.fd, &st) != 0) throw error(std::strerror(errno));
+  if (st.st_nlink == 0) throw error("the file was removed (its directory deleted?)");
+  if (fault_ && fault_->first == op) throw error(std::string(std::strerror(fault_->second)) + " (injected by ZRUN_NVME_FAULT)");
+  // Whole 4096-byte blocks straight from / into an aligned buffer; the tail (or an unaligned buffer) via a bounce.
+  const bool aligned_buf = reinterpret_cast<std::uintptr_t>(buf) % kAlignBytes == 0;
+  const zsim::Bytes direct_bytes = aligned_buf ? bytes / kAlignBytes * kAlignBytes : 0;
+  try {
+    if (direct_bytes > 0) {
+      if (write) io_.write(f.fd, pos, direct_bytes, buf);
+      else io_.read(f.fd, pos, direct_bytes, buf);
+    }
+    const zsim::Bytes rest = bytes - direct_bytes;
+    if (rest > 0) {
+      const zsim::Bytes span = aligned(rest);
+      std::unique_ptr<char, FreeDeleter> bounce(static_cast<char*>(std::aligned_alloc(kAlignBytes, span)));
+      if (!bounce) throw error("out of host memory for the bounce buffer");
+      char* b = static_cast<char*>(buf) + direct_bytes;
+      if (write) {
+        std::memset(bounce.get() + rest, 0, span - rest);
+        std::memcpy(bounce.get(), b, rest);
+        io_.write(f.fd, pos + direct_bytes, span, bounce.get());
+      } else {
+        io_.read(f.fd, pos + direct_bytes, span, bounce.get());
+        std::memcpy(b, bounce.get(), rest);
+      }
+    }
+  } catch (const IoError& e) {
+    throw error(e.what());
+  }
+}
+
+}  // namespace zrun

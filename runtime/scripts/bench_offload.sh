@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ZeRO-Offload's pieces inside zrun's step against raw rates measured in the same run (issue 14):
+#   host copies (d2h gradients down, h2d 16-bit weights up) vs a raw pinned cudaMemcpyAsync of the same size,
+#   CPU Adam inside the step vs kernels/bench/cpu_adam_bench at the same parameter count,
+#   NVMe swaps (optimizer state read / write) vs raw O_DIRECT pread / pwrite of a file of the same size,
+#   and the step's exposed offload time beside zsim's prediction for the same schedule.
+# A ~120M-parameter Llama-shaped model (4 layers, hidden 1024, vocab 32000), ZeRO-3, bf16, one GPU.
+# Usage (device tool): ZRUN_BIN_DIR=.devcarry/offload bash runtime/scripts/bench_offload.sh   [NVME_DIR=/path]
+set -u
+source "$(dirname "$0")/device_env.sh"
+S=runtime/scenarios/tiny-zero3-offload-1xh100.yaml
+NVME_DIR=${NVME_DIR:-/tmp/zrun_nvme_bench}
+mkdir -p "$NVME_DIR"
+echo "NVMe directory $NVME_DIR: $(df -T "$NVME_DIR" | tail -1 | awk '{print $2" on "$1", "$5" KiB free"}')"
+echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+MODEL=(--set model.layers=4 --set model.hidden=1024 --set model.ffn_hidden=2816 --set model.heads=8 --set model.kv_heads=8
+       --set model.vocab=32000 --set training.seq_len=512 --set training.micro_batch=4 --set training.grad_accum=1
+       --set deepspeed.zero_optimization.stage=3)
+# "<piece> <key>" of the JSON's measured.offload block (zrun writes one key per line).
+field() { awk -v piece="\"$2\":" -v key="\"$3\":" '
+  /"offload": \{/ {in_off = 1} in_off && $1 == piece {p = 1} p && $1 == key {gsub(/,/, "", $2); print $2; exit}
+  p && /\}/ {p = 0}' "$1"; }
+top() { awk -v key="\"$2\":" 'in_off && $1 == key {gsub(/,/, "", $2); print $2; exit} /"offload": \{/ {in_off = 1}' "$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else printf "n/a" }'; }
+rate() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.3f", b / s / 1e9; else printf "0" }'; }
+
+for dev in cpu nvme; do
+  extra=()
+  [ $dev = nvme ] && extra=(--nvme-dir "$NVME_DIR")
+  echo "== zrun, offload_optimizer $dev"
+  "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=$dev "${extra[@]}" \
+      --steps 3 --warmup 1 --json "$OUT/offload_$dev.json" 2>&1 | tee "$OUT/offload_$dev.log" | grep -vE "^step " 
+  J=$OUT/offload_$dev.json
+  [ -s "$J" ] || { echo "no JSON from zrun ($dev)"; continue; }
+  echo "-- ratios ($dev): the piece inside the step / the raw rate at the same size"
+  for piece in d2h h2d; do
+    ops=$(field "$J" $piece ops); bytes=$(field "$J" $piece bytes); sec=$(field "$J" $piece seconds)
+    dma=$(field "$J" $piece dma_seconds)
+    [ "${ops:-0}" -gt 0 ] || continue
+    size=$((bytes / ops))
+    raw=$("$BIN/offload_bench" copy $size | awk -v p=$piece '$2 == p {print $8}')
+    in_step=$(rate $bytes $dma)
+    echo "$piece: $ops op(s), $size bytes each: DMA inside the step $in_step GB/s, raw pinned cudaMemcpyAsync $raw GB/s, ratio $(ratio $in_step $raw)"
+    [ $piece = d2h ] && echo "   whole d2h op (with the host's fp32 conversion and add) $(rate $bytes $sec) GB/s, ratio $(ratio $(rate $bytes $sec) $raw)"
+  done
+  ops=$(field "$J" cpu_optimizer ops); n=$(field "$J" cpu_optimizer elements); sec=$(field "$J" cpu_optimizer seconds)
+  if [ "${ops:-0}" -gt 0 ]; then
+    per_op=$((n / ops))
+    in_step=$(awk -v n=$n -v s=$sec 'BEGIN { printf "%.4g", n / s }')
+    raw=$("$BIN/cpu_adam_bench" $per_op 5 | sed -E 's/.*params_per_s ([0-9.e+]+).*/\1/')
+    echo "CPU Adam: $ops op(s) of $per_op parameters: $in_step params/s inside the step, cpu_adam_bench $raw, ratio $(ratio $in_step $raw)"
+  fi
+  for piece in nvme_read nvme_write; do
+    ops=$(field "$J" $piece ops); bytes=$(field "$J" $piece bytes); sec=$(field "$J" $piece seconds)
+    [ "${ops:-0}" -gt 0 ] || continue
+    size=$((bytes / ops))
+    "$BIN/offload_bench" disk "$NVME_DIR" $size > "$OUT/offload_disk_$piece.log"
+    cat "$OUT/offload_disk_$piece.log" >> "$OUT/offload_disk.log"
+    raw=$(awk -v p=$piece '$2 == p {print $8}' "$OUT/offload_disk_$piece.log")
+    q=${piece/nvme_/uring_}
+    uring=$(awk -v p=$q '$2 == p {print $8}' "$OUT/offload_disk_$piece.log")
+    in_step=$(rate $bytes $sec)
+    echo "$piece: $ops op(s) of $size bytes: $in_step GB/s inside the step; raw O_DIRECT pread/pwrite (8 MiB, one at a time) $raw GB/s, ratio $(ratio $in_step $raw); raw io_uring (1 MiB x 32 in flight, zrun's reader outside the step) ${uring:-n/a} GB/s, ratio $(ratio $in_step ${uring:-0})"
+  done
+  echo "exposed offload: measured $(top "$J" exposed_s) s, zsim $(top "$J" zsim_exposed_s) s"
+  echo "leftover files in $NVME_DIR: $(ls -A "$NVME_DIR" | wc -l)"
+done

@@ -1,0 +1,177 @@
+// ZeRO-Offload in zrun on this machine's GPU (skips with a message where there is none, as in CI), on the tiny
+// offload scenario: CPU offload ends 10 steps with the GPU optimizer's fp32 master weights within fp32 rounding, NVMe offload
+// with exactly CPU offload's, and the NVMe kill-tests (the directory removed mid-run, an injected ENOSPC) end the
+// job naming the file and the op, leaving no swap file behind.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+namespace {
+namespace fs = std::filesystem;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's offload tests run on the GPU machine"
+
+struct ZrunRun {
+  int exit_code;
+  std::string out;
+};
+
+std::string zrun_bin() {
+  const char* bin = std::getenv("ZRUN_BIN");  // the device check carries the binary elsewhere
+  return bin ? bin : ZRUN_BIN;
+}
+
+fs::path scratch(const std::string& what) {
+  const fs::path p = fs::temp_directory_path() / ("zrun_offload_test_" + std::to_string(::getpid()) + "_" + what);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The tiny scenario on one GPU at `stage` (micro-batch 2, one micro-step), `args` appended.
+ZrunRun zrun(const std::string& env, int stage, const std::string& args) {
+  const fs::path log = scratch("log") / "out.txt";
+  const std::string cmd = env + " " + zrun_bin() +
+                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --set deepspeed.zero_optimization.stage=" +
+                          std::to_string(stage) + " " + args + " >" + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ZrunRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
+  fs::remove_all(log.parent_path());
+  return r;
+}
+
+std::vector<float> read_floats(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<float> v;
+  float f;
+  while (in.read(reinterpret_cast<char*>(&f), sizeof f)) v.push_back(f);
+  return v;
+}
+
+// The master weights after `steps` steps with the optimizer on `device` (gpu, cpu, nvme); `more`: extra arguments.
+std::vector<float> master_after(int stage, const std::string& device, int steps, std::string* out = nullptr,
+                                const std::string& more = "") {
+  const fs::path dir = scratch("master_" + device);
+  const std::string offload =
+      " --set deepspeed.zero_optimization.offload_optimizer.device=" + (device == "gpu" ? "none" : device);
+  const std::string nvme = device == "nvme" ? " --nvme-dir " + (dir / "swap").string() : "";
+  fs::create_directories(dir / "swap");
+  const ZrunRun r = zrun("ZRUN_DUMP_MASTER=" + (dir / "master").string(), stage,
+                     "--steps " + std::to_string(steps) + " --warmup 0" + offload + nvme + " " + more);
+  EXPECT_EQ(r.exit_code, 0) << device << ": " << r.out;
+  if (out) *out = r.out;
+  EXPECT_TRUE(fs::is_empty(dir / "swap")) << "swap files left behind";
+  std::vector<float> w = read_floats(dir / "master.r0");
+  fs::remove_all(dir);
+  return w;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    n += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(d / n);
+}
+
+// Issue 14: <= 1e-5 relative (the norm of the difference over the norm of the GPU run's fp32 master weights) after
+// 10 steps, one micro-step per step (with several, the GPU path adds reduced bf16 gradients into its bf16 partition
+// while offload adds them in fp32, which differs by more than rounding). The CPU Adam and the fused GPU Adam round
+// differently (the GPU contracts multiply-adds).
+TEST(ZrunOffloadGpu, CpuOffloadGivesTheGpuOptimizersMasterWeightsWithinFp32RoundingAfter10Steps) {
+  REQUIRE_GPU();
+  for (int stage : {1, 2, 3}) {
+    const std::vector<float> gpu = master_after(stage, "gpu", 10);
+    std::string out;
+    const std::vector<float> cpu = master_after(stage, "cpu", 10, &out);
+    ASSERT_EQ(gpu.size(), cpu.size()) << "stage " << stage << ": " << out;
+    ASSERT_FALSE(gpu.empty());
+    const double rel = relative_difference(cpu, gpu);
+    std::cout << "stage " << stage << ": CPU offload vs GPU optimizer, master weights after 10 steps: relative "
+              << rel << "\n";
+    EXPECT_LE(rel, 1e-5) << "stage " << stage;
+  }
+}
+
+// Two micro-steps of one sequence, so the fp32 accumulation of the gradients copied down is exercised too.
+TEST(ZrunOffloadGpu, NvmeOffloadGivesExactlyTheCpuOffloadsMasterWeights) {
+  REQUIRE_GPU();
+  const std::string accum = "--set training.micro_batch=1 --set training.grad_accum=2";
+  for (int stage : {2, 3}) {
+    const std::vector<float> cpu = master_after(stage, "cpu", 10, nullptr, accum);
+    std::string out;
+    const std::vector<float> nvme = master_after(stage, "nvme", 10, &out, accum);
+    ASSERT_EQ(cpu.size(), nvme.size()) << out;
+    ASSERT_FALSE(cpu.empty());
+    EXPECT_EQ(std::memcmp(cpu.data(), nvme.data(), cpu.size() * sizeof(float)), 0) << "stage " << stage;
+  }
+}
+
+// The swap directory is deleted while the job trains: the next NVMe transfer names the removed file and its op, the
+// job exits non-zero, and nothing is left (the directory is gone with its files).
+TEST(ZrunOffloadGpu, RemovingTheNvmeDirectoryMidRunEndsTheJobNamingTheFileAndTheOp) {
+  REQUIRE_GPU();
+  const fs::path dir = scratch("kill_rm");
+  const fs::path swap = dir / "swap", log = dir / "out.txt";
+  fs::create_directories(swap);
+  const std::string cmd = "bash -c '" + zrun_bin() +
+                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
+                          "deepspeed.zero_optimization.offload_optimizer.device=nvme --nvme-dir " + swap.string() +
+                          " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
+                          log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +
+                          "; wait $pid; exit $?'";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = slurp(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_LT(s, 60) << out;
+  EXPECT_NE(out.find("was removed"), std::string::npos) << out;
+  EXPECT_NE(out.find(swap.string() + "/zrun."), std::string::npos) << out;
+  EXPECT_NE(out.find("nvme_"), std::string::npos) << out;  // the op: step.sub0.nvme_read or _write
+  EXPECT_FALSE(fs::exists(swap));
+  fs::remove_all(dir);
+}
+
+// A full disk, by the fault hook (a real full file system cannot be made on the device machine): the write of the
+// optimizer state fails with ENOSPC naming the file and the op; the job exits non-zero and removes its files.
+TEST(ZrunOffloadGpu, AnInjectedEnospcEndsTheJobNamingTheFileAndTheOpAndLeavesNoFiles) {
+  REQUIRE_GPU();
+  const fs::path swap = scratch("kill_enospc");
+  const ZrunRun r = zrun("ZRUN_NVME_FAULT=op=step.sub0.nvme_write,errno=ENOSPC", 3,
+                     "--steps 3 --warmup 0 --set deepspeed.zero_optimization.offload_optimizer.device=nvme "
+                     "--nvme-dir " + swap.string());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step.sub0.nvme_write"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(swap.string() + "/zrun."), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(swap)) << "swap files left behind";
+  fs::remove_all(swap);
+}
+
+}  // namespace
