@@ -72,6 +72,10 @@ struct Plan {
   int gpus_per_node = 1;
   DType dtype = DType::bf16;         // training dtype of params, grads and their collectives
   Bytes elem_bytes = 2;
+  // The dtype of the gradient reductions (DeepSpeed's communication_data_type; by default the training dtype).
+  // When it differs, each reduction casts its gradients into a buffer of this dtype and back (stage_1_and_2.py
+  // allreduce_bucket / gradient_reduction_w_predivide, stage3.py __avg_scatter_grads).
+  DType comm_dtype = DType::bf16;
 
   ProcessGroup world;                // all ranks
   ProcessGroup hpz;                  // zero_hpz_partition_size consecutive ranks within a node
