@@ -219,38 +219,79 @@ std::vector<Path> paths() {
            {"deepspeed.zero_optimization.round_robin_gradients=true", "deepspeed.zero_optimization.reduce_scatter=false"}}};
 }
 
-void expect_path_reduces_every_partition(int stage, bool overlap, const Path& path, const std::string& bucket,
-                                         const std::string& comm) {
+// Returns how many reductions ran in a staging bucket (stage 1, round robin: gradients not one range of `grads`).
+int expect_path_reduces_every_partition(int stage, bool overlap, const Path& path, const std::string& bucket,
+                                        const std::string& comm) {
   std::vector<std::string> keys = {"deepspeed.zero_optimization.stage=" + std::to_string(stage),
                                    std::string("deepspeed.zero_optimization.overlap_comm=") + (overlap ? "true" : "false"),
                                    "deepspeed.zero_optimization.reduce_bucket_size=" + bucket};
   if (!comm.empty()) keys.push_back("deepspeed.communication_data_type=" + comm);
   const Scenario s = tiny_world8(keys + path.keys);
   const Plan p = make_plan(s);
-  ASSERT_EQ(p.dp, 8);
+  EXPECT_EQ(p.dp, 8);
   const Schedule sch = make_schedule(s, p, 1);
-  ASSERT_NO_THROW(check_schedule(sch));
+  EXPECT_NO_THROW(check_schedule(sch));
   SCOPED_TRACE(std::string(path.name) + ", stage " + std::to_string(stage) + (overlap ? ", overlap" : "") +
                ", bucket " + bucket + (comm.empty() ? "" : ", communication_data_type " + comm));
   Zero12World w(sch, p, s.zero.round_robin_gradients);
   w.run();
-  if (::testing::Test::HasFatalFailure()) return;
+  if (::testing::Test::HasFatalFailure()) return 0;
   w.expect_partitions(s.training.grad_accum);
   EXPECT_GT(w.reductions(), 0);
+  int staged = 0;
+  for (const Op& op : sch.ops) staged += op.kind == OpKind::copy && op.name.ends_with(".to_bucket");
+  return staged;
 }
 
+// Buckets of 1000 and 3000 elements cut the model into slices of several owners and, with round robin at stage 1,
+// into calls whose gradients are not one range of `grads` (staged through a bucket buffer); 5e8 holds the model.
 TEST(Zero12ReductionUses, EveryReductionPathReducesEveryRanksPartitionOn8Ranks) {
+  int staged = 0;
   for (int stage : {1, 2})
     for (bool overlap : {false, true})
       for (const Path& path : paths())
-        for (const char* bucket : {"1000", "500000000"}) expect_path_reduces_every_partition(stage, overlap, path, bucket, "");
+        for (const char* bucket : {"1000", "3000", "500000000"})
+          staged += expect_path_reduces_every_partition(stage, overlap, path, bucket, "");
+  EXPECT_GT(staged, 0);
 }
 
 // communication_data_type fp32 with bf16 training: every reduction casts into an fp32 buffer and back.
 TEST(Zero12ReductionUses, Fp32CommunicationCastsEveryReductionAndBackOn8Ranks) {
   for (int stage : {1, 2})
     for (bool overlap : {false, true})
-      for (const Path& path : paths()) expect_path_reduces_every_partition(stage, overlap, path, "1000", "fp32");
+      for (const Path& path : paths())
+        for (const char* bucket : {"1000", "3000"}) expect_path_reduces_every_partition(stage, overlap, path, bucket, "fp32");
+}
+
+// Every bundled scenario at stages 1 and 2 on every path, with and without fp32 communication (2 micro-steps): the
+// schedule passes check_schedule and every reduction collective and copy of the backward names its buffers.
+TEST(Zero12ReductionUses, EveryPathOfEveryBundledScenarioNamesTheBuffersOfEveryReductionOp) {
+  int checked = 0;
+  for (const auto& f : test::bundled_scenario_files())
+    for (const char* stage : {"1", "2"})
+      for (const Path& path : paths())
+        for (const char* comm : {"", "fp32"}) {
+          std::vector<std::string> keys = test::small_overrides(2) + path.keys +
+                                          std::vector<std::string>{std::string("deepspeed.zero_optimization.stage=") + stage,
+                                                                   "training.grad_accum=2"};
+          if (*comm) keys.push_back(std::string("deepspeed.communication_data_type=") + comm);
+          Scenario s;
+          try {
+            s = test::load_bundled(f, keys);
+          } catch (const std::exception&) {
+            continue;  // a scenario that does not validate at this stage (e.g. parameter offload)
+          }
+          const Plan p = make_plan(s);
+          if (p.optimizer_device != OffloadDevice::none) continue;  // zrun has no CPU Adam (issue 14)
+          const Schedule sch = make_schedule(s, p, 1);
+          ASSERT_NO_THROW(check_schedule(sch)) << f;
+          ++checked;
+          for (const Op& op : sch.ops)
+            if (op.phase == Phase::backward && (op.kind == OpKind::collective || op.kind == OpKind::copy))
+              EXPECT_FALSE(op.uses.empty()) << f << " " << path.name << " stage " << stage << " " << comm << ": "
+                                            << op.name;
+        }
+  EXPECT_GT(checked, 20);
 }
 
 // Stage 3 with communication_data_type fp32 (stage3.py __avg_scatter_grads): the bucket cast to fp32, interleaved

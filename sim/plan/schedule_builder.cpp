@@ -774,7 +774,7 @@ class Builder {
       const ReductionCall& c = calls[k];
       const std::string cname = calls.size() > 1 ? name + ".call" + std::to_string(k) : name;
       std::vector<OpId> deps{bwd};
-      std::optional<OpId> flat;
+      std::optional<OpId> flat, staged;
       OpId target = -1;  // the buffer the collective runs in, in place
       Bytes at = 0;
       if (c.flatten) {
@@ -788,9 +788,26 @@ class Builder {
         if (first >= 0) {
           target = home.buffer;
           at = e_ * first;
+        } else {
+          // Stage 1 with round_robin_gradients: the call's gradients are not one range of the flat buffer. DeepSpeed
+          // reduces them in its ipg bucket buffer, into which the hook copied each gradient
+          // (reduce_independent_p_g_buckets_and_remove_grads: `new_grad_tensor.copy_(grad_reduc)`); so does the
+          // schedule (a `bucket` buffer and a `.to_bucket` copy), and it copies the result back into `grads` on the
+          // ranks that receive it, where the step reads it (DeepSpeed: copy_grads_in_partition).
+          staged = alloc("ipg." + cname + tag(), Tier::gpu, MemCategory::buffers, "bucket", e_ * c.elements, ph, rs_,
+                         deps, layer);
+          deps = {copy(cname + ".to_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*staged}, layer)};
+          use_pieces(deps[0], c.pieces, home, *staged, 0, true);
+          target = *staged;
         }
       }
       last = reduce_in_place(cname, c.kind, c.root, target, at, c.elements, deps, layer);
+      if (staged) {
+        last = copy(cname + ".from_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {last}, layer);
+        sch_.ops[last].copy.rank = c.kind == CollectiveKind::reduce ? c.root : -1;
+        use_pieces(last, c.pieces, home, *staged, 0, false);
+        last = release(*staged, ph, rs_, {last});
+      }
       const OpId coll = last;
       Elements pos = 0;
       for (size_t j = 0; j < c.copy_out.size(); ++j) {
