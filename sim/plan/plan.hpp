@@ -113,8 +113,8 @@ struct Plan {
   bool overlap_comm = false;
   bool reduce_scatter = true;
 
-  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K) for 16-bit
-  // training; 8 for fp32 training with the optimizer on the GPU, where the fp32 params are the master.
+  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K); 8 for fp32 training
+  // at stage 0, where the fp32 params are the master (ZeRO stages clone a master even in fp32: plan.cpp).
   Bytes optimizer_bytes_per_param = 12;
 
   OffloadDevice optimizer_device = OffloadDevice::none;
