@@ -58,8 +58,9 @@ void adam_typed(float* p, float* m, float* v, const void* g, void* w, int64_t n,
   constexpr int kThreads = 256;
   const auto* gt = static_cast<const GT*>(g);
   auto* wt = static_cast<WT*>(w);
-  if (detail::aligned(p, 16) && detail::aligned(m, 16) && detail::aligned(v, 16) && detail::aligned(g, 8) &&
-      detail::aligned(w, 8)) {
+  constexpr std::size_t ga = 4 * sizeof(GT), wa = 4 * sizeof(WT);  // a vector of 4 gradients / weights
+  if (detail::aligned(p, 16) && detail::aligned(m, 16) && detail::aligned(v, 16) && detail::aligned(g, ga) &&
+      detail::aligned(w, wa)) {
     fused_adam_kernel<GT, WT, 4><<<static_cast<unsigned>(detail::ceil_div(detail::ceil_div(n, 4), kThreads)), kThreads, 0, st>>>(
         p, m, v, gt, wt, n, a);
   } else {
@@ -68,22 +69,33 @@ void adam_typed(float* p, float* m, float* v, const void* g, void* w, int64_t n,
   ZK_CUDA_CHECK_LAUNCH();
 }
 
+AdamArgs adam_args(const AdamHyper& h) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
+  return AdamArgs{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale,
+                  static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)), h.adamw};
+}
+
 }  // namespace
 
 void fused_adam(float* master, float* exp_avg, float* exp_avg_sq, const void* grad, Half16 grad_fmt,
                 void* weights_out, Half16 weights_fmt, int64_t n, const AdamHyper& h, StreamHandle stream) {
   detail::require(n >= 0 && h.step >= 1, "fused_adam: need n >= 0 and step >= 1");
   if (n == 0) return;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
-  const AdamArgs a{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale,
-                   static_cast<float>(h.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)), h.adamw};
+  const AdamArgs a = adam_args(h);
   const auto st = detail::as_stream(stream);
   const bool gb = grad_fmt == Half16::bf16, wb = weights_fmt == Half16::bf16;
   if (gb && wb) adam_typed<__nv_bfloat16, __nv_bfloat16>(master, exp_avg, exp_avg_sq, grad, weights_out, n, a, st);
   else if (gb) adam_typed<__nv_bfloat16, __half>(master, exp_avg, exp_avg_sq, grad, weights_out, n, a, st);
   else if (wb) adam_typed<__half, __nv_bfloat16>(master, exp_avg, exp_avg_sq, grad, weights_out, n, a, st);
   else adam_typed<__half, __half>(master, exp_avg, exp_avg_sq, grad, weights_out, n, a, st);
+}
+
+void fused_adam_fp32(float* master, float* exp_avg, float* exp_avg_sq, const float* grad, float* weights_out,
+                     int64_t n, const AdamHyper& h, StreamHandle stream) {
+  detail::require(n >= 0 && h.step >= 1, "fused_adam_fp32: need n >= 0 and step >= 1");
+  if (n == 0) return;
+  adam_typed<float, float>(master, exp_avg, exp_avg_sq, grad, weights_out, n, adam_args(h), detail::as_stream(stream));
 }
 
 }  // namespace zk

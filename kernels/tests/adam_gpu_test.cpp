@@ -48,5 +48,26 @@ TEST(FusedAdamGpu, L2AdamWithGradScaleLateStepAndFp16MatchesReference) {
   check_adam(5, h, Half16::bf16, Half16::fp16, 8);
 }
 
+// fp32 training: fp32 gradients in, the updated master written to fp32 weights exactly.
+TEST(FusedAdamGpu, Fp32GradientsAndWeightsMatchTheReference) {
+  ZK_REQUIRE_GPU();
+  AdamHyper h; h.lr = 1e-2f; h.weight_decay = 0.1f; h.adamw = true; h.step = 3;
+  for (int64_t n : {1, 5, 100003}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(n));
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    std::vector<float> p(n), m(n), v(n), g(n);
+    for (int64_t i = 0; i < n; ++i) { p[i] = d(rng); m[i] = 0.1f * d(rng); v[i] = 0.01f * u(rng); g[i] = d(rng); }
+    DeviceBuffer<float> pd(p), md(m), vd(v), gd(g), wd(n);
+    fused_adam_fp32(pd.get(), md.get(), vd.get(), gd.get(), wd.get(), n, h, nullptr);
+    const auto po = pd.download(), wo = wd.download();
+    for (int64_t i = 0; i < n; ++i) {
+      const auto r = ref::adam(p[i], m[i], v[i], g[i], h);
+      ASSERT_NEAR(po[i], r.p, ref::adam_tolerance(r)) << "param " << i;
+      ASSERT_EQ(wo[i], po[i]) << "fp32 weight " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zk

@@ -103,8 +103,6 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
                }),
       waits_(stream_waits(s)),
       data_(model.config().vocab) {
-  if (plan.dtype == zsim::DType::fp32)
-    throw std::runtime_error("fp32 training is not built into zrun's GPU optimizer yet (bf16 / fp16 are)");
   for (const zsim::ProcessGroup& g : s.groups)
     group_index_.push_back(split_color_key(rank, g, s.meta.world_size, s.meta.gpus_per_node).key);
   streams_.resize(s.streams.size());
@@ -232,23 +230,16 @@ void Executor::run_init() {
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// The 16-bit weights (whole model, stages 0-2) and this rank's fp32 master partition with zero Adam moments, from
-// the model's deterministic initialisation: the same values whatever the world size or stage.
+// The weights (whole model, stages 0-2, in the training dtype) and this rank's fp32 master partition with zero Adam
+// moments, from the model's deterministic initialisation: the same values whatever the world size or stage. Where
+// each tensor lies in `params` comes from the compute ops' `param` uses (DeepSpeed's flat order at stages 1-2,
+// round_robin_gradients included).
 void Executor::initialise_states() {
   if (plan_.stage == 3)
     return init_stage3_states(s_, plan_, model_.config(), rank_, init_ops_,
                               [this](OpId id, const void* data, std::size_t bytes) { put_state(id, data, bytes); });
-  const zsim::TensorLayout layout = zsim::tensor_layout(plan_);
   const auto& cfg = model_.config();
-  // Stages 1-2: DeepSpeed's flat buffer padded to N partitions (the padding stays zero).
-  const zsim::Elements whole = plan_.stage == 0 ? plan_.params : plan_.param_partition * plan_.dp;
-  std::vector<float> flat(static_cast<std::size_t>(whole), 0.0f);
-  for (std::size_t u = 0; u < plan_.units.size(); ++u)
-    for (std::size_t k = 0; k < plan_.units[u].tensors.size(); ++k) {
-      const zsim::TensorShape& t = plan_.units[u].tensors[k];
-      model::init_tensor(cfg, model::tensor_full_name(plan_.units[u].name, t.name), 0, t.numel(),
-                         flat.data() + layout.flat[u][k]);
-    }
+  const zsim::Bytes e = plan_.elem_bytes;
   OpId params = -1, optimizer = -1;
   for (OpId id : init_ops_) {
     const Op& op = s_.ops[id];
@@ -256,15 +247,35 @@ void Executor::initialise_states() {
     if (op.mem.category == MemCategory::optimizer) optimizer = id;
   }
   if (params < 0 || optimizer < 0) throw std::logic_error("schedule init allocates no params / optimizer buffer");
-  std::vector<std::uint16_t> half(flat.size());
-  for (std::size_t i = 0; i < flat.size(); ++i)
-    half[i] = plan_.dtype == zsim::DType::fp16 ? zk::float_to_fp16(flat[i]) : zk::float_to_bf16(flat[i]);
-  put_state(params, half.data(), half.size() * 2);
-  // [master | exp_avg | exp_avg_sq] over this rank's partition (stage 0: the whole model).
+  std::map<std::pair<int, int>, zsim::Elements> place;  // (unit, tensor) -> first element in params
+  for (const Op& op : s_.ops)
+    if (op.kind == OpKind::compute)
+      for (const BufferUse& u : op.uses)
+        if (u.role == Role::param && u.alloc == params && u.unit >= 0 && u.tensor >= 0)
+          place[{u.unit, u.tensor}] = u.offset / e;
+  // Stages 1-2: DeepSpeed's flat buffer padded to N partitions (the padding stays zero).
+  std::vector<float> flat(static_cast<std::size_t>(s_.ops[params].mem.bytes / e), 0.0f);
+  for (std::size_t u = 0; u < plan_.units.size(); ++u)
+    for (std::size_t k = 0; k < plan_.units[u].tensors.size(); ++k) {
+      const zsim::TensorShape& t = plan_.units[u].tensors[k];
+      const auto it = place.find({static_cast<int>(u), static_cast<int>(k)});
+      if (it == place.end())
+        throw std::logic_error(fmt::format("no compute op reads the weights of {}.{} in 'params'", plan_.units[u].name,
+                                           t.name));
+      model::init_tensor(cfg, model::tensor_full_name(plan_.units[u].name, t.name), 0, t.numel(),
+                         flat.data() + it->second);
+    }
+  const std::vector<std::byte> weights = encode(flat, plan_.dtype);
+  put_state(params, weights.data(), weights.size());
+  // [master | exp_avg | exp_avg_sq] over this rank's partition (stage 0: the whole model); fp32 training at stage 0
+  // keeps no master (the engine's optimizer updates the fp32 weights themselves): [exp_avg | exp_avg_sq].
   const zsim::Elements part = plan_.stage == 0 ? plan_.params : plan_.optimizer_partition;
   const zsim::Elements first = plan_.stage == 0 ? 0 : static_cast<zsim::Elements>(rank_) * part;
-  std::vector<float> state(static_cast<std::size_t>(3 * part), 0.0f);
-  for (zsim::Elements i = 0; i < part && first + i < plan_.params; ++i) state[i] = flat[first + i];
+  const zsim::Elements words = plan_.optimizer_bytes_per_param / 4;
+  std::vector<float> state(static_cast<std::size_t>(words * part), 0.0f);
+  if (words == 3)
+    for (zsim::Elements i = 0; i < part && first + i < static_cast<zsim::Elements>(flat.size()); ++i)
+      state[i] = flat[first + i];
   if (static_cast<zsim::Bytes>(state.size() * 4) != s_.ops[optimizer].mem.bytes)
     throw std::logic_error(fmt::format("optimizer buffer holds {} bytes, zrun's layout needs {}",
                                        s_.ops[optimizer].mem.bytes, state.size() * 4));
@@ -564,20 +575,33 @@ void Executor::run_model(const Op& op, cudaStream_t s) {
     }
 }
 
-// kernels/' fused Adam over one sub-group: [master | exp_avg | exp_avg_sq] in fp32, 16-bit gradients in, 16-bit
-// weights out.
+// kernels/' fused Adam over one sub-group: [master | exp_avg | exp_avg_sq] in fp32, gradients in and weights out in
+// the training dtype. fp32 training without a master (stage 0: `state` is [exp_avg | exp_avg_sq], 8 bytes per
+// element) updates the fp32 weights in place.
 void Executor::run_optimizer(const Op& op, cudaStream_t s) {
   const BufferUse& grad = need_use(op, Role::grad);
   const BufferUse& state = need_use(op, Role::state);
   const BufferUse& param = need_use(op, Role::param);
-  const std::int64_t n = state.bytes / 12;
-  float* master = reinterpret_cast<float*>(buffers_.at(state, rank_));
+  const std::int64_t n = grad.bytes / plan_.elem_bytes;
+  float* st = reinterpret_cast<float*>(buffers_.at(state, rank_));
   zk::AdamHyper h;
   h.lr = o_.lr;
   h.weight_decay = o_.weight_decay;
   h.step = step_ + 1;
-  zk::fused_adam(master, master + n, master + 2 * n, buffers_.at(grad, rank_), half_fmt(plan_.dtype),
-                 buffers_.at(param, rank_), half_fmt(plan_.dtype), n, h, s);
+  const bool master = state.bytes == 12 * n;
+  if (!master && !(plan_.dtype == zsim::DType::fp32 && state.bytes == 8 * n))
+    throw std::logic_error(fmt::format("op '{}': a state of {} bytes for {} elements is neither [master | exp_avg | "
+                                       "exp_avg_sq] nor fp32 [exp_avg | exp_avg_sq]",
+                                       op.name, state.bytes, n));
+  if (plan_.dtype == zsim::DType::fp32) {
+    const auto* g = reinterpret_cast<const float*>(buffers_.at(grad, rank_));
+    auto* w = reinterpret_cast<float*>(buffers_.at(param, rank_));
+    if (master) zk::fused_adam_fp32(st, st + n, st + 2 * n, g, w, n, h, s);
+    else zk::fused_adam_fp32(w, st, st + n, g, nullptr, n, h, s);
+  } else {
+    zk::fused_adam(st, st + n, st + 2 * n, buffers_.at(grad, rank_), half_fmt(plan_.dtype), buffers_.at(param, rank_),
+                   half_fmt(plan_.dtype), n, h, s);
+  }
   ZRUN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -617,6 +641,9 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
       break;
     case CollectiveKind::all_reduce:
       ZRUN_NCCL_CHECK(ncclAllReduce(src, result, in.bytes / esz, t, red, comm, s));
+      break;
+    case CollectiveKind::reduce:  // only the root's output receives the result (ncclReduce ignores the others')
+      ZRUN_NCCL_CHECK(ncclReduce(src, result, in.bytes / esz, t, red, op.collective.root, comm, s));
       break;
     default: not_built(op, std::string("the ") + zsim::to_string(op.collective.what) + " collective");
   }
@@ -712,6 +739,14 @@ void Executor::run_copy(const Op& op, cudaStream_t s) {
     const BufferUse& out = op.uses[i + 1];
     std::byte* src = buffers_.at(in, rank_);
     std::byte* dst = buffers_.at(out, rank_);
+    if (op.copy.cast) {  // tensor.to(dtype): contiguous ranges, element by element
+      const zsim::Bytes from = zsim::dtype_bits(op.copy.cast_from) / 8, to = zsim::dtype_bits(op.copy.cast_to) / 8;
+      if (in.blocks > 1 || out.blocks > 1 || out.access != Access::write || in.bytes / from != out.bytes / to)
+        throw std::logic_error(fmt::format("op '{}': a cast needs contiguous ranges of one element count, written",
+                                           op.name));
+      convert(elem_type(op.copy.cast_from), elem_type(op.copy.cast_to), dst, src, out.bytes / to, s);
+      continue;
+    }
     if (out.access == Access::read_write) {  // accumulate: contiguous ranges of the training dtype
       if (in.blocks > 1 || out.blocks > 1) not_built(op, "an accumulating strided copy");
       add_inplace(elem_type(plan_.dtype), dst, src, out.bytes / plan_.elem_bytes, s);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/half_convert.hpp"
@@ -13,7 +14,6 @@ namespace zrun {
 
 Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg, int rank) {
   const zsim::TensorLayout layout = zsim::tensor_layout(plan);
-  const bool bf16 = plan.dtype == zsim::DType::bf16;
   std::vector<float> part(static_cast<std::size_t>(plan.optimizer_partition), 0.0f);
   std::vector<float> persistent(static_cast<std::size_t>(plan.persistent_params), 0.0f);
   for (std::size_t u = 0; u < plan.units.size(); ++u)
@@ -29,9 +29,9 @@ Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg
         model::init_tensor(cfg, name, 0, t.numel(), persistent.data() + layout.persistent[u][k]);
     }
   Stage3States s;
-  for (float f : part) s.partition.push_back(zk::float_to_half16(f, bf16));
-  for (float f : persistent) s.persistent.push_back(zk::float_to_half16(f, bf16));
-  // The fp32 master is the 16-bit partition's values before rounding (DeepSpeed copies the fp32 init into it).
+  s.partition = part;
+  s.persistent = persistent;
+  // The fp32 master is the partition's values before rounding (DeepSpeed copies the fp32 init into it).
   s.optimizer.assign(3 * part.size(), 0.0f);
   zsim::Elements first = 0;
   for (zsim::Elements sub : plan.sub_groups) {
@@ -39,6 +39,21 @@ Stage3States stage3_states(const zsim::Plan& plan, const model::ModelConfig& cfg
     first += sub;
   }
   return s;
+}
+
+std::vector<std::byte> encode(const std::vector<float>& values, zsim::DType dtype) {
+  std::vector<std::byte> out;
+  if (dtype == zsim::DType::fp32) {
+    out.resize(values.size() * 4);
+    std::memcpy(out.data(), values.data(), out.size());
+    return out;
+  }
+  out.resize(values.size() * 2);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint16_t h = zk::float_to_half16(values[i], dtype == zsim::DType::bf16);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
 }
 
 void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const model::ModelConfig& cfg, int rank,
@@ -64,8 +79,9 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
                                          what, id < 0 ? 0 : s.ops[id].mem.bytes, bytes));
     put_state(id, data, bytes);
   };
-  put(partition, st.partition.data(), st.partition.size() * 2, "params.partition");
-  if (!st.persistent.empty()) put(persistent, st.persistent.data(), st.persistent.size() * 2, "params.persistent");
+  const std::vector<std::byte> part = encode(st.partition, plan.dtype), pers = encode(st.persistent, plan.dtype);
+  put(partition, part.data(), part.size(), "params.partition");
+  if (!pers.empty()) put(persistent, pers.data(), pers.size(), "params.persistent");
   put(optimizer, st.optimizer.data(), st.optimizer.size() * 4, "optimizer");
 }
 

@@ -66,8 +66,6 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   const zsim::Scenario& sc = job.scenario;
   const zsim::Schedule& sch = job.schedule;
   const zsim::Plan plan = zsim::make_plan(sc);
-  if ((plan.stage == 1 || plan.stage == 2) && sc.zero.round_robin_gradients)
-    throw std::runtime_error("round_robin_gradients is not built into zrun yet (its flat order differs)");
   model::Model model(model::model_config(sc, plan), plan.units);
 
   // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later; pinned host memory

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# zrun on 2 GPUs (device kind nvidia-h200-x2): the GPU tests at world 2 (faults end every rank), 2 GPUs at
+# zrun on 2 GPUs (device kind nvidia-h200-x2): the GPU tests at world 2 (faults end every rank; stages 1-3, every
+# ZeRO-1/2 reduction path, fp32 training and fp32 communication_data_type against stage 0), 2 GPUs at
 # grad_accum 1 against 1 GPU at grad_accum 2 on the same samples, and the bus bandwidth of the step's all-reduce
 # against raw NCCL (torch.distributed) at the same size, group and dtype. Results under $OUT.
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/device_check_2gpu.sh
 set -u
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi -L
-ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test" 2>&1 | tee "$OUT/train_gpu_test_2gpu.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED|  OK|RUN) |Failure" | head -40
+ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test" 2>&1 | tee "$OUT/train_gpu_test_2gpu.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED|  OK|RUN) |Failure" | head -120
 echo "== 2 GPUs x micro-batch 1 x grad_accum 1 against 1 GPU x micro-batch 1 x grad_accum 2"
 "$BIN/zrun" $S --here --set deepspeed.zero_optimization.stage=0 --set training.micro_batch=1 --steps 10 --warmup 0 \
   > "$OUT/dp2.log" 2>&1

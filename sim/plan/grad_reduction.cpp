@@ -34,7 +34,10 @@ ReductionCall call_for(const std::vector<GradSlice>& chunk, CollectiveKind kind,
   ReductionCall c;
   c.kind = kind;
   c.root = root;
-  for (const GradSlice& s : chunk) c.elements += s.elements;
+  for (const GradSlice& s : chunk) {
+    c.elements += s.elements;
+    c.pieces.insert(c.pieces.end(), s.pieces.begin(), s.pieces.end());
+  }
   c.flatten = chunk.size() > 1;
   if (c.flatten) c.copy_out = chunk;
   return c;
@@ -109,13 +112,15 @@ std::vector<ReductionCall> bucket_reduction_calls(const std::vector<int>& tensor
     // never exceeds the bucket's own size, so one allreduce_and_copy of all the grads; every rank copies
     // every grad back.
     std::vector<GradSlice> grads;
-    for (int t : tensors) grads.push_back({-1, layout.numel[t]});
+    for (int t : tensors) grads.push_back({-1, layout.numel[t], {{t, 0, layout.numel[t]}}});
     for (const auto& chunk : chunks_of(grads, total)) calls.push_back(call_for(chunk, CollectiveKind::all_reduce, -1));
     return calls;
   }
   if (!s.reduce_scatter) {
     // average_tensor -> gradient_reduction_w_predivide: the bucket all-reduced in place.
-    calls.push_back({CollectiveKind::all_reduce, -1, total, false, {}});
+    ReductionCall c{CollectiveKind::all_reduce, -1, total, false, {}, {}};
+    for (int t : tensors) c.pieces.push_back({t, 0, layout.numel[t]});
+    calls.push_back(std::move(c));
     return calls;
   }
   // average_tensor: the bucket's slices per owning rank, consecutive runs of one owner merged.
@@ -126,10 +131,9 @@ std::vector<ReductionCall> bucket_reduction_calls(const std::vector<int>& tensor
     for (Elements at = begin; at < end;) {
       const int owner = static_cast<int>(at / P);
       const Elements stop = std::min(end, (owner + 1) * P);
-      if (!slices.empty() && slices.back().owner == owner)
-        slices.back().elements += stop - at;
-      else
-        slices.push_back({owner, stop - at});
+      if (slices.empty() || slices.back().owner != owner) slices.push_back({owner, 0, {}});
+      slices.back().elements += stop - at;
+      slices.back().pieces.push_back({t, at - begin, stop - at});
       at = stop;
     }
   }

@@ -23,10 +23,20 @@ struct FlatGradLayout {
 };
 FlatGradLayout flat_grad_layout(const Plan& p, bool round_robin);
 
-// A run of consecutive bucket elements that one rank owns (average_tensor's rank_and_offsets entry).
+// Elements [first, first + elements) of the gradient of tensor `tensor` (an ordinal, model order).
+struct GradPiece {
+  int tensor = 0;
+  Elements first = 0;
+  Elements elements = 0;
+  bool operator==(const GradPiece&) const = default;
+};
+
+// A run of consecutive bucket elements that one rank owns (average_tensor's rank_and_offsets entry), or one
+// gradient (buffered_reduce_fallback, owner -1); `pieces` say which gradient elements it holds, in order.
 struct GradSlice {
   int owner = 0;
   Elements elements = 0;
+  std::vector<GradPiece> pieces;
 };
 
 // One collective call with what surrounds it in allreduce_bucket / allreduce_and_copy*.
@@ -36,6 +46,7 @@ struct ReductionCall {
   Elements elements = 0;         // the collective's buffer
   bool flatten = false;          // the inputs are torch.cat-ed into a new flat buffer first (more than one)
   std::vector<GradSlice> copy_out;  // copied back from the flat buffer after the collective; owner -1: all ranks
+  std::vector<GradPiece> pieces;    // the gradient elements the call reduces, in the order of its buffer
 };
 
 struct ReductionSettings {

@@ -42,7 +42,10 @@ std::string d2d(Elements n, int rank) { return "d2d " + std::to_string(kBf16 * n
 
 // What DeepSpeed calls, as strings, for gradients reduced in the order `arrival` (tensor ordinals).
 // Stage 2 (`partition_gradients`) then copies each gradient's part in a rank's partition out of the bucket
-// (reduce_ipg_grads -> copy_grads_in_partition, with contiguous_gradients), run by that rank.
+// (reduce_ipg_grads -> copy_grads_in_partition, with contiguous_gradients), run by that rank. Without
+// contiguous_gradients DeepSpeed keeps the owned param.grad tensors and the step flattens them
+// (independent_gradient_partition_epilogue -> get_flat_partition): the schedule moves the same parts with the same
+// copies.
 std::vector<std::string> deepspeed_calls(const std::vector<Elements>& numel, const std::vector<int>& arrival, int N,
                                          const Keys& k, bool stage2 = false) {
   // __init__: flat buffer in model order, or dealt round robin (_round_robin_reorder: tensor i to list
@@ -98,7 +101,7 @@ std::vector<std::string> deepspeed_calls(const std::vector<Elements>& numel, con
     if (!chunk.empty()) send(chunk, root);
   };
   auto copy_grads_in_partition = [&](const std::vector<int>& b) {
-    if (!stage2 || !k.contiguous) return;
+    if (!stage2) return;
     for (int t : b)
       for (Elements e = offset[t]; e < offset[t] + numel[t];) {
         const int owner = static_cast<int>(e / P);

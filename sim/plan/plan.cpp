@@ -198,6 +198,7 @@ Plan make_plan(const Scenario& s) {
 
   p.dtype = dtype_of(s.training.precision);
   p.elem_bytes = bytes_per_element(s.training.precision);
+  p.comm_dtype = s.training.communication_data_type ? dtype_of(*s.training.communication_data_type) : p.dtype;
   p.world = {"world", p.dp, p.gpus_per_node, 1};
   p.hpz = {"hpz", hpz, hpz, 1};
   p.intra_node = {"intra_node", p.gpus_per_node, p.gpus_per_node, 1};
@@ -258,8 +259,11 @@ Plan make_plan(const Scenario& s) {
   p.reduce_scatter = z.reduce_scatter;
   p.optimizer_device = p.stage == 0 ? OffloadDevice::none : z.offload_optimizer.device;
   p.param_device = p.stage == 3 ? z.offload_param.device : OffloadDevice::none;
-  p.optimizer_bytes_per_param =
-      s.training.precision == Precision::fp32 && p.optimizer_device == OffloadDevice::none ? 8 : 12;
+  // fp32 training keeps no separate master only at stage 0 (the engine's basic optimizer on the model's own fp32
+  // weights): ZeRO clones the partition into its fp32 master even when it is already fp32 (stage_1_and_2.py
+  // single_partition_of_fp32_groups: `...detach().clone().to(dtype=master_weights_and_grads_dtype)`; stage3.py
+  // _create_fp32_partitions: `fp16_partitioned_groups_flat[i].to(device).clone().float().detach()`).
+  p.optimizer_bytes_per_param = s.training.precision == Precision::fp32 && p.stage == 0 ? 8 : 12;
   if (p.stage == 3) {
     p.qwz = z.zero_quantized_weights;
     p.hpz_enabled = hpz > 1;

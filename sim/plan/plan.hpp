@@ -72,6 +72,10 @@ struct Plan {
   int gpus_per_node = 1;
   DType dtype = DType::bf16;         // training dtype of params, grads and their collectives
   Bytes elem_bytes = 2;
+  // The dtype of the gradient reductions (DeepSpeed's communication_data_type; by default the training dtype).
+  // When it differs, each reduction casts its gradients into a buffer of this dtype and back (stage_1_and_2.py
+  // allreduce_bucket / gradient_reduction_w_predivide, stage3.py __avg_scatter_grads).
+  DType comm_dtype = DType::bf16;
 
   ProcessGroup world;                // all ranks
   ProcessGroup hpz;                  // zero_hpz_partition_size consecutive ranks within a node
@@ -109,8 +113,8 @@ struct Plan {
   bool overlap_comm = false;
   bool reduce_scatter = true;
 
-  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K) for 16-bit
-  // training; 8 for fp32 training with the optimizer on the GPU, where the fp32 params are the master.
+  // Adam state per parameter: fp32 master copy + exp_avg + exp_avg_sq = 12 bytes (ZeRO's K); 8 for fp32 training
+  // at stage 0, where the fp32 params are the master (ZeRO stages clone a master even in fp32: plan.cpp).
   Bytes optimizer_bytes_per_param = 12;
 
   OffloadDevice optimizer_device = OffloadDevice::none;

@@ -171,14 +171,32 @@ TEST(Plan, QgzNeedsStage3AndMoreThanOneNode) {
   EXPECT_FALSE(make_plan(s).qgz);
 }
 
-TEST(Plan, Fp32TrainingHasNoSeparateMasterCopyOnTheGpu) {
+// fp32 training: stage 0 updates the model's fp32 weights in place (exp_avg and exp_avg_sq only); ZeRO stages
+// clone the fp32 partition into a master copy all the same (stage_1_and_2.py single_partition_of_fp32_groups,
+// stage3.py _create_fp32_partitions), so they keep 12 bytes per parameter.
+TEST(Plan, Fp32TrainingKeepsASeparateMasterCopyOnlyUnderZero) {
   Scenario s = test::scenario(test::small_llama(), 2, 1, 8);
   EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
   s.training.precision = Precision::fp32;
-  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 8);
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
   EXPECT_EQ(make_plan(s).elem_bytes, 4);
+  for (int stage : {1, 3}) {
+    s.zero.stage = stage;
+    EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12) << stage;
+  }
+  s.zero.stage = 0;
+  EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 8);
+  s.zero.stage = 2;
   s.zero.offload_optimizer.device = OffloadDevice::cpu;  // CPU Adam keeps its own fp32 master copy
   EXPECT_EQ(make_plan(s).optimizer_bytes_per_param, 12);
+}
+
+// communication_data_type: the reductions' dtype, by default the training dtype (engine.py).
+TEST(Plan, CommunicationDtypeDefaultsToTheTrainingDtype) {
+  Scenario s = test::scenario(test::small_llama(), 2, 1, 8);
+  EXPECT_EQ(make_plan(s).comm_dtype, DType::bf16);
+  s.training.communication_data_type = Precision::fp32;
+  EXPECT_EQ(make_plan(s).comm_dtype, DType::fp32);
 }
 
 // A unit is kept when fewer than stage3_max_reuse_distance elements are traversed before its next use:

@@ -627,7 +627,7 @@ class Builder {
       // backward pass, so its buckets fill in that order (not the backward order of the hooks).
       for (size_t k = 0; k < boundary_calls_.size(); ++k) {
         const OpId done = emit_zero12_calls(boundary_calls_[k], "bwd.bucket" + std::to_string(k), last_bwd_, -1,
-                                            grads_, e_ * boundary_first_[k]);
+                                            flat_home());
         if (optimizer_offloaded())
           reduce_done_.push_back(copy_grads_to_cpu(boundary_ordinals_[k], "bwd.bucket" + std::to_string(k), done, -1,
                                                    -1));
@@ -656,65 +656,167 @@ class Builder {
     rs.contiguous_gradients = z.contiguous_gradients || optimizer_offloaded();
     rs.reduce_bucket_size = z.reduce_bucket_size;
     sequential_calls_ = rs.contiguous_gradients && (rs.multi_rank_bucket_allreduce || !rs.reduce_scatter);
-    contiguous_ = rs.contiguous_gradients;
     for (const auto& ts : bucket_ordinals_) bucket_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
     if (p_.stage == 1 && !p_.overlap_comm) {
       std::vector<int> model_order(layout.numel.size());
       for (size_t t = 0; t < model_order.size(); ++t) model_order[t] = static_cast<int>(t);
       for (const auto& ts : fill_buckets(model_order, layout, z.reduce_bucket_size)) {
         boundary_calls_.push_back(bucket_reduction_calls(ts, layout, rs));
-        boundary_first_.push_back(ts.empty() ? 0 : layout.offset[ts.front()]);
         boundary_ordinals_.push_back(ts);
       }
     }
   }
 
-  // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the
-  // all_reduce or reduce, and the copy of each slice back out of the flat buffer (on its owner only).
-  // `bucket`, `base`: where the bucket's elements lie, in the order the calls take them (-1: no uses written).
+  // Where the gradients a ZeRO-1/2 bucket reduces lie in the schedule: stage 2 in the bucket's buffer (its tensors in
+  // bucket order, as the hooks copied them in), stage 1 in the whole gradient buffer (DeepSpeed's flat order).
+  struct GradHome {
+    OpId buffer = -1;
+    std::map<int, Elements> at;  // tensor ordinal -> its first element in `buffer`
+    Bytes where(const GradPiece& g) const { return at.at(g.tensor) + g.first; }
+  };
+  GradHome bucket_home(size_t i) const {
+    GradHome h{open_.at(i), {}};
+    Elements at = 0;
+    for (int t : bucket_ordinals_.at(i)) {
+      h.at[t] = at;
+      at += flat_layout_.numel[t];
+    }
+    return h;
+  }
+  GradHome flat_home() const {
+    GradHome h{grads_, {}};
+    for (size_t t = 0; t < flat_layout_.offset.size(); ++t) h.at[static_cast<int>(t)] = flat_layout_.offset[t];
+    return h;
+  }
+  // A copy op's pairs: each piece from `from` (at its place there) to `to` (consecutively from `to_first`), or back.
+  void use_pieces(OpId op, const std::vector<GradPiece>& pieces, const GradHome& home, OpId flat, Elements flat_first,
+                  bool to_flat) {
+    Elements pos = flat_first;
+    for (const GradPiece& g : pieces) {
+      const Bytes a = e_ * home.where(g), b = e_ * pos, n = e_ * g.elements;
+      if (to_flat) {
+        use(op, home.buffer, a, n, Role::input, Access::read);
+        use(op, flat, b, n, Role::output, Access::write);
+      } else {
+        use(op, flat, b, n, Role::input, Access::read);
+        use(op, home.buffer, a, n, Role::output, Access::write);
+      }
+      pos += g.elements;
+    }
+  }
+  // The first element of the pieces in `home` when they fill one range there (in any order), else -1: a collective
+  // that DeepSpeed runs on a view can run in place on that range (a reduction is elementwise).
+  static Elements contiguous_range(std::vector<GradPiece> pieces, const GradHome& home) {
+    if (pieces.empty()) return -1;
+    std::sort(pieces.begin(), pieces.end(),
+              [&](const GradPiece& a, const GradPiece& b) { return home.where(a) < home.where(b); });
+    for (size_t k = 1; k < pieces.size(); ++k)
+      if (home.where(pieces[k - 1]) + pieces[k - 1].elements != home.where(pieces[k])) return -1;
+    return home.where(pieces.front());
+  }
+
+  // A gradient reduction in place on `n` elements at byte `offset` of `buffer` (-1: no uses written), in the
+  // communication dtype: when it differs from the training dtype, DeepSpeed reduces `tensor.to(comm dtype)`, a new
+  // buffer, and copies the result back into the tensor on the ranks that receive it (stage_1_and_2.py
+  // allreduce_bucket, gradient_reduction_w_predivide; engine.py allreduce_bucket): a cast buffer, a cast copy in,
+  // the collective, a cast copy back (on the root only for a reduce), the buffer freed.
+  OpId reduce_in_place(const std::string& name, CollectiveKind kind, int root, OpId buffer, Bytes offset, Elements n,
+                       std::vector<OpId> deps, int layer) {
+    const Phase ph = Phase::backward;
+    const bool uses = buffer >= 0;
+    const bool reduce = kind == CollectiveKind::reduce;
+    const std::string cname = name + (reduce ? ".reduce" : ".all_reduce");
+    if (p_.comm_dtype == p_.dtype) {
+      const OpId c = collective(cname, kind, world_, e_ * n, 0, p_.dtype, ph, rs_, deps, layer);
+      sch_.ops[c].collective.root = root;
+      if (uses) {
+        use(c, buffer, offset, e_ * n, Role::input, Access::read);
+        use(c, buffer, offset, e_ * n, Role::output, Access::write);
+      }
+      return c;
+    }
+    const Bytes cb = dtype_bits(p_.comm_dtype) / 8;
+    const OpId buf = alloc("comm_cast." + name + tag(), Tier::gpu, MemCategory::buffers, "comm_cast", cb * n, ph, rs_,
+                           deps, layer);
+    const OpId in = copy(name + ".cast", CopyKind::d2d, cb * n, true, ph, rs_, {buf}, layer);
+    set_cast(in, p_.dtype, p_.comm_dtype);
+    const OpId c = collective(cname, kind, world_, cb * n, 0, p_.comm_dtype, ph, rs_, {in}, layer);
+    sch_.ops[c].collective.root = root;
+    const OpId back = copy(name + ".cast_back", CopyKind::d2d, e_ * n, true, ph, rs_, {c}, layer);
+    set_cast(back, p_.comm_dtype, p_.dtype);
+    sch_.ops[back].copy.rank = reduce ? root : -1;
+    if (uses) {
+      use(in, buffer, offset, e_ * n, Role::input, Access::read);
+      use(in, buf, 0, cb * n, Role::output, Access::write);
+      use(c, buf, 0, cb * n, Role::input, Access::read);
+      use(c, buf, 0, cb * n, Role::output, Access::write);
+      use(back, buf, 0, cb * n, Role::input, Access::read);
+      use(back, buffer, offset, e_ * n, Role::output, Access::write);
+    }
+    return release(buf, ph, rs_, {back});
+  }
+  void set_cast(OpId op, DType from, DType to) {
+    sch_.ops[op].copy.cast = true;
+    sch_.ops[op].copy.cast_from = from;
+    sch_.ops[op].copy.cast_to = to;
+  }
+
+  // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the all_reduce or
+  // reduce (with its casts to and from communication_data_type), and the copy of each slice back out of the flat
+  // buffer (on its owner only). `home`: where the call's gradient pieces lie (buffer -1: no uses written).
   OpId emit_zero12_calls(const std::vector<ReductionCall>& calls, const std::string& name, OpId bwd, int layer,
-                         OpId bucket = -1, Bytes base = 0) {
+                         const GradHome& home) {
     const Phase ph = Phase::backward;
     OpId last = bwd;
-    const bool uses = bucket >= 0 && sequential_calls_;
-    Bytes at = base;  // this call's first byte in the bucket
+    const bool uses = home.buffer >= 0;
     for (size_t k = 0; k < calls.size(); ++k) {
       const ReductionCall& c = calls[k];
-      const Bytes bytes = e_ * c.elements;
       const std::string cname = calls.size() > 1 ? name + ".call" + std::to_string(k) : name;
       std::vector<OpId> deps{bwd};
-      std::optional<OpId> flat;
+      std::optional<OpId> flat, staged;
+      OpId target = -1;  // the buffer the collective runs in, in place
+      Bytes at = 0;
       if (c.flatten) {
         flat = alloc("flat." + cname + tag(), Tier::gpu, MemCategory::buffers, "reduce_flat", e_ * c.elements, ph,
                      rs_, deps, layer);
         deps = {copy(cname + ".flatten", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*flat}, layer)};
-        if (uses) {
-          use(deps[0], bucket, at, bytes, Role::input, Access::read);
-          use(deps[0], *flat, 0, bytes, Role::output, Access::write);
+        if (uses) use_pieces(deps[0], c.pieces, home, *flat, 0, true);
+        target = *flat;
+      } else if (uses) {
+        const Elements first = contiguous_range(c.pieces, home);
+        if (first >= 0) {
+          target = home.buffer;
+          at = e_ * first;
+        } else {
+          // Stage 1 with round_robin_gradients: the call's gradients are not one range of the flat buffer. DeepSpeed
+          // reduces them in its ipg bucket buffer, into which the hook copied each gradient
+          // (reduce_independent_p_g_buckets_and_remove_grads: `new_grad_tensor.copy_(grad_reduc)`); so does the
+          // schedule (a `bucket` buffer and a `.to_bucket` copy), and it copies the result back into `grads` on the
+          // ranks that receive it, where the step reads it (DeepSpeed: copy_grads_in_partition).
+          staged = alloc("ipg." + cname + tag(), Tier::gpu, MemCategory::buffers, "bucket", e_ * c.elements, ph, rs_,
+                         deps, layer);
+          deps = {copy(cname + ".to_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*staged}, layer)};
+          use_pieces(deps[0], c.pieces, home, *staged, 0, true);
+          target = *staged;
         }
       }
-      const bool reduce = c.kind == CollectiveKind::reduce;
-      last = collective(cname + (reduce ? ".reduce" : ".all_reduce"), c.kind, world_, e_ * c.elements, 0, p_.dtype,
-                        ph, rs_, deps, layer);
-      sch_.ops[last].collective.root = c.root;
-      if (uses) {  // in place, in the flat copy or in the bucket itself
-        use(last, flat ? *flat : bucket, flat ? 0 : at, bytes, Role::input, Access::read);
-        use(last, flat ? *flat : bucket, flat ? 0 : at, bytes, Role::output, Access::write);
+      last = reduce_in_place(cname, c.kind, c.root, target, at, c.elements, deps, layer);
+      if (staged) {
+        last = copy(cname + ".from_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {last}, layer);
+        sch_.ops[last].copy.rank = c.kind == CollectiveKind::reduce ? c.root : -1;
+        use_pieces(last, c.pieces, home, *staged, 0, false);
+        last = release(*staged, ph, rs_, {last});
       }
       const OpId coll = last;
-      Bytes slice = 0;
+      Elements pos = 0;
       for (size_t j = 0; j < c.copy_out.size(); ++j) {
         last = copy(cname + ".copy_out" + std::to_string(j), CopyKind::d2d, e_ * c.copy_out[j].elements, true, ph,
                     rs_, {coll}, layer);
         sch_.ops[last].copy.rank = c.copy_out[j].owner;
-        if (uses) {  // the owner's slice goes back to its place in the bucket
-          use(last, *flat, slice, e_ * c.copy_out[j].elements, Role::input, Access::read);
-          use(last, bucket, at + slice, e_ * c.copy_out[j].elements, Role::output, Access::write);
-        }
-        slice += e_ * c.copy_out[j].elements;
+        if (uses) use_pieces(last, c.copy_out[j].pieces, home, *flat, pos, false);  // back to its place
+        pos += c.copy_out[j].elements;
       }
       if (flat) last = release(*flat, ph, rs_, {last});
-      at += bytes;
     }
     return last;
   }
@@ -736,7 +838,7 @@ class Builder {
         const OpId c = copy(name + ".copy_grads_in_partition" + std::to_string(k++), CopyKind::d2d, e_ * (b - a), true,
                             Phase::backward, rs_, {done}, layer);
         sch_.ops[c].copy.rank = owner;
-        if (sequential_calls_) {
+        if (open_.count(i)) {
           use(c, open_.at(i), e_ * (at + a - begin), e_ * (b - a), Role::input, Access::read);
           use(c, grad_partition_, e_ * (a - owner * P), e_ * (b - a), Role::output, Access::read_write);
         }
@@ -784,19 +886,18 @@ class Builder {
     const Phase ph = Phase::backward;
     OpId done;
     if (p_.stage == 1 || p_.stage == 2) {
-      // Stage 2 reduces in the bucket's buffer (its tensors in bucket order); stage 1 with overlap_comm reduces
-      // in the whole gradient buffer, where the bucket's backward order is not contiguous: no uses there yet.
-      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer, p_.stage == 2 ? open_.at(i) : -1, 0);
-      if (p_.stage == 2 && !optimizer_offloaded() && contiguous_)
-        done = copy_grads_in_partition(i, name, done, layer);
+      // Stage 2 reduces in the bucket's buffer (its tensors in bucket order); stage 1 with overlap_comm in the whole
+      // gradient buffer, each gradient at its flat offset.
+      done = emit_zero12_calls(bucket_calls_[i], name, bwd, layer, p_.stage == 2 ? bucket_home(i) : flat_home());
+      // Stage 2 keeps the reduced gradients of its partition: copy_grads_in_partition with contiguous_gradients;
+      // without, the in-partition param.grad tensors stay and the step flattens them (reduce_ipg_grads,
+      // independent_gradient_partition_epilogue -> get_flat_partition): the same bytes, into grads.partition here.
+      if (p_.stage == 2 && !optimizer_offloaded()) done = copy_grads_in_partition(i, name, done, layer);
     } else if (p_.stage == 0) {
-      done = collective(name + ".all_reduce", CollectiveKind::all_reduce, world_, e_ * b.elements, 0, p_.dtype, ph,
-                        rs_, {bwd}, layer);
       // In place in the whole gradient buffer: a bucket is a run of consecutive tensors in model order.
       Elements first = p_.params;
       for (const auto& [mu, k] : b.members) first = std::min(first, flat_offset(mu, k));
-      use(done, grads_, e_ * first, e_ * b.elements, Role::input, Access::read);
-      use(done, grads_, e_ * first, e_ * b.elements, Role::output, Access::write);
+      done = reduce_in_place(name, CollectiveKind::all_reduce, -1, grads_, e_ * first, b.elements, {bwd}, layer);
     } else if (p_.qgz) {
       done = qgz_reduce(b, name, bwd, layer);
     } else {
@@ -824,10 +925,17 @@ class Builder {
   // reduce-scattered in place (rank r keeps slot r), and each tensor's reduced chunk is added into its place in
   // grads.partition (copy_ at micro-step 0, add_ after: the partition starts each step at zero here). A bucket of
   // one tensor that divides evenly is reduce-scattered in the bucket buffer itself, without the cat.
+  //
+  // With a communication_data_type other than the training dtype, __avg_scatter_grads first casts each gradient
+  // (`g.to(communication_data_type)`, new tensors: one cast copy of the bucket here), interleaves and
+  // reduce-scatters in that dtype, then casts this rank's reduced chunks back (`g.to(self.dtype)`, new tensors)
+  // before partition_grads adds them.
   OpId zero3_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
     const GradBucket& b = p_.buckets[i];
     const Phase ph = Phase::backward;
     const int n = p_.dp;
+    const bool cast = p_.comm_dtype != p_.dtype;
+    const Bytes ce = dtype_bits(p_.comm_dtype) / 8;  // bytes of a reduced element
     std::vector<Elements> at, slot;  // per member: offset in the bucket buffer, offset in a rank's slot
     Elements bucket_off = 0, part = 0;
     for (const TensorShape& t : b.tensors) {
@@ -840,43 +948,73 @@ class Builder {
     const bool uses = open_.count(i) > 0;  // the bucket buffer the backward wrote
     std::vector<OpId> deps{bwd};
     OpId flat = uses ? open_.at(i) : -1;
-    std::optional<OpId> cat;
+    std::vector<OpId> temps;  // freed after the partition copy
+    if (cast) {
+      const OpId buf = alloc("comm_cast." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "comm_cast",
+                             ce * b.elements, ph, rs_, deps, layer);
+      const OpId c = copy(name + ".cast", CopyKind::d2d, ce * b.elements, true, ph, rs_, {buf}, layer);
+      set_cast(c, p_.dtype, p_.comm_dtype);
+      if (uses) {
+        use(c, flat, 0, e_ * b.elements, Role::input, Access::read);
+        use(c, buf, 0, ce * b.elements, Role::output, Access::write);
+      }
+      deps = {c};
+      flat = uses ? buf : -1;
+      temps.push_back(buf);
+    }
     if (!in_place) {
-      cat = alloc("interleave." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "interleave",
-                  e_ * part * n, ph, rs_, deps, layer);
-      const OpId c = copy(name + ".interleave", CopyKind::d2d, e_ * b.elements, true, ph, rs_, {*cat}, layer);
+      const OpId cat = alloc("interleave." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "interleave",
+                             ce * part * n, ph, rs_, deps, layer);
+      const OpId c = copy(name + ".interleave", CopyKind::d2d, ce * b.elements, true, ph, rs_, {cat}, layer);
       for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
         // Tensor j's full chunks (strided in the output by a rank's slot), then its short last chunk.
         const auto [u, k] = b.members[j];
         const Elements numel = b.tensors[j].numel(), chunk = ceil_div(numel, n), full = numel / chunk,
                        rest = numel % chunk;
-        use(c, flat, e_ * at[j], e_ * chunk, Role::input, Access::read, u, k);
+        use(c, flat, ce * at[j], ce * chunk, Role::input, Access::read, u, k);
         sch_.ops[c].uses.back().blocks = static_cast<int>(full);
-        sch_.ops[c].uses.back().block_stride = e_ * chunk;
-        use(c, *cat, e_ * slot[j], e_ * chunk, Role::output, Access::write, u, k);
+        sch_.ops[c].uses.back().block_stride = ce * chunk;
+        use(c, cat, ce * slot[j], ce * chunk, Role::output, Access::write, u, k);
         sch_.ops[c].uses.back().blocks = static_cast<int>(full);
-        sch_.ops[c].uses.back().block_stride = e_ * part;
+        sch_.ops[c].uses.back().block_stride = ce * part;
         if (rest > 0) {
-          use(c, flat, e_ * (at[j] + full * chunk), e_ * rest, Role::input, Access::read, u, k);
-          use(c, *cat, e_ * (slot[j] + full * part), e_ * rest, Role::output, Access::write, u, k);
+          use(c, flat, ce * (at[j] + full * chunk), ce * rest, Role::input, Access::read, u, k);
+          use(c, cat, ce * (slot[j] + full * part), ce * rest, Role::output, Access::write, u, k);
         }
       }
       deps = {c};
-      flat = *cat;
+      flat = uses ? cat : -1;
+      temps.push_back(cat);
     }
-    OpId done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_, e_ * part * n, 0, p_.dtype,
-                           ph, rs_, deps, layer);
+    OpId done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_, ce * part * n, 0,
+                           p_.comm_dtype, ph, rs_, deps, layer);
     if (uses) {
-      use(done, flat, 0, e_ * part * n, Role::input, Access::read);
-      use(done, flat, 0, e_ * part, Role::output, Access::write);
-      sch_.ops[done].uses.back().rank_stride = e_ * part;
+      use(done, flat, 0, ce * part * n, Role::input, Access::read);
+      use(done, flat, 0, ce * part, Role::output, Access::write);
+      sch_.ops[done].uses.back().rank_stride = ce * part;
+    }
+    Bytes src_stride = e_ * part;  // where this rank's reduced chunks are: slot r of `flat`, or the cast-back buffer
+    if (cast && !optimizer_offloaded()) {
+      const OpId back = alloc("comm_cast_back." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers,
+                              "comm_cast", e_ * part, ph, rs_, {done}, layer);
+      const OpId c = copy(name + ".cast_back", CopyKind::d2d, e_ * part, true, ph, rs_, {done, back}, layer);
+      set_cast(c, p_.comm_dtype, p_.dtype);
+      if (uses) {
+        use(c, flat, 0, ce * part, Role::input, Access::read);
+        sch_.ops[c].uses.back().rank_stride = ce * part;
+        use(c, back, 0, e_ * part, Role::output, Access::write);
+      }
+      done = c;
+      flat = uses ? back : -1;
+      src_stride = 0;
+      temps.push_back(back);
     }
     if (optimizer_offloaded()) {
       // The reduced slot goes down to the fp32 gradients in host memory (before its buffer is freed).
       done = copy(name + ".d2h", CopyKind::d2h, e_ * part, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
                   {done}, layer);
-      std::vector<GradChunk> chunks;
-      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+      std::vector<GradChunk> chunks;  // none with a communication dtype cast (not written yet: zrun stops here)
+      for (size_t j = 0; uses && !cast && j < b.tensors.size(); ++j) {
         const auto [u, k] = b.members[j];
         chunks.push_back({u, k, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), kFp32 * layout_.partition[u][k]});
       }
@@ -886,11 +1024,11 @@ class Builder {
       for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
         const auto [u, k] = b.members[j];
         use(done, flat, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), Role::input, Access::read, u, k);
-        sch_.ops[done].uses.back().rank_stride = e_ * part;
+        sch_.ops[done].uses.back().rank_stride = src_stride;
         use_grad_partition(done, u, k);
       }
     }
-    if (cat) done = release(*cat, ph, rs_, {done});
+    for (OpId t : temps) done = release(t, ph, rs_, {done});
     return done;
   }
   void use_grad_partition(OpId op, int u, int k) {
@@ -935,7 +1073,8 @@ class Builder {
     }
     if (plain > 0)
       ends.push_back(collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
-                                e_ * ceil_div(plain, p_.dp) * p_.dp, 0, p_.dtype, ph, rs_, {bwd}, layer));
+                                dtype_bits(p_.comm_dtype) / 8 * ceil_div(plain, p_.dp) * p_.dp, 0, p_.comm_dtype, ph,
+                                rs_, {bwd}, layer));
     return ends.back();
   }
 
@@ -1262,10 +1401,8 @@ class Builder {
   OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
-  std::vector<Elements> boundary_first_;             // stage 1 without overlap: each bucket's first flat element
-  bool sequential_calls_ = false;                    // ZeRO-1/2: a bucket's calls take its elements in order
+  bool sequential_calls_ = false;  // ZeRO-1/2 default path: a bucket's calls take its elements in order (offload d2h uses)
   std::vector<int> first_ordinal_;                   // per unit: its first tensor's ordinal in model order
-  bool contiguous_ = true;                           // ZeRO-1/2: contiguous_gradients (as DeepSpeed forces it)
   OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;

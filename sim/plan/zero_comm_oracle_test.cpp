@@ -62,6 +62,35 @@ TEST(ZeroCommOracle, DefaultBucketAllReduceSendsThreeTimesParamsAtStages1And2) {
     }
 }
 
+// communication_data_type fp32 with a bf16 model: DeepSpeed reduces `tensor.to(torch.float32)` (stage_1_and_2.py
+// allreduce_bucket and gradient_reduction_w_predivide, stage3.py __avg_scatter_grads, engine.py allreduce_bucket
+// for stage 0), so every gradient reduction sends twice the bytes; the parameter all-gathers (forward, and the
+// stage 1-2 step) stay 16-bit. Per GPU per step: backward gradient bytes 2x, everything else unchanged.
+TEST(ZeroCommOracle, Fp32CommunicationDoublesTheGradientReductionBytesOfA16BitModel) {
+  for (int stage = 0; stage <= 3; ++stage)
+    for (bool multi : {true, false}) {
+      Scenario s = test::scenario(test::llama2_7b(), stage, 2, 8);
+      s.zero.use_multi_rank_bucket_allreduce = multi;
+      s.zero.stage3_max_reuse_distance = 0;
+      const CommWalk bf16 = comm_of(s);
+      s.training.communication_data_type = Precision::fp32;
+      const CommWalk fp32 = comm_of(s);
+      Bytes grads16 = 0, grads32 = 0, other16 = 0, other32 = 0;
+      for (const auto& c : bf16.collectives)
+        (c.phase == Phase::backward && c.op != CollectiveKind::all_gather ? grads16 : other16) += c.bytes_per_gpu;
+      for (const auto& c : fp32.collectives)
+        (c.phase == Phase::backward && c.op != CollectiveKind::all_gather ? grads32 : other32) += c.bytes_per_gpu;
+      for (const Op& op : make_schedule(s, make_plan(s), 1).ops)
+        if (op.kind == OpKind::collective && op.phase == Phase::backward && op.collective.what != CollectiveKind::all_gather)
+          EXPECT_EQ(op.collective.dtype, DType::fp32) << op.name;
+      ASSERT_GT(grads16, 0);
+      // One byte of rounding per collective (bytes x (N-1)/N).
+      EXPECT_NEAR(static_cast<double>(grads32), 2.0 * static_cast<double>(grads16), 2.0 * collectives(fp32))
+          << "stage " << stage << " multi " << multi;
+      EXPECT_EQ(other32, other16) << "stage " << stage << " multi " << multi;
+    }
+}
+
 // Gradient accumulation: stages 0-1 reduce once per step, stage 2 and 3 every micro-step.
 TEST(ZeroCommOracle, GradientAccumulationMultipliesOnlyPartitionedGradientReductions) {
   const ModelSpec m = test::llama2_7b();

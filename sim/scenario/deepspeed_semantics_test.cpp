@@ -89,13 +89,23 @@ TEST(DeepSpeedSemantics, MicsIsRefusedNamingTheKeyAndMics) {
   EXPECT_NE(std::string(e->what()).find("docs/scenario.md"), std::string::npos) << e->what();
 }
 
+// communication_data_type (runtime/config.py get_communication_data_type): null keeps the training dtype;
+// fp32 / fp16 / bf16 in any case set the reductions' dtype; anything else is an error naming the key.
+TEST(DeepSpeedSemantics, CommunicationDataTypeIsReadAsDeepSpeedReadsIt) {
+  EXPECT_FALSE(parse(kBase).training.communication_data_type);
+  EXPECT_FALSE(parse(kBase + "  communication_data_type: null\n").training.communication_data_type);
+  EXPECT_EQ(parse(kBase + "  communication_data_type: FP32\n").training.communication_data_type, Precision::fp32);
+  EXPECT_EQ(parse(kBase + "  communication_data_type: fp16\n").training.communication_data_type, Precision::fp16);
+  EXPECT_TRUE(error_of(kBase + "  communication_data_type: int8\n"));
+}
+
 // A refused key at its default (or null, or a block with enabled: false) changes nothing: a warning only.
 TEST(DeepSpeedSemantics, RefusedKeysAtTheirDefaultAreAcceptedWithAWarning) {
-  Scenario s = parse(kBase + "    mics_shard_size: -1\n    cpu_offload: false\n  communication_data_type: null\n"
+  Scenario s = parse(kBase + "    mics_shard_size: -1\n    cpu_offload: false\n  torch_autocast: null\n"
                              "  amp: {enabled: false}\n");
   EXPECT_EQ(s.warnings.size(), 4u);
   EXPECT_TRUE(error_of(kBase + "    cpu_offload: true\n"));
-  EXPECT_TRUE(error_of(kBase + "  communication_data_type: fp32\n"));
+  EXPECT_TRUE(error_of(kBase + "  torch_autocast: {enabled: true}\n"));
   EXPECT_TRUE(error_of(kBase + "  data_types: {grad_accum_dtype: fp32}\n"));
 }
 

@@ -209,9 +209,7 @@ const Entry kEntries[] = {
     {"deepspeed.csv_monitor", A, N},
     {"deepspeed.comet", A, N},
     {"deepspeed.comms_logger", A, N},
-    {"deepspeed.communication_data_type", A, R, nullptr, "",
-     "sets the dtype of the gradient reductions (engine.communication_data_type), which changes their bytes; "
-     "zsim reduces in the training dtype, DeepSpeed's default"},
+    {"deepspeed.communication_data_type", S, Y},
     {"deepspeed.seq_parallel_communication_data_type", A, N},
     {"deepspeed.memory_breakdown", A, N},
     {"deepspeed.dump_state", A, N},

@@ -59,6 +59,9 @@ struct TrainingSpec {
   std::int64_t grad_accum = 1;
   std::int64_t seq_len = 2048;
   Precision precision = Precision::bf16;
+  // DeepSpeed's top-level communication_data_type: the dtype of the gradient reductions (unset: the training
+  // dtype, engine.py DeepSpeedEngine.communication_data_type).
+  std::optional<Precision> communication_data_type;
   Checkpointing activation_checkpointing = Checkpointing::full;
 };
 

@@ -37,6 +37,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                 {"hidden_dropout", m.hidden_dropout}};
   j["training"] = {{"micro_batch", t.micro_batch}, {"grad_accum", t.grad_accum}, {"seq_len", t.seq_len},
                    {"precision", to_string(t.precision)},
+                   {"communication_data_type",
+                    t.communication_data_type ? J(to_string(*t.communication_data_type)) : J(nullptr)},
                    {"activation_checkpointing", to_string(t.activation_checkpointing)}};
   j["cluster"] = {
       {"profile", c.profile},

@@ -245,6 +245,17 @@ TrainingSpec resolve_training(const FlatConfig& f, std::int64_t world_size) {
     throw InputError(f.where(at), "disagrees with training.precision");
   }
   t.precision = ours ? *ours : theirs ? *theirs : Precision::bf16;
+  // runtime/config.py get_communication_data_type: null, or fp32 / fp16 / bf16 (lower-cased).
+  if (auto v = f.get_string("deepspeed.communication_data_type")) {
+    std::string d = *v;
+    for (char& c : d) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (d == "fp32") t.communication_data_type = Precision::fp32;
+    else if (d == "fp16") t.communication_data_type = Precision::fp16;
+    else if (d == "bf16") t.communication_data_type = Precision::bf16;
+    else
+      throw InputError(f.where("deepspeed.communication_data_type"),
+                       "expected fp32, fp16 or bf16 (DeepSpeed's get_communication_data_type), got '" + *v + "'");
+  }
 
   if (auto v = f.get_string("training.activation_checkpointing")) {
     if (*v == "none") t.activation_checkpointing = Checkpointing::none;

@@ -314,11 +314,17 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
     }
     case OpKind::copy:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "copy", "bytes",
-                   "pinned", "rank"});
+                   "pinned", "rank", "cast_from", "cast_to"});
       op.copy.what = n.key("copy").enumerated(kCopyKinds);
       op.copy.bytes = n.key("bytes").integer(0);
       op.copy.pinned = n.has("pinned") ? n.key("pinned").boolean() : true;
       op.copy.rank = opt_integer(n, "rank", -1, -1);
+      if (n.has("cast_from") || n.has("cast_to")) {
+        op.copy.cast = true;
+        op.copy.cast_from = n.key("cast_from").enumerated(kDTypes);
+        op.copy.cast_to = n.key("cast_to").enumerated(kDTypes);
+        if (op.copy.what != CopyKind::d2d) n.key("cast_from").fail("only a d2d copy converts element types");
+      }
       break;
     case OpKind::alloc:
     case OpKind::free:
@@ -382,6 +388,10 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["bytes"] = op.copy.bytes;
       j["pinned"] = op.copy.pinned;
       if (op.copy.rank >= 0) j["rank"] = op.copy.rank;
+      if (op.copy.cast) {
+        j["cast_from"] = to_string(op.copy.cast_from);
+        j["cast_to"] = to_string(op.copy.cast_to);
+      }
       break;
     case OpKind::alloc:
     case OpKind::free:

@@ -79,8 +79,8 @@ Schedule every_kind() {
   Op red = base(OpKind::collective, comm);  // a reduce to rank 3 of the world
   red.collective = {CollectiveKind::reduce, world, 1'000'000 + n, 0, DType::bf16, 3};
   s.add(red);
-  Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs
-  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5};
+  Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs, converting bf16 to fp32
+  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5, true, DType::bf16, DType::fp32};
   s.add(d2d);
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
@@ -284,6 +284,20 @@ TEST(ScheduleJson, RejectsACopyRankOutsideTheWorld) {
   ASSERT_EQ(j["ops"][copy]["rank"], 5);
   j["ops"][copy]["rank"] = 16;
   EXPECT_NE(error_of(j).find("copy rank 16 is not a rank of the world"), std::string::npos);
+}
+
+TEST(ScheduleJson, RejectsACastOnAnythingButADeviceCopyAndAHalfGivenCast) {
+  json j = every_kind_json();
+  size_t copy = 0;
+  while (copy < j["ops"].size() && !j["ops"][copy].contains("cast_from")) ++copy;
+  ASSERT_LT(copy, j["ops"].size());
+  EXPECT_EQ(j["ops"][copy]["cast_to"], "fp32");
+  json bad = j;
+  bad["ops"][copy]["copy"] = "h2d";
+  EXPECT_NE(error_of(bad).find("only a d2d copy converts element types"), std::string::npos);
+  bad = j;
+  bad["ops"][copy].erase("cast_to");
+  EXPECT_NE(error_of(bad).find("cast_to': missing"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
