@@ -418,24 +418,21 @@ TEST(ScheduleBuilder, FlashAttentionFlopsAreThoseOfACausalKernelThatRecomputesIn
   EXPECT_DOUBLE_EQ(sum[ComputeKind::backward], 2 * gemm + 2.5 * core_fwd);
 }
 
-// Best of three builds, so that a busy shared machine does not decide the figure.
-TEST(ScheduleBuilder, Gpt3On1024GpusBuildsWellUnder100ms) {
+// The largest bundled shape with every ZeRO++ option builds a schedule that passes check_schedule. Its build time
+// is a benchmark target (bench/run.sh part (a), docs/performance.md), not asserted here: a timed unit test fails on
+// a loaded machine.
+TEST(ScheduleBuilder, Gpt3On1024GpusWithZeroPlusPlusBuildsAValidSchedule) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 128, 8);
   s.zero.stage3_param_persistence_threshold = 100'000;
   s.zero.zero_quantized_weights = s.zero.zero_quantized_gradients = true;
   s.zero.zero_hpz_partition_size = 8;
-  double best = 1e9;
-  size_t ops = 0;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Plan p = make_plan(s);
-    const Schedule sch = make_schedule(s, p);
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    ops = sch.ops.size();
-    if (i == 0) EXPECT_NO_THROW(check_schedule(sch));
-  }
-  EXPECT_LT(best, 50.0) << ops << " ops";
-  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms (best of 3), %zu ops\n", best, ops);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NO_THROW(check_schedule(sch));
+  EXPECT_GT(sch.ops.size(), 96u * 2u) << "at least a forward and a backward op per layer";
+  std::printf("gpt3-175b on 1024 GPUs (ZeRO++): plan + schedule %.2f ms, %zu ops\n", ms, sch.ops.size());
 }
 
 // The builder's output survives the versioned JSON format unchanged (every op kind, ZeRO++, offload).
