@@ -43,7 +43,6 @@ RepeatOptions repeat_options(const PipelineOptions& options) {
   RepeatOptions o;
   o.steps = options.steps;
   o.share = options.share;
-  o.throughput_only = options.throughput_only;
   return o;
 }
 
@@ -102,9 +101,7 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
   // is neither walked for communication nor simulated (its step figures stay 0); one that fits gets the
   // same figures as run_pipeline (bench/fast_paths_test.cpp).
   if (prices_repeats_once(scenario, options)) {
-    RepeatOptions o = repeat_options(options);
-    o.throughput_only = true;
-    if (auto fast = report_by_repeated_micro_steps(scenario, o)) {
+    if (auto fast = report_by_repeated_micro_steps(scenario, repeat_options(options))) {
       SweepPoint p = sweep_point_from(fast->report.memory);
       if (!p.fits) return p;
       p.cross_node_bytes_per_gpu = fast->report.comm.cross_node_per_gpu.total();

@@ -1,6 +1,7 @@
 #include "sim/cli/repeated_micro_steps.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -26,7 +27,82 @@ struct Probe {
   Report report;
   TimingReport time;
   std::int64_t tokens_per_step = 0;
+  bool apart = false;     // no memory wait, and each step ended before the next one's steady micro-steps
+  bool periodic = false;  // apart, its last three steady micro-steps run as shifts of one another
+                          // (steady_timing), and they begin with the same live bytes (steady_memory)
 };
+
+// Whether, in every step, steady micro-step m + 1 runs exactly as micro-step m shifted in time, for m = last - 2
+// and last - 1 (`last` the last steady micro-step built): every op's start and end moved by the same amount,
+// within a relative 1e-12 of the program's length. Ops of one micro-step wait for ops of the same and the
+// previous one (and for long-finished init ops), and without memory waits an op's times depend only on earlier
+// ops, so two such shifts in a row mean every further steady micro-step is that shift again.
+bool steady_timing(const Schedule& s, const TimingResult& t, int last) {
+  if (last < 3) return false;
+  const Seconds tolerance = 1e-12 * std::max(t.makespan_s, 1e-9);
+  for (const StepSpan& step : t.steps) {
+    std::vector<std::vector<OpId>> micro(3);
+    for (OpId id = step.first; id <= step.last; ++id) {
+      const int m = s.ops[id].micro_step - (last - 2);
+      if (m >= 0 && m < 3 && s.ops[id].phase != Phase::step) micro[m].push_back(id);
+    }
+    for (int m = 0; m < 2; ++m) {
+      const std::vector<OpId>&a = micro[m], &b = micro[m + 1];
+      if (a.empty() || a.size() != b.size()) return false;
+      const Seconds shift = t.ops[b[0]].start_s - t.ops[a[0]].start_s;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (std::abs(t.ops[b[i]].start_s - t.ops[a[i]].start_s - shift) > tolerance ||
+            std::abs(t.ops[b[i]].end_s - t.ops[a[i]].end_s - shift) > tolerance)
+          return false;
+    }
+  }
+  return true;
+}
+
+// Whether, in program order, every tier holds the same live bytes when each steady micro-step begins and when
+// the last one begins (no net change per steady micro-step): then each steady micro-step replays the same live
+// bytes, so the walk's peaks are the same whatever their number (the peak op's id only moves with the ops after
+// them), and so are the timed ones once the timing is periodic.
+bool steady_memory(const Schedule& s) {
+  Bytes live[3] = {0, 0, 0};
+  std::vector<std::array<Bytes, 3>> at_start;  // live bytes at each micro-step's first op, per step
+  int micro = -1, step = -1;
+  const std::vector<int> step_of = find_steps(s, nullptr);
+  auto check_step = [&] {
+    // Micro-steps 1 .. last: at_start[1 ..] (micro-step 0 builds what the steady ones keep, e.g. hpZ copies).
+    for (size_t m = 2; m < at_start.size(); ++m)
+      if (at_start[m] != at_start[1]) return false;
+    return true;
+  };
+  for (const Op& op : s.ops) {
+    if (step_of[op.id] != step) {
+      if (!check_step()) return false;
+      at_start.clear();
+      step = step_of[op.id];
+      micro = -1;
+    }
+    if (step >= 0 && op.phase != Phase::step && op.micro_step != micro) {
+      micro = op.micro_step;
+      at_start.push_back({live[0], live[1], live[2]});
+    }
+    if (op.kind == OpKind::alloc) live[static_cast<int>(op.mem.tier)] += op.mem.bytes;
+    if (op.kind == OpKind::free) live[static_cast<int>(op.mem.tier)] -= op.mem.bytes;
+  }
+  return check_step();
+}
+
+// Whether every step has ended before the next step's first steady micro-step (micro-step 1) starts: a
+// previous step's tail (a CPU optimizer, its copies) that still runs into the steady micro-steps would split
+// their time differently with their number, though they shift alike.
+bool steps_apart(const Schedule& s, const TimingResult& t) {
+  for (size_t k = 1; k < t.steps.size(); ++k)
+    for (OpId id = t.steps[k].first; id <= t.steps[k].last; ++id)
+      if (s.ops[id].micro_step == 1 && s.ops[id].phase != Phase::step) {
+        if (t.ops[id].start_s < t.steps[k - 1].end_s) return false;
+        break;
+      }
+  return true;
+}
 
 Probe probe(const Scenario& scenario, const Plan& plan, const RepeatOptions& o, int built) {
   const Schedule s = make_schedule_with_micro_steps(scenario, plan, o.steps, built);
@@ -38,26 +114,32 @@ Probe probe(const Scenario& scenario, const Plan& plan, const RepeatOptions& o, 
   sim.share = o.share;
   sim.schedule_checked = true;
   const TimingResult t = simulate(scenario.cluster, s, sim);
-  // Every contributor is kept: one outside the top few of a short program may enter it in the long one.
-  p.time = o.throughput_only ? summarize_throughput(s, t) : summarize(s, t, std::numeric_limits<int>::max());
+  // Every contributor is kept: one outside the top few of a short program may enter it in the long one. The
+  // full summary even for throughput-only callers: its timed peak tells whether the long program would wait.
+  p.time = summarize(s, t, std::numeric_limits<int>::max());
   p.time.critical_ops.clear();
+  p.apart = t.memory_waits == 0 && steps_apart(s, t);
+  p.periodic = p.apart && steady_timing(s, t, built - 2) && steady_memory(s);
   return p;
 }
 
 // The straight line through figures of three consecutive micro-step counts, extended to `target` micro-steps;
 // ok() turns false as soon as one figure is off its line.
+// With `check_third` false the line is the one through b and c (a is b's probe again): the periodic state
+// already proves the figures affine from b on, and a third probe would cost as much as the two.
 class Line {
  public:
-  Line(int last_built, int target) : ahead_(target - last_built), span_(target - last_built + 2) {}
+  Line(int last_built, int target, bool check_third)
+      : ahead_(target - last_built), span_(target - last_built + 2), check_third_(check_third) {}
   bool ok() const { return ok_; }
 
   std::int64_t integer(std::int64_t a, std::int64_t b, std::int64_t c) {
-    if (c - b != b - a) ok_ = false;
+    if (check_third_ && c - b != b - a) ok_ = false;
     return c + ahead_ * (c - b);
   }
   double real(double a, double b, double c, double scale) {
     const double residual = (c - b) - (b - a);
-    if (!(std::abs(residual) * span_ <= kTolerance * std::abs(scale))) ok_ = false;
+    if (check_third_ && !(std::abs(residual) * span_ <= kTolerance * std::abs(scale))) ok_ = false;
     return c + ahead_ * (c - b);
   }
   double real(double a, double b, double c) { return real(a, b, c, std::max({std::abs(a), std::abs(b), std::abs(c)})); }
@@ -72,6 +154,7 @@ class Line {
 
  private:
   int ahead_, span_;
+  bool check_third_;
   bool ok_ = true;
 };
 
@@ -237,8 +320,9 @@ TimingReport fit(Line& l, const Probe& pa, const Probe& pb, const Probe& pc, int
 
 // The figures of `target` micro-steps per step from probes at three consecutive counts, or nullopt.
 std::optional<RepeatedResult> extend(const Probe& a, const Probe& b, const Probe& c, int last_built, int target,
-                                     int top) {
-  Line l(last_built, target);
+                                     int top, Bytes hbm_bytes, bool check_third) {
+  if (!b.apart || !c.periodic) return std::nullopt;
+  Line l(last_built, target, check_third);
   RepeatedResult out;
   out.built_micro_steps = last_built;
   Report& r = out.report;
@@ -252,6 +336,9 @@ std::optional<RepeatedResult> extend(const Probe& a, const Probe& b, const Probe
   if (!l.ok()) return std::nullopt;
   out.time = fit(l, a, b, c, top);
   if (!l.ok()) return std::nullopt;
+  // No memory wait in the long program either: its timed peak (the line's) must fit when the engine limits
+  // GPU memory (then every alloc found room, as in the probes, and the timing stays periodic).
+  if (hbm_bytes > 0 && out.time.timed_peak_bytes[0] > hbm_bytes) return std::nullopt;
   return out;
 }
 
@@ -259,16 +346,18 @@ std::optional<RepeatedResult> extend(const Probe& a, const Probe& b, const Probe
 
 std::optional<RepeatedResult> report_by_repeated_micro_steps(const Scenario& scenario, const RepeatOptions& options) {
   const int target = scenario.training.grad_accum;
-  constexpr int kFirst = 3;  // micro-step 0, one steady micro-step, the last
-  if (target < kFirst + 3) return std::nullopt;
+  constexpr int kFirst = 4;  // micro-step 0, two steady micro-steps, the last
+  if (target < kFirst + 2) return std::nullopt;
   const Plan plan = make_plan(scenario);
   std::vector<Probe> probes;
-  for (int built = kFirst; built <= std::min(options.max_built, target); ++built) {
+  for (int built = kFirst; built <= std::min(options.max_built, target - 1); ++built) {
     probes.push_back(probe(scenario, plan, options, built));
-    if (probes.size() < 3) continue;
     const size_t k = probes.size();
-    if (built == target) break;  // the last probe is the whole program: the caller runs it instead
-    auto r = extend(probes[k - 3], probes[k - 2], probes[k - 1], built, target, options.top_contributors);
+    if (k < 2) continue;
+    const bool third = options.check_third_point && k >= 3;
+    if (options.check_third_point && !third) continue;
+    auto r = extend(probes[k - (third ? 3 : 2)], probes[k - 2], probes[k - 1], built, target,
+                    options.top_contributors, scenario.cluster.gpu.hbm_bytes, third);
     if (r) {
       r->report.warnings.insert(r->report.warnings.end(), plan.warnings.begin(), plan.warnings.end());
       return r;
