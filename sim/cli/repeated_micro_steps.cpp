@@ -27,6 +27,7 @@ struct Probe {
   Report report;
   TimingReport time;
   std::int64_t tokens_per_step = 0;
+  std::size_t ops = 0;
   bool apart = false;     // no memory wait, and each step ended before the next one's steady micro-steps
   bool periodic = false;  // apart, its last three steady micro-steps run as shifts of one another
                           // (steady_timing), and they begin with the same live bytes (steady_memory)
@@ -109,6 +110,7 @@ Probe probe(const Scenario& scenario, const Plan& plan, const RepeatOptions& o, 
   Probe p;
   p.report = make_report(scenario, s);  // runs check_schedule
   p.tokens_per_step = s.meta.tokens_per_step;
+  p.ops = s.ops.size();
   SimOptions sim;
   sim.precision = scenario.training.precision;
   sim.share = o.share;
@@ -359,6 +361,7 @@ std::optional<RepeatedResult> report_by_repeated_micro_steps(const Scenario& sce
     auto r = extend(probes[k - (third ? 3 : 2)], probes[k - 2], probes[k - 1], built, target,
                     options.top_contributors, scenario.cluster.gpu.hbm_bytes, third);
     if (r) {
+      for (const Probe& p : probes) r->ops_simulated += p.ops;
       r->report.warnings.insert(r->report.warnings.end(), plan.warnings.begin(), plan.warnings.end());
       return r;
     }

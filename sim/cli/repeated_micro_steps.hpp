@@ -36,6 +36,7 @@ struct RepeatedResult {
   Report report;                 // memory and communication walks, warnings (report.time not attached)
   TimingReport time;             // critical_ops left empty (an op list, not a figure)
   int built_micro_steps = 0;     // the largest n that was built and simulated
+  std::size_t ops_simulated = 0; // ops of all the probes built (walked and simulated)
 };
 
 // The report and timing of `scenario` (with its Plan's schedule of `options.steps` steps) computed from
