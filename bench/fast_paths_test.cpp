@@ -1,6 +1,7 @@
 // The speed shortcuts give the same answers as the full paths, bit for bit, on every bundled scenario:
 // summarize_throughput() vs summarize(), simulate() told the schedule is checked vs checking it, and a
-// sweep point (which skips the full timing report) vs the full pipeline's figures.
+// sweep point (which skips the full timing report) vs the full pipeline's figures; a sweep point that prices
+// repeated micro-steps once, within 1e-9 (tests/repeated_micro_steps_test.cpp has every figure).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,16 +73,34 @@ TEST(FastPaths, ASweepPointThatFitsCarriesTheFullPipelinesFigures) {
     SCOPED_TRACE(path);
     const Scenario s = load_scenario(path, std::vector<std::string>{});
     const PipelineResult full = run_pipeline(s);
-    const SweepPoint p = evaluate_sweep_point(s);
+    PipelineOptions unrolled;
+    unrolled.repeat_from_micro_steps = 0;  // bit for bit: the repeated micro-steps' path is the next test's
+    const SweepPoint p = evaluate_sweep_point(s, unrolled);
     EXPECT_EQ(p.fits, full.report.fits);
     EXPECT_EQ(p.gpu_peak_bytes, full.report.memory.gpu.peak);
     EXPECT_EQ(p.cpu_peak_bytes, full.report.memory.cpu.peak);
-    if (!p.fits) continue;  // pruned before timing: see the next test
+    if (!p.fits) continue;  // pruned before timing: see the test after the next
     EXPECT_EQ(p.step_s, full.time.report.step_s);
     EXPECT_EQ(p.tokens_per_s, full.time.report.tokens_per_s);
     EXPECT_EQ(p.tflops_per_gpu, full.time.report.tflops_per_gpu);
     EXPECT_EQ(p.cross_node_bytes_per_gpu, full.report.comm.cross_node_per_gpu.total());
   }
+}
+
+// With grad_accum >= 16 a sweep point prices the repeated micro-steps once (sim/cli/repeated_micro_steps.hpp):
+// the same memory and comm figures, the step time within 1e-9.
+TEST(FastPaths, ASweepPointWithManyMicroStepsCarriesTheFullPipelinesFiguresWithin1e9) {
+  const Scenario s = load_scenario("scenarios/llama3-405b-zero-infinity-nvme-8xh100.yaml", std::vector<std::string>{});
+  ASSERT_GE(s.training.grad_accum, PipelineOptions{}.repeat_from_micro_steps);
+  const PipelineResult full = run_pipeline(s);
+  const SweepPoint p = evaluate_sweep_point(s);
+  EXPECT_EQ(p.fits, full.report.fits);
+  EXPECT_EQ(p.gpu_peak_bytes, full.report.memory.gpu.peak);
+  EXPECT_EQ(p.cpu_peak_bytes, full.report.memory.cpu.peak);
+  EXPECT_EQ(p.cross_node_bytes_per_gpu, full.report.comm.cross_node_per_gpu.total());
+  ASSERT_TRUE(p.fits);
+  EXPECT_NEAR(p.step_s, full.time.report.step_s, 1e-9 * full.time.report.step_s);
+  EXPECT_NEAR(p.tokens_per_s, full.time.report.tokens_per_s, 1e-9 * full.time.report.tokens_per_s);
 }
 
 // Llama 2 70B unsharded (ZeRO-0) needs ~1.1 TB of states per GPU: the memory walk rejects it, and the point is

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/cli/repeated_micro_steps.hpp"
 #include "sim/cli/scenario_summary.hpp"
 #include "sim/engine/timing_report_io.hpp"
 #include "sim/plan/plan.hpp"
@@ -31,17 +32,42 @@ PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& opt
   return r;
 }
 
+namespace {
+
+bool prices_repeats_once(const Scenario& scenario, const PipelineOptions& options) {
+  return options.repeat_from_micro_steps > 0 && scenario.training.grad_accum >= options.repeat_from_micro_steps &&
+         !options.want_trace && !options.want_csv;
+}
+
+RepeatOptions repeat_options(const PipelineOptions& options) {
+  RepeatOptions o;
+  o.steps = options.steps;
+  o.share = options.share;
+  return o;
+}
+
+}  // namespace
+
 ReportOutputs scenario_to_report(const Scenario& scenario, const PipelineOptions& options) {
-  PipelineResult r = run_pipeline(scenario, options);
-  r.report.scenario = scenario_to_json(scenario);
   ReportOutputs out;
+  Report report;
+  if (auto fast = prices_repeats_once(scenario, options)
+                      ? report_by_repeated_micro_steps(scenario, repeat_options(options))
+                      : std::nullopt) {
+    report = std::move(fast->report);
+    report.time = ReportTime{timing_report_json(fast->time), format_timing(fast->time)};
+  } else {
+    PipelineResult r = run_pipeline(scenario, options);
+    report = std::move(r.report);
+    out.trace = std::move(r.time.trace_json);
+    out.csv = std::move(r.time.csv);
+  }
+  report.scenario = scenario_to_json(scenario);
   ReportPrintOptions print;
   print.header = false;             // the scenario summary says what was simulated
   print.scenario_warnings = false;  // the CLI printed them on stderr while loading
-  out.terminal = scenario_summary(scenario) + "\n" + format_report(r.report, print);
-  out.json = report_json_text(r.report);
-  out.trace = std::move(r.time.trace_json);
-  out.csv = std::move(r.time.csv);
+  out.terminal = scenario_summary(scenario) + "\n" + format_report(report, print);
+  out.json = report_json_text(report);
   return out;
 }
 
@@ -49,14 +75,10 @@ std::string scenario_to_schedule_json(const Scenario& scenario, int steps) {
   return schedule_to_json_text(make_schedule(scenario, make_plan(scenario), steps));
 }
 
-SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options) {
-  // Prune before timing: the memory walk alone decides whether the point fits. A point that does not fit
-  // is neither walked for communication nor simulated (its step figures stay 0); one that fits gets the
-  // same figures as run_pipeline (bench/fast_paths_test.cpp).
-  const Plan plan = make_plan(scenario);
-  const Schedule schedule = make_schedule(scenario, plan, options.steps);
-  check_schedule(schedule);
-  const MemoryWalk m = walk_memory(schedule, capacity_of(scenario));
+namespace {
+
+// A sweep point's memory figures and, when it does not fit, why.
+SweepPoint sweep_point_from(const MemoryWalk& m) {
   SweepPoint p;
   p.valid = true;
   p.fits = m.fits();
@@ -69,6 +91,30 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
                               human_bytes(t->capacity));
     break;
   }
+  return p;
+}
+
+}  // namespace
+
+SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options) {
+  // Prune before timing: the memory walk alone decides whether the point fits. A point that does not fit
+  // is neither walked for communication nor simulated (its step figures stay 0); one that fits gets the
+  // same figures as run_pipeline (bench/fast_paths_test.cpp).
+  if (prices_repeats_once(scenario, options)) {
+    if (auto fast = report_by_repeated_micro_steps(scenario, repeat_options(options))) {
+      SweepPoint p = sweep_point_from(fast->report.memory);
+      if (!p.fits) return p;
+      p.cross_node_bytes_per_gpu = fast->report.comm.cross_node_per_gpu.total();
+      p.step_s = fast->time.step_s;
+      p.tokens_per_s = fast->time.tokens_per_s;
+      p.tflops_per_gpu = fast->time.tflops_per_gpu;
+      return p;
+    }
+  }
+  const Plan plan = make_plan(scenario);
+  const Schedule schedule = make_schedule(scenario, plan, options.steps);
+  check_schedule(schedule);
+  SweepPoint p = sweep_point_from(walk_memory(schedule, capacity_of(scenario)));
   if (!p.fits) return p;
   p.cross_node_bytes_per_gpu = walk_comm(schedule).cross_node_per_gpu.total();
   TimeRequest request;

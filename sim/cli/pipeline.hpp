@@ -18,6 +18,11 @@ struct PipelineOptions {
   bool want_csv = false;      // render the per-op CSV
   SharePolicy share = SharePolicy::ordered;  // how concurrent transfers share a link (sim_options.hpp)
   bool throughput_only = false;  // timing: throughput figures only, nothing rendered (sweep points)
+  // Issue 12: with at least this many micro-steps per step (grad_accum), scenario_to_report and
+  // evaluate_sweep_point price the repeated micro-steps once (repeated_micro_steps.hpp) unless a trace or CSV
+  // (one row per op) is asked for; when the figures do not line up they run the whole program. 0: never.
+  // run_pipeline always runs the whole (unrolled) program: it is the oracle.
+  int repeat_from_micro_steps = 16;
 };
 
 struct PipelineResult {
@@ -26,7 +31,7 @@ struct PipelineResult {
   TimeOutputs time;
 };
 
-// Plans, builds the schedule, walks it (report) and simulates it (timing).
+// Plans, builds the schedule, walks it (report) and simulates it (timing), every micro-step unrolled.
 PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& options = {});
 
 struct ReportOutputs {

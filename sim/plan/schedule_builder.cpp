@@ -44,7 +44,8 @@ class Builder {
     if (p.stage == 1 || p.stage == 2) plan_zero12_reductions();
   }
 
-  Schedule build(int steps) {
+  // built_micro_steps: how many of each step's grad_accum micro-steps to emit (see schedule_builder.hpp).
+  Schedule build(int steps, int built_micro_steps) {
     ScheduleMeta& m = sch_.meta;
     m.scenario = s_.source_file.empty() ? s_.model.name : s_.source_file;
     m.world_size = p_.dp;
@@ -58,12 +59,15 @@ class Builder {
     init();
     for (int step = 0; step < steps; ++step) {
       step_ = step;
-      for (int micro = 0; micro < s_.training.grad_accum; ++micro) {
-        micro_ = micro;
-        last_micro_ = micro + 1 == s_.training.grad_accum;
+      const int accum = s_.training.grad_accum;
+      const int built = built_micro_steps <= 0 ? accum : std::clamp(built_micro_steps, std::min(2, accum), accum);
+      for (int i = 0; i < built; ++i) {
+        // The first built - 1 micro-steps are 0, 1, ...; the last built one is always the step's last (accum - 1).
+        micro_ = i + 1 == built ? accum - 1 : i;
+        last_micro_ = i + 1 == built;
         forward_backward();
-        if (step == 0 && micro == 0)  // every micro-step is alike: size the op vector once
-          sch_.ops.reserve(sch_.ops.size() * s_.training.grad_accum * steps + 16 * p_.sub_groups.size() * steps +
+        if (step == 0 && i == 0)  // every micro-step is alike: size the op vector once
+          sch_.ops.reserve(sch_.ops.size() * built * steps + 16 * p_.sub_groups.size() * steps +
                            2 * p_.allgather_chunks.size() * steps + 256);
       }
       optimizer_step();
@@ -1432,7 +1436,11 @@ class Builder {
 }  // namespace
 
 Schedule make_schedule(const Scenario& s, const Plan& p, int steps) {
-  return Builder(s, p).build(std::max(1, steps));
+  return Builder(s, p).build(std::max(1, steps), 0);
+}
+
+Schedule make_schedule_with_micro_steps(const Scenario& s, const Plan& p, int steps, int built_micro_steps) {
+  return Builder(s, p).build(std::max(1, steps), built_micro_steps);
 }
 
 }  // namespace zsim
