@@ -1,5 +1,6 @@
 #include "cost_models/gemm_model.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace zsim {
@@ -8,11 +9,15 @@ namespace {
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-double wave_efficiency(std::int64_t m, std::int64_t n, const GemmModel& g) {
+double wave_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const GemmModel& g, std::int64_t batch) {
   if (g.tile_m <= 0 || g.tile_n <= 0 || g.sms <= 0) throw std::invalid_argument("GEMM model: tiles and SMs must be > 0");
   if (m <= 0 || n <= 0) return 1;
-  const std::int64_t tiles = ceil_div(m, g.tile_m) * ceil_div(n, g.tile_n);
-  return static_cast<double>(tiles) / static_cast<double>(ceil_div(tiles, g.sms) * g.sms);
+  const std::int64_t tiles = ceil_div(m, g.tile_m) * ceil_div(n, g.tile_n) * std::max<std::int64_t>(1, batch);
+  std::int64_t splits = 1;
+  if (g.split_k_depth > 0 && tiles < g.sms)
+    splits = std::clamp<std::int64_t>(g.sms / tiles, 1, std::max<std::int64_t>(1, k / g.split_k_depth));
+  const std::int64_t units = tiles * splits;
+  return static_cast<double>(units) / static_cast<double>(ceil_div(units, g.sms) * g.sms);
 }
 
 double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, int bytes_per_element,
@@ -22,8 +27,7 @@ double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   // A batched call runs batch x tiles tiles in its waves.
   const double flops = 2.0 * m * n * k * batch;
-  const std::int64_t tiles = ceil_div(m, g.tile_m) * ceil_div(n, g.tile_n) * batch;
-  const double wave = static_cast<double>(tiles) / static_cast<double>(ceil_div(tiles, g.sms) * g.sms);
+  const double wave = wave_efficiency(m, n, k, g, batch);
   double t = g.launch_us * 1e-6 + flops / (peak_tflops * 1e12 * g.max_efficiency * wave);
   if (g.io_GBps > 0)
     t += static_cast<double>(bytes_per_element) * batch * (double(m) * k + double(k) * n + double(m) * n) / (g.io_GBps * 1e9);

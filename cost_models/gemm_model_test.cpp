@@ -19,12 +19,23 @@ GemmModel h100_like() {
 
 TEST(GemmModel, FullWavesHaveWaveEfficiencyOne) {
   // 132 tiles of 128 x 128 fill one wave exactly.
-  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 12, 128 * 11, h100_like()), 1.0);
+  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 12, 128 * 11, 4096, h100_like()), 1.0);
 }
 
 TEST(GemmModel, OneTileMoreThanAWaveHalvesTheWaveEfficiency) {
   // 133 tiles run in two waves of 132 slots: 133 / 264.
-  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 133, 128, h100_like()), 133.0 / 264.0);
+  EXPECT_DOUBLE_EQ(wave_efficiency(128 * 133, 128, 4096, h100_like()), 133.0 / 264.0);
+}
+
+TEST(GemmModel, SplitKFillsIdleSmsWhenKIsLong) {
+  GemmModel g = h100_like();
+  // 32 tiles: 4 slices of k fill 128 of 132 SMs when k allows 4 slices of >= 512.
+  g.split_k_depth = 512;
+  EXPECT_DOUBLE_EQ(wave_efficiency(128, 128 * 32, 4096, g), 128.0 / 132.0);
+  // k = 1024 allows only 2 slices.
+  EXPECT_DOUBLE_EQ(wave_efficiency(128, 128 * 32, 1024, g), 64.0 / 132.0);
+  // Without split-K the 32 tiles are one partial wave.
+  EXPECT_DOUBLE_EQ(wave_efficiency(128, 128 * 32, 4096, h100_like()), 32.0 / 132.0);
 }
 
 TEST(GemmModel, TimeIsLaunchPlusFlopsAtWavedPeakPlusTraffic) {

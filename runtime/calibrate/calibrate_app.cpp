@@ -142,6 +142,20 @@ int run_calibrate(int argc, const char* const* argv) {
       throw zsim::InputError(zsim::SourceLocation{"--out", 0, 0, ""},
                              "the profile's file name (without .yaml) is its cluster.profile name: letters, digits, "
                              "'.', '_' and '-', got '" + stem + "'");
+    if (!args->refit.empty()) {  // fit the recorded measurements again: no GPU
+      Measurements m = measurements_from_profile(args->refit);
+      const std::string base_name = args->base.empty() ? base_profile_for_gpu(m.gpu_name) : args->base;
+      if (base_name.empty())
+        throw zsim::InputError(zsim::SourceLocation{"--base", 0, 0, ""}, "no data-sheet profile known for GPU '" +
+                                                                          m.gpu_name + "': name one with --base");
+      const CalibratedProfile p = build_profile(m, load_profile_cluster(base_name), base_name);
+      zsim::write_file_atomically(args->out, profile_yaml(p));
+      const std::filesystem::path out(args->out);
+      load_profile_cluster(profile_name(args->out), out.parent_path().empty() ? "." : out.parent_path().string());
+      std::cout << fmt::format("zrun calibrate: refitted {} into {} (base {}):\n", args->refit, args->out, base_name);
+      for (const ProfileEntry& e : p.cluster) std::cout << fmt::format("  {}: {}  # {}\n", e.key, e.value, e.comment);
+      return kExitOk;
+    }
     int visible = 0;
     if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
     const int nproc = args->nproc_per_node > 0 ? args->nproc_per_node : visible;

@@ -15,6 +15,7 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
                "Adam, NVMe, launch overhead) and write a hardware profile that cluster.profile accepts\n"
                "  zrun calibrate [--out FILE] [--quick] [--base PROFILE] [--nproc-per-node N] [--gpus-per-node K]\n"
                "                 [--nvme-dir DIR] [--log FILE]\n"
+               "  zrun calibrate --refit PROFILE.yaml --out FILE   (fit a recorded calibration again)\n"
                "docs/validation.md says how to use the profile; docs/hardware-profiles.md its format.",
                "zrun calibrate"};
   app.add_option("--out", a.out, "hardware profile YAML to write (default calibrated.yaml)");
@@ -28,6 +29,8 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
       ->check(CLI::Range(1, 1024));
   app.add_option("--nvme-dir", a.nvme_dir, "directory of the temp file for the NVMe measurement (default $TMPDIR or /tmp)");
   app.add_option("--log", a.log_file, "also write every measurement to FILE");
+  app.add_option("--refit", a.refit, "measure nothing: fit again the calibration: record of PROFILE.yaml (written by "
+                                     "zrun calibrate) and write --out; needs no GPU");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

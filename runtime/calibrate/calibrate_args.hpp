@@ -14,6 +14,7 @@ struct CalibrateArgs {
   int gpus_per_node = 0;                // > 0: virtual nodes of K GPUs (intra/inter groups measured apart)
   std::string nvme_dir;                 // "" = $TMPDIR or /tmp
   std::string log_file;                 // every measurement as it is taken ("" = stdout only)
+  std::string refit;                    // fit again the record of this profile (no GPU needed)
 };
 
 // argv[0] is "calibrate". On --help prints usage to `out`, returns nullopt, exit_code 0; on a bad argument

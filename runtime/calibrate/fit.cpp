@@ -96,26 +96,28 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   return out;
 }
 
-GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
-                       std::int64_t tile_m, std::int64_t tile_n, std::int64_t sms) {
-  zsim::GemmModel shape;
-  shape.tile_m = tile_m;
-  shape.tile_n = tile_n;
-  shape.sms = sms;
+namespace {
+
+// Least squares of launch_us, 1 / max_efficiency and 1 / io_GBps for one tile and split-K setting.
+GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
+                       const zsim::GemmModel& shape) {
   Eigen::MatrixXd X(samples.size(), 3);
   Eigen::VectorXd y(samples.size());
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const GemmSample& s = samples[i];
     const double flops = 2.0 * s.m * s.n * s.k;
-    X(i, 0) = 1e-6;                                                                      // launch_us
-    X(i, 1) = flops / (peak_tflops * 1e12 * zsim::wave_efficiency(s.m, s.n, shape));   // 1 / max_efficiency
+    X(i, 0) = 1e-6;                                                                          // launch_us
+    X(i, 1) = flops / (peak_tflops * 1e12 * zsim::wave_efficiency(s.m, s.n, s.k, shape));  // 1 / max_efficiency
     X(i, 2) = bytes_per_element * (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n) / 1e9;  // 1 / io_GBps
     y[i] = s.seconds;
   }
   const LinearFit f = fit_relative_nonnegative(X, y);
-  if (!(f.coef[1] > 0)) throw std::invalid_argument("fit_gemm_model: the measurements show no FLOP-bound term");
   GemmFit out;
   out.model = shape;
+  if (!(f.coef[1] > 0)) {
+    out.residual.rms_rel = 1e300;  // no FLOP-bound term: not a GEMM model
+    return out;
+  }
   out.model.launch_us = f.coef[0];
   out.model.max_efficiency = std::min(1.0, 1.0 / f.coef[1]);
   // A traffic term above 1 PB/s is numerical dust of a fit whose data has none: no term.
@@ -127,6 +129,28 @@ GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_ele
   }
   out.residual = residual_of(pred, meas);
   return out;
+}
+
+}  // namespace
+
+GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
+                       std::int64_t sms) {
+  if (samples.empty()) throw std::invalid_argument("fit_gemm_model: no measurements");
+  GemmFit best;
+  best.residual.rms_rel = 1e300;
+  for (std::int64_t tile_m : {64, 128, 256})
+    for (std::int64_t tile_n : {64, 128, 256})
+      for (std::int64_t depth : {0, 128, 256, 512, 1024}) {
+        zsim::GemmModel shape;
+        shape.tile_m = tile_m;
+        shape.tile_n = tile_n;
+        shape.sms = sms;
+        shape.split_k_depth = depth;
+        const GemmFit f = fit_gemm_shape(samples, bytes_per_element, peak_tflops, shape);
+        if (f.residual.rms_rel < best.residual.rms_rel - 1e-12) best = f;
+      }
+  if (!best.model.present()) throw std::invalid_argument("fit_gemm_model: the measurements show no FLOP-bound term");
+  return best;
 }
 
 }  // namespace zrun::calibrate

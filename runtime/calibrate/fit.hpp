@@ -69,9 +69,11 @@ struct GemmFit {
   zsim::GemmModel model;
   FitResidual residual;
 };
-// Fits launch_us, max_efficiency and io_GBps of cost_models/gemm_model.hpp for the given tile and SM count.
+// Fits cost_models/gemm_model.hpp for the GPU's SM count: launch_us, max_efficiency and io_GBps by least squares
+// for each tile (64, 128, 256 each way) and split-K depth (none, 128 .. 1024), keeping the setting of least rms
+// relative residual (cuBLASLt picks its tiles and split-K per shape; the model stands for its typical choice).
 GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
-                       std::int64_t tile_m, std::int64_t tile_n, std::int64_t sms);
+                       std::int64_t sms);
 
 // Residuals of a model over samples: predicted[i] against measured[i].
 FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured);

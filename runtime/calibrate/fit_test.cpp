@@ -65,11 +65,17 @@ TEST(CalibrateFit, RecoversAKnownGemmModel) {
   truth.max_efficiency = 0.72;
   truth.io_GBps = 2500;
   truth.sms = 132;
+  truth.tile_m = 128;
+  truth.tile_n = 256;
+  truth.split_k_depth = 512;
   std::vector<GemmSample> s;
   for (std::int64_t m : {128, 512, 2048, 8192})
     for (std::int64_t n : {256, 1024, 4096, 11008})
       for (std::int64_t k : {256, 1024, 4096}) s.push_back({m, n, k, zsim::gemm_model_s(m, n, k, 1, 2, 989, truth)});
-  const GemmFit f = fit_gemm_model(s, 2, 989, 128, 128, 132);
+  const GemmFit f = fit_gemm_model(s, 2, 989, 132);
+  EXPECT_EQ(f.model.tile_m, 128);
+  EXPECT_EQ(f.model.tile_n, 256);
+  EXPECT_EQ(f.model.split_k_depth, 512);
   EXPECT_NEAR(f.model.launch_us, 4, 1e-6);
   EXPECT_NEAR(f.model.max_efficiency, 0.72, 1e-9);
   EXPECT_NEAR(f.model.io_GBps, 2500, 1e-3);
@@ -84,7 +90,7 @@ TEST(CalibrateFit, AGemmModelWithoutATrafficTermLeavesItAtZero) {
   for (std::int64_t m : {256, 2048, 8192})
     for (std::int64_t n : {512, 4096})
       for (std::int64_t k : {512, 4096}) s.push_back({m, n, k, zsim::gemm_model_s(m, n, k, 1, 2, 989, truth)});
-  const GemmFit f = fit_gemm_model(s, 2, 989, 128, 128, 132);
+  const GemmFit f = fit_gemm_model(s, 2, 989, 132);
   EXPECT_NEAR(f.model.max_efficiency, 0.6, 1e-6);
   EXPECT_NEAR(f.model.io_GBps, 0, 1e-9);
 }

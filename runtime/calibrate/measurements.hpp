@@ -65,6 +65,11 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
 // values inside block maps, which YAML reads).
 std::string profile_yaml(const CalibratedProfile& p);
 
+// The measurements recorded in the `calibration:` block of a profile zrun calibrate wrote (what build_profile
+// needs to fit again, e.g. after a change of the models: zrun calibrate --refit). Throws zsim::InputError naming
+// the file when it has no record or a malformed one.
+Measurements measurements_from_profile(const std::string& file);
+
 // The data-sheet profile of a GPU name ("NVIDIA H100 80GB HBM3" -> "h100-hgx-ib400"); "" when unknown.
 std::string base_profile_for_gpu(const std::string& gpu_name);
 

@@ -67,6 +67,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   cal["gpu"] = m.gpu_name;
   cal["sms"] = m.sms;
   cal["quick"] = m.quick;
+  cal["gpus"] = m.gpus;
+  cal["hbm_bytes"] = m.hbm_bytes;
+  cal["host_memory_bytes"] = m.host_memory_bytes;
+  cal["host_cores"] = m.host_cores;
   cal["units"] = "samples: [bytes, microseconds]; gemm samples: [m, n, k, microseconds]";
 
   b.add("gpus_per_node", integer(m.gpus), "GPUs zrun calibrate ran on (a scenario sets its own)");
@@ -150,12 +154,13 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     if (samples.size() < 4) continue;
     const int bytes = dtype == "fp32" ? 4 : 2;
     const double peak = dtype == "fp32" ? base.gpu.peak_fp32_tflops : base.gpu.peak_tflops;
-    const GemmFit f = fit_gemm_model(samples, bytes, peak, 128, 128, sms);
+    const GemmFit f = fit_gemm_model(samples, bytes, peak, sms);
     gemm_fits[dtype] = f;
     nlohmann::json s = nlohmann::json::array();
     for (const GemmSample& g : samples) s.push_back({g.m, g.n, g.k, g.seconds * 1e6});
     cal["gemm"][dtype] = {{"launch_us", f.model.launch_us}, {"max_efficiency", f.model.max_efficiency},
-                          {"io_GBps", f.model.io_GBps}, {"tile", {128, 128}}, {"sms", sms}, {"peak_tflops", peak},
+                          {"io_GBps", f.model.io_GBps}, {"tile", {f.model.tile_m, f.model.tile_n}},
+                          {"split_k_depth", f.model.split_k_depth}, {"sms", sms}, {"peak_tflops", peak},
                           {"residual", residual_json(f.residual)}, {"samples", s}};
   }
   const char* sixteen = gemm_fits.count("bf16") ? "bf16" : gemm_fits.count("fp16") ? "fp16" : nullptr;
@@ -174,13 +179,16 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.gemm", num(base.efficiency.gemm), "no GEMM measured");
   }
 
-  // Memory-bound kernels: efficiency.hbm is the median over kernel kinds of each kind's best achieved bandwidth.
+  // Memory-bound kernels: efficiency.hbm is the median over kernel kinds of each kind's best kernel at its
+  // largest size (the smaller sizes fit in L2 and would overstate HBM).
   if (!m.kernels.empty()) {
+    std::map<std::string, double> largest;
+    for (const KernelSample& k : m.kernels) largest[k.name] = std::max(largest[k.name], k.bytes);
     std::map<std::string, double> best_by_kind;
     nlohmann::json ks = nlohmann::json::array();
     for (const KernelSample& k : m.kernels) {
       const double gbps = k.bytes / k.seconds / 1e9;
-      best_by_kind[k.kind] = std::max(best_by_kind[k.kind], gbps);
+      if (k.bytes == largest[k.name]) best_by_kind[k.kind] = std::max(best_by_kind[k.kind], gbps);
       ks.push_back({{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6}, {"GBps", gbps},
                     {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}});
     }
@@ -192,7 +200,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       cal["memory_bound"]["by_kind"][kind] = gbps / base.gpu.hbm_GBps;
     }
     const double e = std::min(1.0, median(eff));
-    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the best achieved (read + write) / {} GB/s: {}; "
+    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the best kernel's (read + write) bandwidth at its largest size / {} GB/s: {}; "
                                                  "calibration.memory_bound", num(base.gpu.hbm_GBps), per_kind));
     cal["memory_bound"]["kernels"] = ks;
   } else {
@@ -230,8 +238,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.add(std::string("efficiency.") + block + ".launch_us", num(f.model.launch_us), src);
     b.add(std::string("efficiency.") + block + ".max_efficiency", num(f.model.max_efficiency), src);
     b.add(std::string("efficiency.") + block + ".io_GBps", num(f.model.io_GBps), src);
-    b.add(std::string("efficiency.") + block + ".tile_m", integer(f.model.tile_m), "wave-quantization tile (assumed)");
-    b.add(std::string("efficiency.") + block + ".tile_n", integer(f.model.tile_n), "wave-quantization tile (assumed)");
+    const std::string chosen = "chosen of 64/128/256 tiles and split-K none/128..1024 by least residual; " + src;
+    b.add(std::string("efficiency.") + block + ".tile_m", integer(f.model.tile_m), chosen);
+    b.add(std::string("efficiency.") + block + ".tile_n", integer(f.model.tile_n), chosen);
+    b.add(std::string("efficiency.") + block + ".split_k_depth", integer(f.model.split_k_depth), chosen);
     b.add(std::string("efficiency.") + block + ".sms", integer(f.model.sms), "cudaDeviceProp.multiProcessorCount");
   };
   if (sixteen) model_entries("gemm_model", gemm_fits.at(sixteen), sixteen);

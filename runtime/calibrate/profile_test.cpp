@@ -175,6 +175,25 @@ TEST(CalibratedProfile, SmallGemmsAreSlowerPerFlopThanTheDataSheetConstantSays) 
             step_s("calib-small", dir, {"cluster.efficiency.gemm_model.max_efficiency=0", "cluster.efficiency.gemm=0.7"}));
 }
 
+TEST(CalibratedProfile, TheRecordHoldsEverythingAFitNeeds) {
+  // Written, read back from the calibration: record, fitted again: the same profile.
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile first = build_profile(synthetic(true), base, "h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-record", first);
+  const Measurements back = measurements_from_profile((d.path / "calib-record.yaml").string());
+  const CalibratedProfile again = build_profile(back, base, "h100-hgx-ib400");
+  ASSERT_EQ(again.cluster.size(), first.cluster.size());
+  for (std::size_t i = 0; i < first.cluster.size(); ++i) {
+    EXPECT_EQ(again.cluster[i].key, first.cluster[i].key);
+    EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
+  }
+}
+
+TEST(CalibratedProfile, AProfileWithoutARecordCannotBeRefitted) {
+  EXPECT_THROW(measurements_from_profile("scenarios/hardware/h100-hgx-ib400.yaml"), zsim::InputError);
+}
+
 TEST(CalibratedProfile, BaseProfileIsChosenByGpuName) {
   EXPECT_EQ(base_profile_for_gpu("NVIDIA H100 80GB HBM3"), "h100-hgx-ib400");
   EXPECT_EQ(base_profile_for_gpu("NVIDIA H200"), "h200-hgx-ib400");

@@ -84,6 +84,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.gemm_model.tile_m", S, Y},
     {"cluster.efficiency.gemm_model.tile_n", S, Y},
     {"cluster.efficiency.gemm_model.sms", S, Y},
+    {"cluster.efficiency.gemm_model.split_k_depth", S, Y},
     {"cluster.efficiency.gemm_model_fp32", M, Y},
     {"cluster.efficiency.gemm_model_fp32.launch_us", S, Y},
     {"cluster.efficiency.gemm_model_fp32.max_efficiency", S, Y},
@@ -91,6 +92,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.gemm_model_fp32.tile_m", S, Y},
     {"cluster.efficiency.gemm_model_fp32.tile_n", S, Y},
     {"cluster.efficiency.gemm_model_fp32.sms", S, Y},
+    {"cluster.efficiency.gemm_model_fp32.split_k_depth", S, Y},
 
     {"deepspeed", M, Y},
     {"deepspeed.ds_config", S, Y},

@@ -57,7 +57,7 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     if (g->present())  // calibrated profiles only: data-sheet reports keep their fields
       j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},
                                          {"io_GBps", g->io_GBps}, {"tile_m", g->tile_m}, {"tile_n", g->tile_n},
-                                         {"sms", g->sms}};
+                                         {"sms", g->sms}, {"split_k_depth", g->split_k_depth}};
   J zj = {{"stage", z.stage},
           {"overlap_comm", z.overlap_comm},
           {"contiguous_gradients", z.contiguous_gradients},

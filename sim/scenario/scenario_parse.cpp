@@ -301,7 +301,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
     real(block + ".launch_us", g.launch_us);
     real(block + ".max_efficiency", g.max_efficiency);
     real(block + ".io_GBps", g.io_GBps);
-    for (auto [key, field] : {std::pair{".tile_m", &g.tile_m}, {".tile_n", &g.tile_n}, {".sms", &g.sms}})
+    for (auto [key, field] : {std::pair{".tile_m", &g.tile_m}, {".tile_n", &g.tile_n}, {".sms", &g.sms},
+                              {".split_k_depth", &g.split_k_depth}})
       if (auto v = f.get_int(block + key)) *field = *v;
   };
   gemm_model("cluster.efficiency.gemm_model", c.efficiency.gemm_model);

@@ -107,6 +107,7 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
     c.that(g->tile_m >= 1 && g->tile_m <= 4096, b + ".tile_m", "must be in [1, 4096]");
     c.that(g->tile_n >= 1 && g->tile_n <= 4096, b + ".tile_n", "must be in [1, 4096]");
     c.that(g->sms >= 1 && g->sms <= 100000, b + ".sms", "must be in [1, 100000]");
+    c.that(g->split_k_depth >= 0 && g->split_k_depth <= 1000000, b + ".split_k_depth", "must be in [0, 1000000]");
   }
 }
 
