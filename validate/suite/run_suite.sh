@@ -45,8 +45,8 @@ mkdir -p "$RES/runs" "$RES/validation"
 if [ "$MEASURE" = 1 ]; then
   echo "== zrun calibrate on $VISIBLE x $GPU_NAME"
   rm -f "$RES/calibrate.log"
-  "$ZRUN_BIN/zrun" calibrate --out "$RES/$PROFILE.yaml" --log "$RES/calibrate.log" --base "$BASE" $QUICK \
-    --nproc-per-node "$([ "$SUITE_GPUS" -ge 2 ] && echo "$SUITE_GPUS" || echo 1)" > /dev/null
+  timeout 300 "$ZRUN_BIN/zrun" calibrate --out "$RES/$PROFILE.yaml" --log "$RES/calibrate.log" --base "$BASE" $QUICK \
+    --nproc-per-node "$SUITE_GPUS" > /dev/null || echo "zrun calibrate failed (exit $?): the runs go on"
   grep -E "^zrun calibrate: (wrote|GEMM)" "$RES/calibrate.log" || true
   grep -vE '^\s*#|^\s*$' validate/suite/suite.tsv | while IFS=$'\t' read -r NAME GPUS SCEN STATUS SETS; do
     [ "$GPUS" = "$SUITE_GPUS" ] || continue
@@ -54,7 +54,7 @@ if [ "$MEASURE" = 1 ]; then
     ARGS=()
     for kv in $SETS; do ARGS+=(--set "$kv"); done
     echo "== $NAME: zrun $SCEN ${SETS}"
-    if "$ZRUN_BIN/zrun" "$SCEN" --here --nproc-per-node "$GPUS" --set cluster.profile=$BASE "${ARGS[@]}" \
+    if timeout 180 "$ZRUN_BIN/zrun" "$SCEN" --here --nproc-per-node "$GPUS" --set cluster.profile=$BASE "${ARGS[@]}" \
          --steps "$STEPS" --warmup "$WARMUP" --json "$RES/runs/$NAME.json" --trace "$RES/runs/$NAME.trace.json" \
          > "$RES/runs/$NAME.log" 2>&1; then
       grep -E "time per step|peak" "$RES/runs/$NAME.log" | head -3 || true
@@ -76,5 +76,7 @@ if [ "$VALIDATE" = 1 ]; then
       --json "$RES/validation/$NAME.calibrated.json" --plots "$RES/plots/$NAME" > "$RES/validation/$NAME.calibrated.txt"
     rm -f "$RES/plots/$NAME/ops.csv"
   done
-  python3 validate/suite/summarize.py "$RES" "$BASE" "$PROFILE"
+  PYTHON=python3
+  [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3  # Debian's, with python3-matplotlib (scripts/install-deps.sh)
+  "$PYTHON" validate/suite/summarize.py "$RES" "$BASE" "$PROFILE"
 fi
