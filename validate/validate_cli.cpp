@@ -30,7 +30,10 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   overrides.push_back("cluster.nodes=" + std::to_string(m.nodes));
   overrides.push_back("cluster.gpus_per_node=" + std::to_string(m.gpus_per_node));
   overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
-  const Scenario s = load_scenario(m.scenario, overrides);
+  LoadOptions load;
+  load.overrides = overrides;
+  load.profile_dirs = r.profile_dirs;
+  const Scenario s = load_scenario(m.scenario, load);
   for (const auto& w : s.warnings) err << w << "\n";
   const Schedule sch = make_schedule(s, make_plan(s), 2);  // zrun repeats the first step's ops (same ids)
   const TimingResult t = simulate(s.cluster, sch);

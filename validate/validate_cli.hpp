@@ -12,6 +12,7 @@ struct ValidateRequest {
   std::vector<std::string> overrides;   // applied after the run's own
   std::string json_file;                // --json: the figures (docs/validation.md)
   std::string plots_dir;                // --plots: PNGs (validate/plots.py, matplotlib)
+  std::vector<std::string> profile_dirs;  // --profile-dir: searched for cluster.profile (a calibrated profile)
 };
 
 int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err);

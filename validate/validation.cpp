@@ -34,6 +34,34 @@ std::string op_kind(const Schedule& s, const Op& op) {
 
 }  // namespace
 
+namespace {
+// Sorted, merged intervals.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+    else out.push_back(iv);
+  }
+  return out;
+}
+}  // namespace
+
+double exposed_seconds(std::vector<std::pair<double, double>> comm, std::vector<std::pair<double, double>> compute) {
+  const auto a = merged(std::move(comm)), b = merged(std::move(compute));
+  double total = 0;
+  std::size_t j = 0;
+  for (const auto& [lo, hi] : a) {
+    double covered = 0;
+    while (j < b.size() && b[j].second <= lo) ++j;
+    for (std::size_t k = j; k < b.size() && b[k].first < hi; ++k)
+      covered += std::min(hi, b[k].second) - std::max(lo, b[k].first);
+    total += (hi - lo) - covered;
+  }
+  return total;
+}
+
 double rel_error(double predicted, double measured) { return measured != 0 ? (predicted - measured) / measured : 0; }
 
 ErrorStats error_stats(std::vector<double> e) {
@@ -82,6 +110,15 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
   v.gpu_peak_measured = measured.gpu_peak_bytes;
   v.gpu_peak_rel_error = rel_error(static_cast<double>(gpu_peak_predicted), static_cast<double>(measured.gpu_peak_bytes));
   std::map<std::string, std::vector<double>> errors;
+  double pred_t0 = 1e300, meas_t0 = 1e300;
+  for (const auto& [id, t] : measured.ops) {
+    if (id < 0 || id >= static_cast<OpId>(s.ops.size())) continue;
+    pred_t0 = std::min(pred_t0, predicted.ops.at(id).start_s);
+    meas_t0 = std::min(meas_t0, t.first);
+  }
+  using Spans = std::vector<std::pair<double, double>>;
+  Spans pred_compute, meas_compute;
+  std::map<std::string, std::pair<Spans, Spans>> comm_by_phase;  // phase -> (predicted, measured)
   for (const auto& [id, t] : measured.ops) {
     if (id < 0 || id >= static_cast<OpId>(s.ops.size())) continue;
     const Op& op = s.ops[id];
@@ -94,10 +131,24 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
     c.predicted_s = predicted.ops.at(id).duration_s();
     const auto coll = measured.collective_s.find(id);
     c.measured_s = coll != measured.collective_s.end() ? coll->second : t.second - t.first;
+    c.phase = to_string(op.phase);
+    c.stream = op.stream >= 0 && op.stream < static_cast<int>(s.streams.size()) ? s.streams[op.stream] : "";
+    c.predicted_start_s = predicted.ops.at(id).start_s - pred_t0;
+    c.measured_start_s = t.first - meas_t0;
+    const std::pair<double, double> p_span{predicted.ops.at(id).start_s, predicted.ops.at(id).end_s};
+    if (op.kind == OpKind::compute && op.compute.device == Device::gpu) {
+      pred_compute.push_back(p_span);
+      meas_compute.push_back(t);
+    } else if (op.kind == OpKind::collective) {
+      comm_by_phase[c.phase].first.push_back(p_span);
+      comm_by_phase[c.phase].second.push_back(t);
+    }
     if (c.measured_s > 0) errors[c.kind].push_back(rel_error(c.predicted_s, c.measured_s));
     v.ops.push_back(std::move(c));
   }
   for (auto& [kind, e] : errors) v.by_kind[kind] = error_stats(std::move(e));
+  for (auto& [phase, spans] : comm_by_phase)
+    v.exposed_comm[phase] = {exposed_seconds(spans.first, pred_compute), exposed_seconds(spans.second, meas_compute)};
   return v;
 }
 
@@ -110,6 +161,11 @@ ordered_json validation_json(const Validation& v) {
   for (const auto& [k, st] : v.by_kind)
     kinds[k] = {{"count", st.count}, {"median", st.median}, {"p90_abs", st.p90}, {"worst", st.worst}};
   j["op_kinds"] = kinds;
+  ordered_json exposed = ordered_json::object();
+  for (const auto& [phase, e] : v.exposed_comm)
+    exposed[phase] = {{"predicted_s", e.predicted_s}, {"measured_s", e.measured_s},
+                      {"abs_error_s", e.predicted_s - e.measured_s}, {"rel_error", rel_error(e.predicted_s, e.measured_s)}};
+  j["exposed_comm"] = exposed;
   return j;
 }
 
@@ -123,13 +179,19 @@ std::string format_validation(const Validation& v) {
   for (const auto& [k, st] : v.by_kind)
     out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,
                        100 * st.worst);
+  if (!v.exposed_comm.empty()) {
+    out += "\nexposed communication per phase       predicted      measured\n";
+    for (const auto& [phase, e] : v.exposed_comm)
+      out += fmt::format("  {:<30} {:10.3f} ms {:10.3f} ms\n", phase, e.predicted_s * 1e3, e.measured_s * 1e3);
+  }
   return out;
 }
 
 std::string validation_ops_csv(const Validation& v) {
-  std::string out = "id,name,kind,bytes,predicted_s,measured_s\n";
+  std::string out = "id,name,kind,bytes,predicted_s,measured_s,phase,stream,predicted_start_s,measured_start_s\n";
   for (const OpComparison& c : v.ops)
-    out += fmt::format("{},{},{},{},{:.9e},{:.9e}\n", c.id, c.name, c.kind, c.bytes, c.predicted_s, c.measured_s);
+    out += fmt::format("{},{},{},{},{:.9e},{:.9e},{},{},{:.9e},{:.9e}\n", c.id, c.name, c.kind, c.bytes, c.predicted_s,
+                       c.measured_s, c.phase, c.stream, c.predicted_start_s, c.measured_start_s);
   return out;
 }
 

@@ -40,6 +40,14 @@ struct OpComparison {
   std::string name, kind;  // kind: "forward", "backward", "all_reduce@world", "d2d", ...
   Bytes bytes = 0;         // collective / copy bytes
   double predicted_s = 0, measured_s = 0;
+  std::string phase, stream;
+  double predicted_start_s = 0, measured_start_s = 0;  // from the first compared op's start, each timeline its own
+};
+
+// Communication of one phase not hidden behind compute: the time a collective of the phase runs while no GPU
+// compute op runs (the union of its collectives' intervals minus the union of all compute intervals).
+struct ExposedComm {
+  double predicted_s = 0, measured_s = 0;
 };
 
 struct Validation {
@@ -48,7 +56,11 @@ struct Validation {
   double gpu_peak_rel_error = 0;
   std::map<std::string, ErrorStats> by_kind;  // per op kind (alloc / free excluded)
   std::vector<OpComparison> ops;              // the measured step's ops, in program order
+  std::map<std::string, ExposedComm> exposed_comm;  // by phase, phases with a collective only
 };
+
+// Length of the union of `comm` intervals outside the union of `compute` intervals.
+double exposed_seconds(std::vector<std::pair<double, double>> comm, std::vector<std::pair<double, double>> compute);
 
 // `predicted`: simulate() of `s`, whose step-0 op ids are the ones zrun ran (and repeated).
 Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes gpu_peak_predicted,

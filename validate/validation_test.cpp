@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/common/error.hpp"
+#include "sim/engine/simulate.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/scenario/scenario_parse.hpp"
@@ -44,6 +45,30 @@ TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
   }
   EXPECT_TRUE(v.by_kind.count("forward"));
   EXPECT_TRUE(v.by_kind.count("all_reduce@world"));
+}
+
+TEST(Validation, ExposedCommunicationIsCommOutsideCompute) {
+  // comm [0, 10) and [12, 14); compute [2, 5) and [4, 8) and [13, 20): exposed 0-2, 8-10, 12-13 = 5.
+  EXPECT_DOUBLE_EQ(exposed_seconds({{0, 10}, {12, 14}}, {{2, 5}, {4, 8}, {13, 20}}), 5.0);
+  EXPECT_DOUBLE_EQ(exposed_seconds({{0, 10}}, {}), 10.0);
+  EXPECT_DOUBLE_EQ(exposed_seconds({{1, 2}}, {{0, 3}}), 0.0);
+}
+
+TEST(Validation, ARunSlowerByAQuarterHasAQuarterMoreExposedCommunication) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  MeasuredRun m;
+  m.step_s = 1.25 * t.step_s();
+  for (const Op& op : sch.ops)
+    if (op.phase != Phase::init && op.id < static_cast<OpId>(sch.ops.size() / 2))
+      m.ops[op.id] = {1.25 * t.ops[op.id].start_s, 1.25 * t.ops[op.id].end_s};
+  const Validation v = validate_run(sch, t, 1, m);
+  ASSERT_FALSE(v.exposed_comm.empty());
+  for (const auto& [phase, e] : v.exposed_comm) EXPECT_NEAR(e.measured_s, 1.25 * e.predicted_s, 1e-12) << phase;
+  const auto j = validation_json(v);
+  EXPECT_TRUE(j["exposed_comm"].begin()->contains("rel_error"));
 }
 
 TEST(Validation, AReportWithoutAMeasuredBlockIsAnInputErrorNamingIt) {

@@ -4,10 +4,12 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "runtime/calibrate/calibrate_app.hpp"
 #include "runtime/cli/job_setup.hpp"
 #include "runtime/cli/zrun_args.hpp"
 #include "runtime/comm/check.hpp"
@@ -135,6 +137,8 @@ int run_worker(const ZrunArgs& args, const WorkerIdentity& me) {
 }  // namespace
 
 int run_zrun(int argc, const char* const* argv) {
+  // `zrun calibrate ...`: the subcommand has its own arguments (runtime/calibrate).
+  if (argc >= 2 && std::string(argv[1]) == "calibrate") return calibrate::run_calibrate(argc - 1, argv + 1);
   int exit_code = kExitOk;
   const std::optional<ZrunArgs> args = parse_zrun_args(argc, argv, std::cout, std::cerr, exit_code);
   if (!args) return exit_code;

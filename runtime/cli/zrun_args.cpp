@@ -15,7 +15,9 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
                "  zrun SCENARIO.yaml [--set KEY=VALUE]... [--steps N] [--warmup K] [--nproc-per-node N]\n"
                "       [--here] [--gpus-per-node K] [--json F] [--trace F] [--csv F] [--force] [--schedule FILE]\n"
                "       [--nvme-dir DIR]\n"
-               "Under torchrun, srun or mpirun each process is one rank (docs/runtime.md).",
+               "Under torchrun, srun or mpirun each process is one rank (docs/runtime.md).\n"
+               "  zrun calibrate [--out FILE] [--quick] ...: measure this machine, write a hardware profile\n"
+               "       (zrun calibrate --help; docs/validation.md)",
                "zrun"};
   app.add_option("scenario", a.scenario, "scenario YAML file (docs/scenario.md)");
   app.add_option("--set", a.overrides, "override a scenario key, e.g. deepspeed.zero_optimization.stage=2 "

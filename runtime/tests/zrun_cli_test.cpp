@@ -32,6 +32,25 @@ TEST(ZrunCli, HelpListsTheOptionsAndExitsZero) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
+TEST(ZrunCli, CalibrateHelpListsItsOptionsAndExitsZero) {
+  const ZrunRun r = zrun("calibrate --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--out", "--quick", "--base", "--nproc-per-node", "--gpus-per-node", "--nvme-dir"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(ZrunCli, CalibrateRefusesAnOutputNameThatIsNoProfileName) {
+  const ZrunRun r = zrun("calibrate --out 'my profile.yaml'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("my profile"), std::string::npos) << r.err;
+}
+
+TEST(ZrunCli, CalibrateAnUnknownFlagExitsTwoNamingIt) {
+  const ZrunRun r = zrun("calibrate --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+}
+
 TEST(ZrunCli, AnUnknownFlagExitsTwoNamingIt) {
   const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-1xh100.yaml --no-such-flag");
   EXPECT_EQ(r.exit_code, 2);

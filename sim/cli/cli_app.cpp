@@ -37,6 +37,7 @@ struct Arguments {
   unsigned threads = 0;  // 0 = all hardware threads
   std::size_t top = 10;
   std::string run_file, plots_dir;  // zsim validate
+  std::vector<std::string> profile_dirs;  // zsim validate --profile-dir
 };
 
 Scenario load(const Arguments& a, std::ostream& err) {
@@ -160,7 +161,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
                "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
                "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n"
-               "  zsim validate RUN.json [--set KEY=VALUE]... [--json FILE] [--plots DIR]   (RUN.json: zrun --json)\n"
+               "  zsim validate RUN.json [--set KEY=VALUE]... [--profile-dir DIR] [--json FILE] [--plots DIR]   (RUN.json: zrun --json)\n"
                "Scenario keys: docs/scenario.md",
                "zsim"};
   app.add_option("scenario", a.scenario, "scenario YAML file");
@@ -179,6 +180,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   validate->add_option("run", a.run_file, "zrun's --json report")->required();
   validate->add_option("--json", a.json_file, "write the figures (step_time.rel_error, gpu_peak.rel_error, ...) to FILE");
   validate->add_option("--plots", a.plots_dir, "write PNG plots (matplotlib) into DIR");
+  validate->add_option("--profile-dir", a.profile_dirs,
+                       "also search DIR for cluster.profile (e.g. zrun calibrate's profile; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_overrides(validate, a);
   CLI::App* sweep = app.add_subcommand("sweep", "evaluate every combination of --grid values; rank what fits");
   sweep->add_option("scenario", a.scenario, "base scenario YAML file")->required();
@@ -205,7 +210,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   try {
     if (plan->parsed()) return run_plan(a, out, err);
-    if (validate->parsed()) return run_validate({a.run_file, a.overrides, a.json_file, a.plots_dir}, out, err);
+    if (validate->parsed()) return run_validate({a.run_file, a.overrides, a.json_file, a.plots_dir, a.profile_dirs}, out, err);
     if (sweep->parsed()) return run_sweep_command(a, out, err);
     if (a.scenario.empty()) {
       err << "zsim: no scenario given\nrun 'zsim --help' for usage\n";

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cost_models/compute_cost.hpp"
+#include "cost_models/gemm_model.hpp"
 #include "cost_models/transfer_cost.hpp"
 #include "sim/report/comm_volume.hpp"
 
@@ -87,7 +88,39 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   return w;
 }
 
-OpWork compute_work(const Op& op, const ClusterSpec& c, const SimOptions& o) {
+// The GEMMs of a GPU compute op under the schedule's model: each weight matrix W [in x out] of the op's unit
+// (a recompute: every unit of its layer) multiplies the micro-batch's tokens: forward (and recompute)
+// tokens x out x in; backward the input gradient tokens x in x out and the weight gradient in x out x tokens.
+// The head multiplies by the (possibly tied) vocab x hidden matrix. The attention core's own products are not
+// listed: the op's remaining FLOPs run at the listed GEMMs' efficiency.
+std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
+  std::vector<GemmShape> out;
+  const std::int64_t tokens = m.micro_batch * m.seq_len;
+  if (tokens <= 0) return out;
+  const bool backward = op.compute.what == ComputeKind::backward;
+  auto add = [&](std::int64_t in, std::int64_t outs) {
+    if (backward) {
+      out.push_back({tokens, in, outs, 1});
+      out.push_back({in, outs, tokens, 1});
+    } else {
+      out.push_back({tokens, outs, in, 1});
+    }
+  };
+  auto add_unit = [&](const ModelUnit& u) {
+    if (u.name == "head" && u.tensors.empty()) add(m.hidden, m.vocab);  // tied: the embedding's matrix
+    for (const ModelTensor& t : u.tensors)
+      if (t.cols != 0 && u.name != "embedding") add(t.rows, t.cols);
+  };
+  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) {
+    add_unit(m.units[op.unit]);
+  } else if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
+    for (const ModelUnit& u : m.units)
+      if (u.layer == op.layer) add_unit(u);
+  }
+  return out;
+}
+
+OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const SimOptions& o) {
   OpWork w;
   const ComputeOp& cp = op.compute;
   if (cp.device == Device::cpu) {
@@ -97,8 +130,15 @@ OpWork compute_work(const Op& op, const ClusterSpec& c, const SimOptions& o) {
     w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core);
     return w;
   }
-  const double peak = o.precision == Precision::fp32 ? c.gpu.peak_fp32_tflops : c.gpu.peak_tflops;
-  w.fixed_s = roofline_s(cp.flops, peak, c.efficiency.gemm, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+  const bool fp32 = o.precision == Precision::fp32;
+  const double peak = fp32 ? c.gpu.peak_fp32_tflops : c.gpu.peak_tflops;
+  double gemm_efficiency = c.efficiency.gemm;
+  const GemmModel& model = fp32 ? c.efficiency.gemm_model_fp32 : c.efficiency.gemm_model;
+  if (model.present() && cp.flops > 0) {
+    const double e = gemm_model_efficiency(unit_gemms(op, s.model), fp32 ? 4 : 2, peak, model);
+    if (e > 0) gemm_efficiency = e;
+  }
+  w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
   return w;
 }
 
@@ -113,7 +153,7 @@ double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
 
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o) {
   switch (op.kind) {
-    case OpKind::compute: return compute_work(op, c, o);
+    case OpKind::compute: return compute_work(op, s, c, o);
     case OpKind::collective: return collective_work(op, s, links);
     case OpKind::copy: return copy_work(op, c, links);
     case OpKind::alloc:

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cost_models/gemm_model.hpp"
 #include "sim/common/units.hpp"
 
 namespace zsim {
@@ -102,6 +103,10 @@ struct EfficiencySpec {
   double hbm = 0.8;                  // achieved / peak HBM bandwidth for memory-bound kernels
   double cpu_adam_params_per_s_per_core = 1.0e8;
   double pageable_pcie_fraction = 0.5;  // pageable host memory bandwidth / pinned
+  // Measured GEMM models (zrun calibrate; cost_models/gemm_model.hpp): when present, GEMM-bound ops run at the
+  // efficiency the model gives their unit's GEMM shapes instead of `gemm`. 16-bit and fp32 training.
+  GemmModel gemm_model{};
+  GemmModel gemm_model_fp32{};
 };
 
 struct ClusterSpec {

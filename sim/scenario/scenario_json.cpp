@@ -55,6 +55,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
       {"efficiency", {{"gemm", c.efficiency.gemm}, {"hbm", c.efficiency.hbm},
                       {"cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core},
                       {"pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction}}}};
+  for (auto [g, key] : {std::pair{&c.efficiency.gemm_model, "gemm_model"}, {&c.efficiency.gemm_model_fp32, "gemm_model_fp32"}})
+    if (g->present())  // calibrated profiles only: data-sheet reports keep their fields
+      j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},
+                                         {"io_GBps", g->io_GBps}, {"tile_m", g->tile_m}, {"tile_n", g->tile_n},
+                                         {"sms", g->sms}, {"split_k_depth", g->split_k_depth}};
   J zj = {{"stage", z.stage},
           {"overlap_comm", z.overlap_comm},
           {"contiguous_gradients", z.contiguous_gradients},

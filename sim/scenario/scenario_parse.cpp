@@ -84,9 +84,11 @@ FlatConfig load_profile(const FlatConfig& scenario, const std::string& scenario_
     for (auto it = root.begin(); it != root.end(); ++it) {
       const YAML::Node key_node = it->first;  // a copy: the iterator's pair is a temporary
       std::string key = key_node.IsScalar() ? key_node.Scalar() : "";
-      if (key != "cluster" && key != "description")
+      // 'calibration:' is zrun calibrate's record of its measurements and fits: documentation, never read.
+      if (key != "cluster" && key != "description" && key != "calibration")
         throw InputError(location_of(key_node, file, key),
-                         "a hardware profile holds only 'cluster:' (and 'description:'), got '" + key + "'");
+                         "a hardware profile holds only 'cluster:' (and 'description:', 'calibration:'), got '" + key +
+                             "'");
     }
     YAML::Node cluster = root["cluster"];
     if (!cluster.IsDefined() || !cluster.IsMap())
@@ -306,6 +308,16 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.hbm", c.efficiency.hbm);
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
+  auto gemm_model = [&](const std::string& block, GemmModel& g) {
+    real(block + ".launch_us", g.launch_us);
+    real(block + ".max_efficiency", g.max_efficiency);
+    real(block + ".io_GBps", g.io_GBps);
+    for (auto [key, field] : {std::pair{".tile_m", &g.tile_m}, {".tile_n", &g.tile_n}, {".sms", &g.sms},
+                              {".split_k_depth", &g.split_k_depth}})
+      if (auto v = f.get_int(block + key)) *field = *v;
+  };
+  gemm_model("cluster.efficiency.gemm_model", c.efficiency.gemm_model);
+  gemm_model("cluster.efficiency.gemm_model_fp32", c.efficiency.gemm_model_fp32);
   return c;
 }
 

@@ -97,6 +97,18 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   fraction(cl.efficiency.hbm, "cluster.efficiency.hbm");
   fraction(cl.efficiency.pageable_pcie_fraction, "cluster.efficiency.pageable_pcie_fraction");
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
+  for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
+                          {&cl.efficiency.gemm_model_fp32, "cluster.efficiency.gemm_model_fp32"}}) {
+    const std::string b = block;
+    c.that(std::isfinite(g->max_efficiency) && g->max_efficiency >= 0 && g->max_efficiency <= 1, b + ".max_efficiency",
+           "must be a fraction in [0, 1] (0 = no model), got " + Check::num(g->max_efficiency));
+    c.that(std::isfinite(g->launch_us) && g->launch_us >= 0, b + ".launch_us", "must be >= 0, got " + Check::num(g->launch_us));
+    c.that(std::isfinite(g->io_GBps) && g->io_GBps >= 0, b + ".io_GBps", "must be >= 0 (0 = no term), got " + Check::num(g->io_GBps));
+    c.that(g->tile_m >= 1 && g->tile_m <= 4096, b + ".tile_m", "must be in [1, 4096]");
+    c.that(g->tile_n >= 1 && g->tile_n <= 4096, b + ".tile_n", "must be in [1, 4096]");
+    c.that(g->sms >= 1 && g->sms <= 100000, b + ".sms", "must be in [1, 100000]");
+    c.that(g->split_k_depth >= 0 && g->split_k_depth <= 1000000, b + ".split_k_depth", "must be in [0, 1000000]");
+  }
 }
 
 void validate_training(const TrainingSpec& t, const ClusterSpec& cl, const LocateKey& locate) {

@@ -1,0 +1,29 @@
+// zrun calibrate's micro-benchmarks: each fills its part of Measurements on the current GPU / host.
+// Times are medians of repeated runs timed with CUDA events (GPU) or steady_clock (host).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/calibrate/measurements.hpp"
+
+namespace zrun {
+class Communicators;
+}
+
+namespace zrun::calibrate {
+
+// GPU name, memory, SMs; the GEMM grid (bf16, fp16, fp32 on cuBLASLt through runtime/model/gemm);
+// memory-bound kernels (norm, softmax/cross-entropy, activations, qwZ quantization, fused Adam, D2D copy);
+// launch overhead; pinned and pageable host copies.
+void measure_gpu(Measurements& m, bool quick, std::ostream& log);
+
+// CPU Adam (kernels/cpu) on every core; NVMe reads and writes of a temp file in nvme_dir; host memory, cores.
+void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std::ostream& log);
+
+// Every collective kind on every group of `comms` (index into groups), sizes 1 KiB .. 1 GiB (quick: .. 64 MiB).
+// Groups on one node go to link class "nvlink", groups of one rank per node to "ib"; mixed groups are
+// measured and recorded but not fitted. Every rank calls it; rank 0 records.
+void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
+                         int rank, bool quick, std::ostream& log);
+
+}  // namespace zrun::calibrate

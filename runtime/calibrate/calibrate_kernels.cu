@@ -1,0 +1,38 @@
+// The two kernels zrun calibrate needs of its own: an empty kernel (launch overhead) and a fill of random
+// finite values (GEMM operands, so that tensor cores switch real bits, not zeros).
+#include "runtime/calibrate/calibrate_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace zrun::calibrate {
+
+namespace {
+__global__ void empty_kernel() {}
+
+__device__ float uniform(std::uint64_t i, std::uint64_t seed) {
+  std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+  return static_cast<float>(x >> 40) / 16777216.0f - 0.5f;  // [-0.5, 0.5)
+}
+
+template <class T>
+__global__ void fill_kernel(T* p, std::int64_t n, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<T>(uniform(i, seed));
+}
+}  // namespace
+
+void launch_empty_kernel(cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(); }
+
+void fill_random(void* p, std::int64_t n, int element_bytes_and_kind, std::uint64_t seed, cudaStream_t s) {
+  const int blocks = 1024, threads = 256;
+  switch (element_bytes_and_kind) {
+    case kFillF32: fill_kernel<<<blocks, threads, 0, s>>>(static_cast<float*>(p), n, seed); break;
+    case kFillBf16: fill_kernel<<<blocks, threads, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed); break;
+    case kFillF16: fill_kernel<<<blocks, threads, 0, s>>>(static_cast<__half*>(p), n, seed); break;
+  }
+}
+
+}  // namespace zrun::calibrate

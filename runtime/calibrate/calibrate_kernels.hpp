@@ -1,0 +1,15 @@
+// zrun calibrate's own kernels (calibrate_kernels.cu): launch overhead and random operands.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace zrun::calibrate {
+
+inline constexpr int kFillF32 = 0, kFillBf16 = 1, kFillF16 = 2;
+
+void launch_empty_kernel(cudaStream_t s);
+// n elements of the kind (kFill*) with values in [-0.5, 0.5).
+void fill_random(void* p, std::int64_t n, int kind, std::uint64_t seed, cudaStream_t s);
+
+}  // namespace zrun::calibrate

@@ -1,0 +1,114 @@
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cost_models/collective_cost.hpp"
+#include "runtime/calibrate/benches.hpp"
+#include "runtime/comm/check.hpp"
+#include "runtime/comm/communicators.hpp"
+
+namespace zrun::calibrate {
+
+namespace {
+
+using zsim::CollectiveKind;
+
+// One collective of nccl-tests size `bytes` (bf16) on communicator c of n ranks.
+void run_collective(CollectiveKind kind, ncclComm_t c, int n, int me, std::size_t bytes, void* send, void* recv,
+                    cudaStream_t s) {
+  const std::size_t count = bytes / 2;  // bf16 elements of the nccl-tests size
+  switch (kind) {
+    case CollectiveKind::all_reduce:
+      ZRUN_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, c, s));
+      break;
+    case CollectiveKind::all_gather:  // size = output
+      ZRUN_NCCL_CHECK(ncclAllGather(send, recv, count / n, ncclBfloat16, c, s));
+      break;
+    case CollectiveKind::reduce_scatter:  // size = input
+      ZRUN_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, ncclBfloat16, ncclSum, c, s));
+      break;
+    case CollectiveKind::broadcast:
+      ZRUN_NCCL_CHECK(ncclBroadcast(send, recv, count, ncclBfloat16, 0, c, s));
+      break;
+    case CollectiveKind::reduce:
+      ZRUN_NCCL_CHECK(ncclReduce(send, recv, count, ncclBfloat16, ncclSum, 0, c, s));
+      break;
+    case CollectiveKind::all_to_all: {  // size = the whole send buffer
+      const std::size_t per = count / n;
+      ZRUN_NCCL_CHECK(ncclGroupStart());
+      for (int p = 0; p < n; ++p) {
+        ZRUN_NCCL_CHECK(ncclSend(static_cast<char*>(send) + p * per * 2, per, ncclBfloat16, p, c, s));
+        ZRUN_NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + p * per * 2, per, ncclBfloat16, p, c, s));
+      }
+      ZRUN_NCCL_CHECK(ncclGroupEnd());
+      break;
+    }
+  }
+  (void)me;
+}
+
+}  // namespace
+
+void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
+                         int rank, bool quick, std::ostream& log) {
+  const std::size_t max_bytes = quick ? (64u << 20) : (1u << 30);
+  cudaStream_t s;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void *send = nullptr, *recv = nullptr;
+  ZRUN_CUDA_CHECK(cudaMalloc(&send, max_bytes));
+  ZRUN_CUDA_CHECK(cudaMalloc(&recv, max_bytes));
+  ZRUN_CUDA_CHECK(cudaMemset(send, 0, max_bytes));
+  cudaEvent_t a, b;
+  ZRUN_CUDA_CHECK(cudaEventCreate(&a));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&b));
+  const CollectiveKind kinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                                  CollectiveKind::broadcast, CollectiveKind::reduce, CollectiveKind::all_to_all};
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const zsim::ProcessGroup& g = groups[gi];
+    if (g.size < 2) continue;
+    const std::string cls = !g.crosses_nodes() ? "nvlink" : g.ranks_per_node == 1 ? "ib" : "";
+    const ncclComm_t c = comms.group(static_cast<int>(gi));
+    int me = 0;
+    ZRUN_NCCL_CHECK(ncclCommUserRank(c, &me));
+    for (CollectiveKind kind : kinds)
+      for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
+        if (bytes / 2 < static_cast<std::size_t>(g.size) * g.size) continue;
+        const int reps = bytes <= (1u << 20) ? 20 : bytes <= (64u << 20) ? 5 : 2;
+        for (int w = 0; w < 2; ++w) run_collective(kind, c, g.size, me, bytes, send, recv, s);
+        std::vector<double> trials;
+        for (int t = 0; t < 3; ++t) {
+          ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
+          // Every member starts together: a one-element all-reduce on the group first.
+          ZRUN_NCCL_CHECK(ncclAllReduce(send, recv, 1, ncclBfloat16, ncclSum, c, s));
+          ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+          for (int r = 0; r < reps; ++r) run_collective(kind, c, g.size, me, bytes, send, recv, s);
+          ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
+          ZRUN_CUDA_CHECK(cudaEventSynchronize(b));
+          float ms = 0;
+          ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+          trials.push_back(ms * 1e-3 / reps);
+        }
+        std::sort(trials.begin(), trials.end());
+        const double t = trials[1];
+        if (rank == 0) {
+          const CollectiveSample sample{kind, g.size, g.nodes_spanned(), static_cast<double>(bytes), t};
+          m.collectives[cls.empty() ? "mixed:" + g.name : cls].push_back(sample);
+          log << fmt::format("  {} on {} (size {}, {} node(s)) {} B: {:.1f} us, busbw {:.1f} GB/s\n", zsim::to_string(kind),
+                             g.name, g.size, g.nodes_spanned(), bytes, t * 1e6,
+                             zsim::bus_bytes(kind, static_cast<double>(bytes), g.size) / t / 1e9);
+        }
+      }
+  }
+  ZRUN_CUDA_CHECK(cudaEventDestroy(a));
+  ZRUN_CUDA_CHECK(cudaEventDestroy(b));
+  ZRUN_CUDA_CHECK(cudaFree(send));
+  ZRUN_CUDA_CHECK(cudaFree(recv));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace zrun::calibrate

@@ -1,0 +1,156 @@
+#include "runtime/calibrate/fit.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "cost_models/collective_cost.hpp"
+
+namespace zrun::calibrate {
+
+FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  if (predicted.size() != measured.size()) throw std::invalid_argument("residual_of: sizes differ");
+  FitResidual r;
+  double sum = 0;
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    const double e = (predicted[i] - measured[i]) / measured[i];
+    sum += e * e;
+    r.max_abs_rel = std::max(r.max_abs_rel, std::abs(e));
+  }
+  r.samples = static_cast<int>(measured.size());
+  r.rms_rel = measured.empty() ? 0 : std::sqrt(sum / measured.size());
+  return r;
+}
+
+LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y) {
+  if (X.rows() == 0 || X.cols() == 0) throw std::invalid_argument("fit: no measurements");
+  if (X.rows() != y.size()) throw std::invalid_argument("fit: as many rows as measurements are needed");
+  for (Eigen::Index i = 0; i < y.size(); ++i)
+    if (!(y[i] > 0) || !std::isfinite(y[i])) throw std::invalid_argument("fit: a measurement is not a positive time");
+  // Row i divided by y_i: the residual of the scaled system is the relative error.
+  Eigen::MatrixXd A = X;
+  for (Eigen::Index i = 0; i < y.size(); ++i) A.row(i) /= y[i];
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(y.size());
+  std::vector<bool> active(X.cols(), true);
+  Eigen::VectorXd coef = Eigen::VectorXd::Zero(X.cols());
+  for (int round = 0; round < X.cols(); ++round) {
+    std::vector<Eigen::Index> cols;
+    for (Eigen::Index j = 0; j < X.cols(); ++j)
+      if (active[j]) cols.push_back(j);
+    if (cols.empty()) break;
+    Eigen::MatrixXd As(A.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t c = 0; c < cols.size(); ++c) As.col(c) = A.col(cols[c]);
+    const Eigen::VectorXd sol = As.colPivHouseholderQr().solve(ones);
+    coef.setZero();
+    bool negative = false;
+    Eigen::Index most_negative = -1;
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      coef[cols[c]] = sol[c];
+      if (sol[c] < 0 && (most_negative < 0 || sol[c] < coef[most_negative])) most_negative = cols[c];
+      negative |= sol[c] < 0;
+    }
+    if (!negative) break;
+    active[most_negative] = false;
+    coef[most_negative] = 0;
+  }
+  for (Eigen::Index j = 0; j < coef.size(); ++j)
+    if (!active[j] || coef[j] < 0) coef[j] = 0;
+  LinearFit f;
+  f.coef = coef;
+  const Eigen::VectorXd pred = X * coef;
+  f.residual = residual_of(std::vector<double>(pred.data(), pred.data() + pred.size()),
+                           std::vector<double>(y.data(), y.data() + y.size()));
+  return f;
+}
+
+LatencyBandwidthFit fit_latency_bandwidth(const std::vector<SizeSample>& samples) {
+  Eigen::MatrixXd X(samples.size(), 2);
+  Eigen::VectorXd y(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    X(i, 0) = 1;
+    X(i, 1) = samples[i].bytes;
+    y[i] = samples[i].seconds;
+  }
+  const LinearFit f = fit_relative_nonnegative(X, y);
+  LatencyBandwidthFit out;
+  out.latency_s = f.coef[0];
+  out.GBps = f.coef[1] > 0 ? 1.0 / f.coef[1] / 1e9 : 0;
+  out.residual = f.residual;
+  return out;
+}
+
+LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
+  Eigen::MatrixXd X(samples.size(), 2);
+  Eigen::VectorXd y(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const CollectiveSample& s = samples[i];
+    if (s.n < 2) throw std::invalid_argument("fit_link: a collective sample needs a group of 2 or more ranks");
+    X(i, 0) = zsim::latency_steps(s.kind, zsim::CollectiveAlgorithm::ring, s.n, s.k).total();
+    X(i, 1) = zsim::bandwidth_bytes(s.kind, zsim::CollectiveAlgorithm::ring, s.size_bytes, s.n);
+    y[i] = s.seconds;
+  }
+  const LinearFit f = fit_relative_nonnegative(X, y);
+  LinkFit out;
+  out.latency_per_step_s = f.coef[0];
+  out.GBps = f.coef[1] > 0 ? 1.0 / f.coef[1] / 1e9 : 0;
+  out.residual = f.residual;
+  return out;
+}
+
+namespace {
+
+// Least squares of launch_us, 1 / max_efficiency and 1 / io_GBps for one tile and split-K setting.
+GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
+                       const zsim::GemmModel& shape) {
+  Eigen::MatrixXd X(samples.size(), 3);
+  Eigen::VectorXd y(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const GemmSample& s = samples[i];
+    const double flops = 2.0 * s.m * s.n * s.k;
+    X(i, 0) = 1e-6;                                                                          // launch_us
+    X(i, 1) = flops / (peak_tflops * 1e12 * zsim::wave_efficiency(s.m, s.n, s.k, shape));  // 1 / max_efficiency
+    X(i, 2) = bytes_per_element * (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n) / 1e9;  // 1 / io_GBps
+    y[i] = s.seconds;
+  }
+  const LinearFit f = fit_relative_nonnegative(X, y);
+  GemmFit out;
+  out.model = shape;
+  if (!(f.coef[1] > 0)) {
+    out.residual.rms_rel = 1e300;  // no FLOP-bound term: not a GEMM model
+    return out;
+  }
+  out.model.launch_us = f.coef[0];
+  out.model.max_efficiency = std::min(1.0, 1.0 / f.coef[1]);
+  // A traffic term above 1 PB/s is numerical dust of a fit whose data has none: no term.
+  out.model.io_GBps = f.coef[2] > 0 && 1.0 / f.coef[2] < 1e6 ? 1.0 / f.coef[2] : 0;
+  std::vector<double> pred, meas;
+  for (const GemmSample& s : samples) {
+    pred.push_back(zsim::gemm_model_s(s.m, s.n, s.k, 1, bytes_per_element, peak_tflops, out.model));
+    meas.push_back(s.seconds);
+  }
+  out.residual = residual_of(pred, meas);
+  return out;
+}
+
+}  // namespace
+
+GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
+                       std::int64_t sms) {
+  if (samples.empty()) throw std::invalid_argument("fit_gemm_model: no measurements");
+  GemmFit best;
+  best.residual.rms_rel = 1e300;
+  for (std::int64_t tile_m : {64, 128, 256})
+    for (std::int64_t tile_n : {64, 128, 256})
+      for (std::int64_t depth : {0, 128, 256, 512, 1024}) {
+        zsim::GemmModel shape;
+        shape.tile_m = tile_m;
+        shape.tile_n = tile_n;
+        shape.sms = sms;
+        shape.split_k_depth = depth;
+        const GemmFit f = fit_gemm_shape(samples, bytes_per_element, peak_tflops, shape);
+        if (f.residual.rms_rel < best.residual.rms_rel - 1e-12) best = f;
+      }
+  if (!best.model.present()) throw std::invalid_argument("fit_gemm_model: the measurements show no FLOP-bound term");
+  return best;
+}
+
+}  // namespace zrun::calibrate

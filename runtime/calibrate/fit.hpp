@@ -1,0 +1,81 @@
+// Least-squares fits of zrun calibrate's measurements to zsim's cost models (Eigen): a latency + bandwidth
+// line (host copies, NVMe), latency per step + bus bandwidth of a link class from collectives of every kind,
+// and the GEMM model of cost_models/gemm_model.hpp. Fits minimise the RELATIVE error of each measurement
+// (small and large sizes count alike) and keep coefficients non-negative (a term that comes out negative is
+// dropped and the rest refitted). Host code: no CUDA.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "cost_models/gemm_model.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zrun::calibrate {
+
+// Residuals of a fit over its measurements: (predicted - measured) / measured.
+struct FitResidual {
+  double rms_rel = 0;      // root mean square
+  double max_abs_rel = 0;  // worst |error|
+  int samples = 0;
+};
+
+struct LinearFit {
+  Eigen::VectorXd coef;    // one per column of X; 0 for a dropped (would-be negative) term
+  FitResidual residual;
+};
+
+// min over coef >= 0 of sum_i ((X coef - y)_i / y_i)^2. y > 0. Throws std::invalid_argument on empty or
+// mismatched input, or a non-positive measurement.
+LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y);
+
+// seconds = latency_s + bytes / (GBps x 1e9).
+struct SizeSample {
+  double bytes = 0;
+  double seconds = 0;
+};
+struct LatencyBandwidthFit {
+  double latency_s = 0;
+  double GBps = 0;         // 0 when the measurements show no bandwidth term
+  FitResidual residual;
+};
+LatencyBandwidthFit fit_latency_bandwidth(const std::vector<SizeSample>& samples);
+
+// One collective measured on a group of n ranks over k (virtual) nodes, nccl-tests size convention.
+struct CollectiveSample {
+  zsim::CollectiveKind kind = zsim::CollectiveKind::all_reduce;
+  int n = 2;
+  int k = 1;
+  double size_bytes = 0;
+  double seconds = 0;
+};
+// seconds = steps x latency_per_step + bandwidth_bytes / (GBps x 1e9), with zsim's ring steps and bytes
+// (cost_models/collective_cost.hpp): the figures zsim's links.*_latency_us and *_GBps hold.
+struct LinkFit {
+  double latency_per_step_s = 0;
+  double GBps = 0;
+  FitResidual residual;
+};
+LinkFit fit_link(const std::vector<CollectiveSample>& samples);
+
+// One GEMM D[m x n] = A[m x k] B[k x n] measured.
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+};
+struct GemmFit {
+  zsim::GemmModel model;
+  FitResidual residual;
+};
+// Fits cost_models/gemm_model.hpp for the GPU's SM count: launch_us, max_efficiency and io_GBps by least squares
+// for each tile (64, 128, 256 each way) and split-K depth (none, 128 .. 1024), keeping the setting of least rms
+// relative residual (cuBLASLt picks its tiles and split-K per shape; the model stands for its typical choice).
+GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
+                       std::int64_t sms);
+
+// Residuals of a model over samples: predicted[i] against measured[i].
+FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured);
+
+}  // namespace zrun::calibrate

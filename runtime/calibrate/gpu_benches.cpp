@@ -1,0 +1,211 @@
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/fused_adam.hpp"
+#include "kernels/qwz_quant.hpp"
+#include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/calibrate_kernels.hpp"
+#include "runtime/comm/check.hpp"
+#include "runtime/model/gemm.hpp"
+#include "runtime/model/layers.hpp"
+
+namespace zrun::calibrate {
+
+namespace {
+
+using model::DType;
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(std::size_t bytes) { ZRUN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256))); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T> T* as() const { return static_cast<T*>(p); }
+};
+
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    ZRUN_CUDA_CHECK(cudaEventCreate(&a));
+    ZRUN_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of one call: warm-up, then 5 trials of `reps` calls each (reps chosen for ~2 ms a trial).
+double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200) {
+  Events e;
+  for (int i = 0; i < 2; ++i) call();
+  ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
+  ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
+  call();
+  ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
+  ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
+  float ms = 0;
+  ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
+  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, max_reps);
+  std::vector<double> trials;
+  for (int t = 0; t < 5; ++t) {
+    ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
+    for (int r = 0; r < reps; ++r) call();
+    ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
+    ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
+    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
+    trials.push_back(ms * 1e-3 / reps);
+  }
+  ZRUN_CUDA_CHECK(cudaGetLastError());
+  return median(trials);
+}
+
+void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
+  const std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{256, 2048, 8192}
+                                             : std::vector<std::int64_t>{128, 512, 2048, 8192};
+  const std::vector<std::int64_t> ns = quick ? std::vector<std::int64_t>{512, 4096, 11008}
+                                             : std::vector<std::int64_t>{256, 1024, 4096, 11008};
+  const std::vector<std::int64_t> ks = quick ? std::vector<std::int64_t>{512, 4096}
+                                             : std::vector<std::int64_t>{256, 1024, 4096};
+  const std::int64_t mmax = ms.back(), nmax = ns.back(), kmax = ks.back();
+  model::Gemm gemm;
+  for (DType dt : {DType::bf16, DType::fp16, DType::fp32}) {
+    const std::int64_t eb = model::dtype_bytes(dt);
+    DeviceBuffer a(mmax * kmax * eb), b(kmax * nmax * eb), d(mmax * nmax * eb);
+    const int kind = dt == DType::fp32 ? kFillF32 : dt == DType::bf16 ? kFillBf16 : kFillF16;
+    fill_random(a.p, mmax * kmax, kind, 1, s);
+    fill_random(b.p, kmax * nmax, kind, 2, s);
+    std::vector<GemmSample>& out = m.gemm[model::dtype_name(dt)];
+    for (std::int64_t M : ms)
+      for (std::int64_t N : ns)
+        for (std::int64_t K : ks) {
+          model::GemmCall g;
+          g.m = M; g.n = N; g.k = K;
+          g.a = a.p; g.lda = M;
+          g.b = b.p; g.ldb = K;
+          g.d = d.p; g.ldd = M;
+          const double t = time_gpu([&] { gemm.run(g, dt, s); }, s);
+          out.push_back({M, N, K, t});
+          log << fmt::format("  gemm {} {}x{}x{}: {:.1f} us, {:.0f} TFLOPS\n", model::dtype_name(dt), M, N, K, t * 1e6,
+                             2.0 * M * N * K / t / 1e12);
+        }
+  }
+  // Launch to launch of a tiny GEMM.
+  DeviceBuffer t(64 * 64 * 2);
+  model::GemmCall g;
+  g.m = g.n = g.k = 16;
+  g.a = g.b = t.p; g.d = t.p;
+  g.lda = g.ldb = g.ldd = 16;
+  m.gemm_launch_s = time_gpu([&] { gemm.run(g, DType::bf16, s); }, s, 2000);
+}
+
+void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
+  const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1 << 22, 1 << 25}
+                                                : std::vector<std::int64_t>{1 << 20, 1 << 23, 1 << 26};
+  const std::int64_t nmax = sizes.back();
+  DeviceBuffer x(nmax * 2), y(nmax * 2), z(nmax * 2), f0(nmax * 4), f1(nmax * 4), f2(nmax * 4), q(nmax),
+      steps((nmax / 2048 + 1) * 4);
+  fill_random(x.p, nmax, kFillBf16, 3, s);
+  fill_random(y.p, nmax, kFillBf16, 4, s);
+  fill_random(f0.p, nmax, kFillF32, 5, s);
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(f1.p, 0, nmax * 4, s));
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(f2.p, 0, nmax * 4, s));
+  auto record = [&](const char* name, const char* kind, double bytes, double t) {
+    m.kernels.push_back({name, kind, bytes, t});
+    log << fmt::format("  {} ({} MB): {:.1f} us, {:.0f} GB/s\n", name, bytes / 1e6, t * 1e6, bytes / t / 1e9);
+  };
+  for (std::int64_t n : sizes) {
+    const std::int64_t h = 4096, rows = n / h;
+    DeviceBuffer w(h * 2), stats(2 * rows * 4);
+    fill_random(w.p, h, kFillBf16, 6, s);
+    record("rmsnorm.fwd", "norm", 2.0 * n * 2,
+           time_gpu([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s));
+    const std::int64_t vocab = 32768, lrows = n / vocab;
+    DeviceBuffer targets(lrows * 4), lse(lrows * 4), tl(lrows * 4), loss(4);
+    ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, lrows * 4, s));
+    record("cross_entropy.fwd (softmax over vocab)", "softmax", 1.0 * n * 2,
+           time_gpu([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                       tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s));
+    record("swiglu.fwd", "activation", 3.0 * n * 2 / 2,
+           time_gpu([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s));
+    record("gelu.fwd", "activation", 2.0 * n * 2,
+           time_gpu([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s));
+    const std::int64_t block = 2048, blocks = zk::qwz_num_blocks(n, block);
+    record("qwz.quantize", "quantization", n * 2.0 + n + blocks * 4.0,
+           time_gpu([&] { zk::qwz_quantize(x.p, zk::Half16::bf16, n, block, q.as<std::int8_t>(), steps.as<float>(), s); }, s));
+    record("qwz.dequantize", "quantization", n + blocks * 4.0 + n * 2.0,
+           time_gpu([&] { zk::qwz_dequantize(q.as<std::int8_t>(), steps.as<float>(), n, block, z.p, zk::Half16::bf16, s); }, s));
+    zk::AdamHyper hyper;
+    record("fused_adam", "adam", 28.0 * n,
+           time_gpu([&] { zk::fused_adam(f0.as<float>(), f1.as<float>(), f2.as<float>(), x.p, zk::Half16::bf16, z.p,
+                                         zk::Half16::bf16, n, hyper, s); }, s));
+    record("copy.d2d", "copy", 2.0 * n * 2,
+           time_gpu([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(z.p, x.p, n * 2, cudaMemcpyDeviceToDevice, s)); }, s));
+  }
+  m.kernel_launch_s = time_gpu([&] { launch_empty_kernel(s); }, s, 5000);
+  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us\n", m.kernel_launch_s * 1e6,
+                     m.gemm_launch_s * 1e6);
+}
+
+void measure_copies(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
+  const std::int64_t max_bytes = quick ? (64ll << 20) : (256ll << 20);
+  DeviceBuffer dev(max_bytes);
+  void* pinned = nullptr;
+  ZRUN_CUDA_CHECK(cudaHostAlloc(&pinned, max_bytes, cudaHostAllocDefault));
+  std::unique_ptr<char[]> pageable(new char[max_bytes]);
+  std::memset(pageable.get(), 1, max_bytes);
+  std::memset(pinned, 1, max_bytes);
+  for (std::int64_t bytes = 64 << 10; bytes <= max_bytes; bytes *= 4) {
+    auto copy = [&](void* dst, const void* src, cudaMemcpyKind k) {
+      return time_gpu([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, s)); }, s, 50);
+    };
+    const double b = static_cast<double>(bytes);
+    m.h2d_pinned.push_back({b, copy(dev.p, pinned, cudaMemcpyHostToDevice)});
+    m.d2h_pinned.push_back({b, copy(pinned, dev.p, cudaMemcpyDeviceToHost)});
+    m.h2d_pageable.push_back({b, copy(dev.p, pageable.get(), cudaMemcpyHostToDevice)});
+    m.d2h_pageable.push_back({b, copy(pageable.get(), dev.p, cudaMemcpyDeviceToHost)});
+    log << fmt::format("  host copies {} KiB: pinned H2D {:.1f} / D2H {:.1f} GB/s, pageable H2D {:.1f} / D2H {:.1f} GB/s\n",
+                       bytes >> 10, b / m.h2d_pinned.back().seconds / 1e9, b / m.d2h_pinned.back().seconds / 1e9,
+                       b / m.h2d_pageable.back().seconds / 1e9, b / m.d2h_pageable.back().seconds / 1e9);
+  }
+  ZRUN_CUDA_CHECK(cudaFreeHost(pinned));
+}
+
+}  // namespace
+
+void measure_gpu(Measurements& m, bool quick, std::ostream& log) {
+  int device = 0;
+  ZRUN_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp p;
+  ZRUN_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  m.gpu_name = p.name;
+  m.hbm_bytes = static_cast<std::int64_t>(p.totalGlobalMem);
+  m.sms = p.multiProcessorCount;
+  m.quick = quick;
+  cudaStream_t s;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  log << "zrun calibrate: GEMMs (cuBLASLt)\n";
+  measure_gemms(m, quick, s, log);
+  log << "zrun calibrate: memory-bound kernels\n";
+  measure_kernels(m, quick, s, log);
+  log << "zrun calibrate: host copies\n";
+  measure_copies(m, quick, s, log);
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace zrun::calibrate

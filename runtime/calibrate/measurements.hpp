@@ -1,0 +1,84 @@
+// What zrun calibrate measured on one machine (filled by the GPU benchmarks, or synthetically by tests), and
+// the hardware profile built from it: every fitted value with its residual and the measurements behind it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/calibrate/fit.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace zrun::calibrate {
+
+// A memory-bound kernel at one size: bytes read + written, median seconds.
+struct KernelSample {
+  std::string name;        // "rmsnorm.fwd", "swiglu.fwd", "qwz.quantize", "fused_adam", "copy.d2d", ...
+  std::string kind;        // "norm", "softmax", "activation", "quantization", "adam", "copy"
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct Measurements {
+  std::string gpu_name;
+  std::int64_t hbm_bytes = 0;
+  int sms = 0;
+  int gpus = 0;                       // GPUs the run used
+  std::int64_t host_memory_bytes = 0;
+  int host_cores = 0;
+  bool quick = false;
+  std::map<std::string, std::vector<GemmSample>> gemm;     // "bf16", "fp16", "fp32"
+  std::vector<KernelSample> kernels;
+  std::vector<SizeSample> h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable;
+  double cpu_adam_params_per_s = 0;   // all threads together
+  int cpu_adam_threads = 0;
+  std::int64_t cpu_adam_params = 0;
+  std::vector<SizeSample> nvme_read, nvme_write;
+  std::string nvme_path;              // the temp file's directory
+  bool nvme_direct = false;           // O_DIRECT was used
+  double kernel_launch_s = 0;         // an empty kernel, launch to launch
+  double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch
+  std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
+  std::string collectives_note;       // why a link class has no measurements
+};
+
+// One `cluster:` value of the profile: dotted key below cluster, YAML scalar text, its comment (source).
+struct ProfileEntry {
+  std::string key;
+  std::string value;
+  std::string comment;
+};
+
+struct CalibratedProfile {
+  std::vector<std::string> header;    // comment lines at the top
+  std::vector<ProfileEntry> cluster;  // grouped so that entries of a block are contiguous
+  nlohmann::json calibration;         // the `calibration:` record (zsim does not read it)
+};
+
+// Builds the profile: measured and fitted values where there are measurements, the base profile's values
+// (marked "not calibrated") elsewhere. Throws std::invalid_argument when a fit has too few measurements.
+CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& base, const std::string& base_name);
+
+// The YAML text: header comments, `cluster:` with one commented value per line, `calibration:` (JSON flow
+// values inside block maps, which YAML reads).
+std::string profile_yaml(const CalibratedProfile& p);
+
+// The measurements recorded in the `calibration:` block of a profile zrun calibrate wrote (what build_profile
+// needs to fit again, e.g. after a change of the models: zrun calibrate --refit). Throws zsim::InputError naming
+// the file when it has no record or a malformed one.
+Measurements measurements_from_profile(const std::string& file);
+
+// The data-sheet profile of a GPU name ("NVIDIA H100 80GB HBM3" -> "h100-hgx-ib400"); "" when unknown.
+std::string base_profile_for_gpu(const std::string& gpu_name);
+
+}  // namespace zrun::calibrate
+
+namespace zrun::calibrate {
+
+// The cluster of hardware profile `name` (searched as zsim searches cluster.profile, plus extra_dir first),
+// loaded through zsim's scenario loader. Throws zsim::InputError when there is no such profile or it is bad.
+zsim::ClusterSpec load_profile_cluster(const std::string& name, const std::string& extra_dir = "");
+
+}  // namespace zrun::calibrate

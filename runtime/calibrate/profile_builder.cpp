@@ -1,0 +1,308 @@
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/calibrate/measurements.hpp"
+
+namespace zrun::calibrate {
+
+namespace {
+
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+std::string integer(std::int64_t v) { return std::to_string(v); }
+std::string pct(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
+std::string residual_text(const FitResidual& r) {
+  return fmt::format("fit residual rms {} / worst {} over {} measurements", pct(r.rms_rel), pct(r.max_abs_rel),
+                     r.samples);
+}
+nlohmann::json residual_json(const FitResidual& r) {
+  return {{"rms_rel", r.rms_rel}, {"max_abs_rel", r.max_abs_rel}, {"samples", r.samples}};
+}
+nlohmann::json samples_json(const std::vector<SizeSample>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const SizeSample& s : v) a.push_back({s.bytes, s.seconds * 1e6});
+  return a;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Builder {
+  CalibratedProfile p;
+  std::string base_name;
+  void add(const std::string& key, const std::string& value, const std::string& comment) {
+    p.cluster.push_back({key, value, comment});
+  }
+  void keep(const std::string& key, const std::string& value, const std::string& why = "") {
+    add(key, value, "not calibrated: " + base_name + (why.empty() ? "" : " (" + why + ")"));
+  }
+};
+
+}  // namespace
+
+std::string base_profile_for_gpu(const std::string& gpu_name) {
+  std::string n;
+  for (char c : gpu_name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n.find("h200") != std::string::npos) return "h200-hgx-ib400";
+  if (n.find("h100") != std::string::npos) return "h100-hgx-ib400";
+  if (n.find("a100") != std::string::npos) return "a100-hgx-ib200";
+  if (n.find("v100") != std::string::npos) return "v100-dgx2-ib100";
+  return "";
+}
+
+CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& base, const std::string& base_name) {
+  Builder b;
+  b.base_name = base_name;
+  nlohmann::json& cal = b.p.calibration;
+  cal["tool"] = "zrun calibrate";
+  cal["base_profile"] = base_name;
+  cal["gpu"] = m.gpu_name;
+  cal["sms"] = m.sms;
+  cal["quick"] = m.quick;
+  cal["gpus"] = m.gpus;
+  cal["hbm_bytes"] = m.hbm_bytes;
+  cal["host_memory_bytes"] = m.host_memory_bytes;
+  cal["host_cores"] = m.host_cores;
+  cal["units"] = "samples: [bytes, microseconds]; gemm samples: [m, n, k, microseconds]";
+
+  b.add("gpus_per_node", integer(m.gpus), "GPUs zrun calibrate ran on (a scenario sets its own)");
+  b.add("gpu.name", m.gpu_name.empty() ? base.gpu.name : "\"" + m.gpu_name + "\"", "cudaGetDeviceProperties");
+  b.add("gpu.hbm_bytes", integer(m.hbm_bytes > 0 ? m.hbm_bytes : base.gpu.hbm_bytes), "cudaDeviceProp.totalGlobalMem");
+  b.keep("gpu.hbm_GBps", num(base.gpu.hbm_GBps), "data sheet; efficiency.hbm is measured against it");
+  b.keep("gpu.peak_tflops", num(base.gpu.peak_tflops), "data sheet; the GEMM models are measured against it");
+  b.keep("gpu.peak_fp32_tflops", num(base.gpu.peak_fp32_tflops), "data sheet");
+  b.add("host.memory_bytes", integer(m.host_memory_bytes > 0 ? m.host_memory_bytes : base.host.memory_bytes),
+        "sysconf(_SC_PHYS_PAGES) x page size");
+  b.add("host.cores", integer(m.host_cores > 0 ? m.host_cores : base.host.cores), "std::thread::hardware_concurrency");
+  b.keep("nvme.bytes", integer(base.nvme.bytes));
+
+  // NVMe.
+  auto nvme = [&](const std::vector<SizeSample>& v, const char* key, const char* what, double base_value) {
+    if (v.size() < 2) {
+      b.keep(key, num(base_value), "no NVMe measurement");
+      return;
+    }
+    const LatencyBandwidthFit f = fit_latency_bandwidth(v);
+    b.add(key, num(f.GBps), fmt::format("{} of a temp file in {}{}: {}; calibration.nvme.{}", what, m.nvme_path,
+                                        m.nvme_direct ? " (O_DIRECT)" : " (page cache: O_DIRECT refused)",
+                                        residual_text(f.residual), what));
+    cal["nvme"][what] = {{"GBps", f.GBps}, {"latency_us", f.latency_s * 1e6}, {"residual", residual_json(f.residual)},
+                         {"samples", samples_json(v)}};
+  };
+  nvme(m.nvme_read, "nvme.read_GBps", "read", base.nvme.read_GBps);
+  nvme(m.nvme_write, "nvme.write_GBps", "write", base.nvme.write_GBps);
+  cal["nvme"]["path"] = m.nvme_path;
+  cal["nvme"]["direct"] = m.nvme_direct;
+
+  // Collectives per link class.
+  auto link = [&](const char* cls, const char* bw_key, const char* lat_key, double base_bw, double base_lat) {
+    auto it = m.collectives.find(cls);
+    if (it == m.collectives.end() || it->second.size() < 2) {
+      const std::string why = m.collectives_note.empty() ? "no collective measured on this link" : m.collectives_note;
+      b.keep(bw_key, num(base_bw), why);
+      b.keep(lat_key, num(base_lat), why);
+      cal["collectives"][cls] = {{"calibrated", false}, {"why", why}};
+      return;
+    }
+    const LinkFit f = fit_link(it->second);
+    const std::string src = fmt::format("fit of {} collectives (zsim's ring steps and bytes): {}; calibration.collectives.{}",
+                                        it->second.size(), residual_text(f.residual), cls);
+    b.add(bw_key, num(f.GBps), src);
+    b.add(lat_key, num(f.latency_per_step_s * 1e6), src);
+    nlohmann::json samples = nlohmann::json::array();
+    for (const CollectiveSample& s : it->second)
+      samples.push_back({zsim::to_string(s.kind), s.n, s.k, s.size_bytes, s.seconds * 1e6});
+    cal["collectives"][cls] = {{"calibrated", true}, {"GBps", f.GBps}, {"latency_per_step_us", f.latency_per_step_s * 1e6},
+                               {"residual", residual_json(f.residual)}, {"samples [kind, n, k, bytes, us]", samples}};
+  };
+  link("nvlink", "links.nvlink_GBps", "links.nvlink_latency_us", base.links.nvlink_GBps, base.links.nvlink_latency_us);
+
+  // Host copies: pinned H2D and D2H fitted apart; the profile's one PCIe figure is their mean.
+  if (m.h2d_pinned.size() >= 2 && m.d2h_pinned.size() >= 2) {
+    const LatencyBandwidthFit h2d = fit_latency_bandwidth(m.h2d_pinned), d2h = fit_latency_bandwidth(m.d2h_pinned);
+    const double pinned = 0.5 * (h2d.GBps + d2h.GBps);
+    b.add("links.pcie_GBps", num(pinned),
+          fmt::format("mean of pinned cudaMemcpyAsync H2D {} and D2H {} GB/s (H2D {}; D2H {}); calibration.host_copies",
+                      num(h2d.GBps), num(d2h.GBps), residual_text(h2d.residual), residual_text(d2h.residual)));
+    link("ib", "links.ib_GBps", "links.ib_latency_us", base.links.ib_GBps, base.links.ib_latency_us);
+    b.add("links.pcie_latency_us", num(0.5 * (h2d.latency_s + d2h.latency_s) * 1e6),
+          "mean fitted latency of the pinned H2D and D2H copies");
+    cal["host_copies"]["h2d_pinned"] = {{"GBps", h2d.GBps}, {"latency_us", h2d.latency_s * 1e6},
+                                        {"residual", residual_json(h2d.residual)}, {"samples", samples_json(m.h2d_pinned)}};
+    cal["host_copies"]["d2h_pinned"] = {{"GBps", d2h.GBps}, {"latency_us", d2h.latency_s * 1e6},
+                                        {"residual", residual_json(d2h.residual)}, {"samples", samples_json(m.d2h_pinned)}};
+  } else {
+    b.keep("links.pcie_GBps", num(base.links.pcie_GBps), "no host copy measured");
+    link("ib", "links.ib_GBps", "links.ib_latency_us", base.links.ib_GBps, base.links.ib_latency_us);
+    b.keep("links.pcie_latency_us", num(base.links.pcie_latency_us), "no host copy measured");
+  }
+  b.keep("links.ib_oversubscription", num(base.links.ib_oversubscription), "fabric design");
+  b.keep("links.nodes_per_leaf", integer(base.links.nodes_per_leaf), "fabric design");
+
+  // GEMMs.
+  const std::int64_t sms = m.sms > 0 ? m.sms : 132;
+  std::map<std::string, GemmFit> gemm_fits;
+  for (const auto& [dtype, samples] : m.gemm) {
+    if (samples.size() < 4) continue;
+    const int bytes = dtype == "fp32" ? 4 : 2;
+    const double peak = dtype == "fp32" ? base.gpu.peak_fp32_tflops : base.gpu.peak_tflops;
+    const GemmFit f = fit_gemm_model(samples, bytes, peak, sms);
+    gemm_fits[dtype] = f;
+    nlohmann::json s = nlohmann::json::array();
+    for (const GemmSample& g : samples) s.push_back({g.m, g.n, g.k, g.seconds * 1e6});
+    cal["gemm"][dtype] = {{"launch_us", f.model.launch_us}, {"max_efficiency", f.model.max_efficiency},
+                          {"io_GBps", f.model.io_GBps}, {"tile", {f.model.tile_m, f.model.tile_n}},
+                          {"split_k_depth", f.model.split_k_depth}, {"sms", sms}, {"peak_tflops", peak},
+                          {"residual", residual_json(f.residual)}, {"samples", s}};
+  }
+  const char* sixteen = gemm_fits.count("bf16") ? "bf16" : gemm_fits.count("fp16") ? "fp16" : nullptr;
+  if (sixteen) {
+    // The constant, for tools that read one number: the median measured efficiency of the grid's GEMMs of
+    // 1 GFLOP or more.
+    std::vector<double> eff;
+    for (const GemmSample& g : m.gemm.at(sixteen)) {
+      const double f = 2.0 * g.m * g.n * g.k;
+      if (f >= 1e9) eff.push_back(f / g.seconds / (base.gpu.peak_tflops * 1e12));
+    }
+    b.add("efficiency.gemm", num(std::min(1.0, eff.empty() ? gemm_fits.at(sixteen).model.max_efficiency : median(eff))),
+          fmt::format("median measured {} cuBLASLt efficiency of the grid's GEMMs >= 1 GFLOP (used where no gemm_model "
+                      "applies); calibration.gemm.{}", sixteen, sixteen));
+  } else {
+    b.keep("efficiency.gemm", num(base.efficiency.gemm), "no GEMM measured");
+  }
+
+  // Memory-bound kernels: efficiency.hbm is the median over kernel kinds of each kind's best kernel at its
+  // largest size (the smaller sizes fit in L2 and would overstate HBM).
+  if (!m.kernels.empty()) {
+    std::map<std::string, double> largest;
+    for (const KernelSample& k : m.kernels) largest[k.name] = std::max(largest[k.name], k.bytes);
+    std::map<std::string, double> best_by_kind;
+    nlohmann::json ks = nlohmann::json::array();
+    for (const KernelSample& k : m.kernels) {
+      const double gbps = k.bytes / k.seconds / 1e9;
+      if (k.bytes == largest[k.name]) best_by_kind[k.kind] = std::max(best_by_kind[k.kind], gbps);
+      ks.push_back({{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6}, {"GBps", gbps},
+                    {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}});
+    }
+    std::vector<double> eff;
+    std::string per_kind;
+    for (const auto& [kind, gbps] : best_by_kind) {
+      eff.push_back(gbps / base.gpu.hbm_GBps);
+      per_kind += fmt::format("{}{} {}", per_kind.empty() ? "" : ", ", kind, pct(gbps / base.gpu.hbm_GBps));
+      cal["memory_bound"]["by_kind"][kind] = gbps / base.gpu.hbm_GBps;
+    }
+    const double e = std::min(1.0, median(eff));
+    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the best kernel's (read + write) bandwidth at its largest size / {} GB/s: {}; "
+                                                 "calibration.memory_bound", num(base.gpu.hbm_GBps), per_kind));
+    cal["memory_bound"]["kernels"] = ks;
+  } else {
+    b.keep("efficiency.hbm", num(base.efficiency.hbm), "no kernel measured");
+  }
+
+  if (m.cpu_adam_params_per_s > 0 && m.cpu_adam_threads > 0) {
+    const double per_core = m.cpu_adam_params_per_s / m.cpu_adam_threads;
+    b.add("efficiency.cpu_adam_params_per_s_per_core", num(per_core),
+          fmt::format("kernels/cpu Adam over {} params on {} threads: {} params/s; calibration.cpu_adam",
+                      m.cpu_adam_params, m.cpu_adam_threads, num(m.cpu_adam_params_per_s)));
+    cal["cpu_adam"] = {{"params", m.cpu_adam_params}, {"threads", m.cpu_adam_threads},
+                       {"params_per_s", m.cpu_adam_params_per_s}};
+  } else {
+    b.keep("efficiency.cpu_adam_params_per_s_per_core", num(base.efficiency.cpu_adam_params_per_s_per_core), "not measured");
+  }
+
+  if (m.h2d_pageable.size() >= 2 && m.d2h_pageable.size() >= 2 && m.h2d_pinned.size() >= 2 && m.d2h_pinned.size() >= 2) {
+    const LatencyBandwidthFit h = fit_latency_bandwidth(m.h2d_pageable), d = fit_latency_bandwidth(m.d2h_pageable);
+    const LatencyBandwidthFit hp = fit_latency_bandwidth(m.h2d_pinned), dp = fit_latency_bandwidth(m.d2h_pinned);
+    const double frac = std::clamp((h.GBps + d.GBps) / (hp.GBps + dp.GBps), 1e-3, 1.0);
+    b.add("efficiency.pageable_pcie_fraction", num(frac),
+          fmt::format("pageable H2D {} / D2H {} GB/s over pinned (H2D {}; D2H {}); calibration.host_copies", num(h.GBps),
+                      num(d.GBps), residual_text(h.residual), residual_text(d.residual)));
+    cal["host_copies"]["h2d_pageable"] = {{"GBps", h.GBps}, {"latency_us", h.latency_s * 1e6},
+                                          {"residual", residual_json(h.residual)}, {"samples", samples_json(m.h2d_pageable)}};
+    cal["host_copies"]["d2h_pageable"] = {{"GBps", d.GBps}, {"latency_us", d.latency_s * 1e6},
+                                          {"residual", residual_json(d.residual)}, {"samples", samples_json(m.d2h_pageable)}};
+  } else {
+    b.keep("efficiency.pageable_pcie_fraction", num(base.efficiency.pageable_pcie_fraction), "not measured");
+  }
+
+  auto model_entries = [&](const char* block, const GemmFit& f, const std::string& dtype) {
+    const std::string src = fmt::format("{} cuBLASLt grid, {}; calibration.gemm.{}", dtype, residual_text(f.residual), dtype);
+    b.add(std::string("efficiency.") + block + ".launch_us", num(f.model.launch_us), src);
+    b.add(std::string("efficiency.") + block + ".max_efficiency", num(f.model.max_efficiency), src);
+    b.add(std::string("efficiency.") + block + ".io_GBps", num(f.model.io_GBps), src);
+    const std::string chosen = "chosen of 64/128/256 tiles and split-K none/128..1024 by least residual; " + src;
+    b.add(std::string("efficiency.") + block + ".tile_m", integer(f.model.tile_m), chosen);
+    b.add(std::string("efficiency.") + block + ".tile_n", integer(f.model.tile_n), chosen);
+    b.add(std::string("efficiency.") + block + ".split_k_depth", integer(f.model.split_k_depth), chosen);
+    b.add(std::string("efficiency.") + block + ".sms", integer(f.model.sms), "cudaDeviceProp.multiProcessorCount");
+  };
+  if (sixteen) model_entries("gemm_model", gemm_fits.at(sixteen), sixteen);
+  if (gemm_fits.count("fp32")) model_entries("gemm_model_fp32", gemm_fits.at("fp32"), "fp32");
+
+  cal["launch_overhead_us"] = {{"empty_kernel", m.kernel_launch_s * 1e6}, {"gemm_1x1x1", m.gemm_launch_s * 1e6}};
+  if (!m.collectives_note.empty()) cal["collectives"]["note"] = m.collectives_note;
+
+  b.p.header = {
+      fmt::format("Calibrated hardware profile: {} ({} GPU(s) measured), written by zrun calibrate{}.", m.gpu_name, m.gpus,
+                  m.quick ? " --quick" : ""),
+      "Every value says where it comes from: a fit of this machine's measurements (with its residual and the",
+      "calibration: entry that holds the measurements) or '" "not calibrated: " + base_name + "' (the data-sheet value kept).",
+      "Format: docs/hardware-profiles.md (Calibrated profiles). zsim reads cluster:, never calibration:."};
+  return b.p;
+}
+
+namespace {
+
+void yaml_value(std::ostringstream& out, const nlohmann::json& j, int indent) {
+  const std::string pad(indent, ' ');
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string key = nlohmann::json(it.key()).dump();  // quoted: any key is safe
+    if (it->is_object() && !it->empty()) {
+      out << pad << key << ":\n";
+      yaml_value(out, *it, indent + 2);
+    } else {
+      out << pad << key << ": " << it->dump() << "\n";  // JSON scalars and flow arrays are YAML
+    }
+  }
+}
+
+std::vector<std::string> split(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  std::string p;
+  while (std::getline(ss, p, '.')) parts.push_back(p);
+  return parts;
+}
+
+}  // namespace
+
+std::string profile_yaml(const CalibratedProfile& p) {
+  std::ostringstream out;
+  for (const std::string& h : p.header) out << "# " << h << "\n";
+  out << "cluster:\n";
+  std::vector<std::string> open;  // the blocks opened by the previous entry
+  for (const ProfileEntry& e : p.cluster) {
+    const std::vector<std::string> parts = split(e.key);
+    const std::vector<std::string> blocks(parts.begin(), parts.end() - 1);
+    std::size_t same = 0;
+    while (same < open.size() && same < blocks.size() && open[same] == blocks[same]) ++same;
+    for (std::size_t i = same; i < blocks.size(); ++i) out << std::string(2 * (i + 1), ' ') << blocks[i] << ":\n";
+    open = blocks;
+    out << std::string(2 * (blocks.size() + 1), ' ') << parts.back() << ": " << e.value << "  # " << e.comment << "\n";
+  }
+  if (!p.calibration.empty()) {
+    out << "calibration:\n";
+    yaml_value(out, p.calibration, 2);
+  }
+  return out.str();
+}
+
+}  // namespace zrun::calibrate

@@ -1,0 +1,204 @@
+// zrun calibrate's profile from synthetic measurements: fitted values land in the YAML with their sources,
+// unmeasured ones keep the base profile's values, and the file loads and simulates through cluster.profile.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "cost_models/collective_cost.hpp"
+#include "runtime/calibrate/measurements.hpp"
+#include "sim/engine/simulate.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/scenario/scenario_parse.hpp"
+
+namespace zrun::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+zsim::GemmModel truth_model() {
+  zsim::GemmModel g;
+  g.launch_us = 5;
+  g.max_efficiency = 0.7;
+  g.io_GBps = 2000;
+  g.sms = 132;
+  return g;
+}
+
+Measurements synthetic(bool with_collectives) {
+  Measurements m;
+  m.gpu_name = "NVIDIA H100 80GB HBM3";
+  m.hbm_bytes = 85'000'000'000;
+  m.sms = 132;
+  m.gpus = with_collectives ? 2 : 1;
+  m.host_memory_bytes = 128ll << 30;
+  m.host_cores = 16;
+  for (const char* dt : {"bf16", "fp32"})
+    for (std::int64_t mm : {256, 2048, 8192})
+      for (std::int64_t n : {512, 4096, 11008})
+        for (std::int64_t k : {512, 4096})
+          m.gemm[dt].push_back({mm, n, k, zsim::gemm_model_s(mm, n, k, 1, std::string(dt) == "fp32" ? 4 : 2,
+                                                             std::string(dt) == "fp32" ? 67 : 989, truth_model())});
+  m.kernels = {{"rmsnorm.fwd", "norm", 1e9, 1e9 / 2.5e12}, {"swiglu.fwd", "activation", 1e9, 1e9 / 3.0e12},
+               {"fused_adam", "adam", 1e9, 1e9 / 2.0e12}};
+  for (double b = 65536; b <= (256 << 20); b *= 4) {
+    m.h2d_pinned.push_back({b, 2e-6 + b / 50e9});
+    m.d2h_pinned.push_back({b, 2e-6 + b / 54e9});
+    m.h2d_pageable.push_back({b, 5e-6 + b / 9e9});
+    m.d2h_pageable.push_back({b, 5e-6 + b / 15e9});
+  }
+  m.cpu_adam_params_per_s = 8e8;
+  m.cpu_adam_threads = 16;
+  m.cpu_adam_params = 1 << 22;
+  for (double b = 16 << 20; b <= (1 << 30); b *= 4) {
+    m.nvme_read.push_back({b, 1e-4 + b / 6e9});
+    m.nvme_write.push_back({b, 1e-4 + b / 3e9});
+  }
+  m.nvme_path = "/tmp";
+  m.nvme_direct = true;
+  if (with_collectives) {
+    const zsim::CollectiveLink link{4e-6, 4e-6, 350e9};
+    for (auto kind : {zsim::CollectiveKind::all_reduce, zsim::CollectiveKind::all_gather})
+      for (double b = 1024; b <= (1 << 30); b *= 16)
+        m.collectives["nvlink"].push_back(
+            {kind, 2, 1, b, zsim::collective_s(kind, zsim::CollectiveAlgorithm::ring, b, 2, 1, link)});
+  } else {
+    m.collectives_note = "one GPU: no collective to measure";
+  }
+  return m;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("zrun-calibrate-test-" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string write_profile(const TempDir& d, const std::string& name, const CalibratedProfile& p) {
+  std::ofstream(d.path / (name + ".yaml")) << profile_yaml(p);
+  return d.path.string();
+}
+
+TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const std::string dir = write_profile(d, "calib-h100", build_profile(synthetic(true), base, "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-h100", dir);
+  EXPECT_NEAR(c.efficiency.gemm_model.max_efficiency, 0.7, 1e-4);
+  EXPECT_NEAR(c.efficiency.gemm_model.launch_us, 5, 1e-3);
+  EXPECT_NEAR(c.efficiency.gemm_model_fp32.max_efficiency, 0.7, 1e-4);
+  EXPECT_NEAR(c.links.pcie_GBps, 52, 1e-3);                          // mean of 50 and 54
+  EXPECT_NEAR(c.efficiency.pageable_pcie_fraction, 24.0 / 104.0, 1e-4);
+  EXPECT_NEAR(c.efficiency.hbm, 2.5e12 / 3350e9, 1e-4);              // median of the kinds' figures
+  EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 5e7, 1);
+  EXPECT_NEAR(c.nvme.read_GBps, 6, 1e-3);
+  EXPECT_NEAR(c.nvme.write_GBps, 3, 1e-3);
+  EXPECT_NEAR(c.links.nvlink_GBps, 350, 1e-2);
+  EXPECT_NEAR(c.links.nvlink_latency_us, 4, 1e-3);
+  EXPECT_EQ(c.host.cores, 16);
+  EXPECT_EQ(c.gpu.peak_tflops, base.gpu.peak_tflops);  // data sheet kept
+}
+
+TEST(CalibratedProfile, OneGpuKeepsTheBaseLinksMarkedNotCalibrated) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-one", write_profile(d, "calib-one", p));
+  EXPECT_EQ(c.links.nvlink_GBps, base.links.nvlink_GBps);
+  EXPECT_EQ(c.links.ib_latency_us, base.links.ib_latency_us);
+  for (const ProfileEntry& e : p.cluster)
+    if (e.key == "links.nvlink_GBps" || e.key == "links.ib_GBps") {
+      EXPECT_NE(e.comment.find("not calibrated"), std::string::npos) << e.key;
+      EXPECT_NE(e.comment.find("one GPU"), std::string::npos) << e.key;
+    }
+  EXPECT_EQ(p.calibration["collectives"]["nvlink"]["calibrated"], false);
+}
+
+TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {
+  const std::string yaml =
+      profile_yaml(build_profile(synthetic(true), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  std::istringstream in(yaml);
+  std::string line;
+  bool in_cluster = false;
+  int values = 0;
+  while (std::getline(in, line)) {
+    if (line == "cluster:") in_cluster = true;
+    else if (line == "calibration:") in_cluster = false;
+    else if (in_cluster && line.back() != ':') {
+      EXPECT_NE(line.find("  # "), std::string::npos) << line;
+      ++values;
+    }
+  }
+  EXPECT_GT(values, 25);
+  EXPECT_NE(yaml.find("fit residual rms"), std::string::npos);
+  EXPECT_NE(yaml.find("calibration:\n"), std::string::npos);
+}
+
+// The step zsim predicts on a scenario naming the profile.
+double step_s(const std::string& profile, const std::string& dir, const std::vector<std::string>& sets = {}) {
+  zsim::LoadOptions o;
+  o.profile_dirs = {dir};
+  o.overrides = sets;
+  const zsim::Scenario s = zsim::parse_scenario(
+      "model: {layers: 2, hidden: 1024, ffn_hidden: 2816, heads: 8, kv_heads: 8, vocab: 32000, attention: eager}\n"
+      "training: {micro_batch: 2, seq_len: 512, precision: bf16}\n"
+      "cluster: {profile: " + profile + ", nodes: 1, gpus_per_node: 1}\n",
+      "<test>", o);
+  const zsim::Schedule sch = zsim::make_schedule(s, zsim::make_plan(s), 2);
+  return zsim::simulate(s.cluster, sch).step_s();
+}
+
+TEST(CalibratedProfile, ZsimTimesGemmsWithTheMeasuredModel) {
+  TempDir d;
+  const std::string dir =
+      write_profile(d, "calib-sim", build_profile(synthetic(true), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const double calibrated = step_s("calib-sim", dir);
+  // A faster GEMM model gives a faster step; the data-sheet constant no longer matters.
+  EXPECT_LT(step_s("calib-sim", dir, {"cluster.efficiency.gemm_model.max_efficiency=0.9"}), calibrated);
+  EXPECT_EQ(step_s("calib-sim", dir, {"cluster.efficiency.gemm=0.1"}), calibrated);
+  // Without the model (max_efficiency 0) the constant is used again.
+  EXPECT_NE(step_s("calib-sim", dir, {"cluster.efficiency.gemm_model.max_efficiency=0", "cluster.efficiency.gemm=0.1"}),
+            calibrated);
+}
+
+TEST(CalibratedProfile, SmallGemmsAreSlowerPerFlopThanTheDataSheetConstantSays) {
+  // At this small size the measured model (launches, waves) is well below its 0.7 maximum: the step is
+  // longer than with a constant 0.7.
+  TempDir d;
+  const std::string dir =
+      write_profile(d, "calib-small", build_profile(synthetic(true), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  EXPECT_GT(step_s("calib-small", dir),
+            step_s("calib-small", dir, {"cluster.efficiency.gemm_model.max_efficiency=0", "cluster.efficiency.gemm=0.7"}));
+}
+
+TEST(CalibratedProfile, TheRecordHoldsEverythingAFitNeeds) {
+  // Written, read back from the calibration: record, fitted again: the same profile.
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile first = build_profile(synthetic(true), base, "h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-record", first);
+  const Measurements back = measurements_from_profile((d.path / "calib-record.yaml").string());
+  const CalibratedProfile again = build_profile(back, base, "h100-hgx-ib400");
+  ASSERT_EQ(again.cluster.size(), first.cluster.size());
+  for (std::size_t i = 0; i < first.cluster.size(); ++i) {
+    EXPECT_EQ(again.cluster[i].key, first.cluster[i].key);
+    EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
+  }
+}
+
+TEST(CalibratedProfile, AProfileWithoutARecordCannotBeRefitted) {
+  EXPECT_THROW(measurements_from_profile("scenarios/hardware/h100-hgx-ib400.yaml"), zsim::InputError);
+}
+
+TEST(CalibratedProfile, BaseProfileIsChosenByGpuName) {
+  EXPECT_EQ(base_profile_for_gpu("NVIDIA H100 80GB HBM3"), "h100-hgx-ib400");
+  EXPECT_EQ(base_profile_for_gpu("NVIDIA H200"), "h200-hgx-ib400");
+  EXPECT_EQ(base_profile_for_gpu("Some GPU"), "");
+}
+
+}  // namespace
+}  // namespace zrun::calibrate

@@ -1,0 +1,127 @@
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "runtime/calibrate/measurements.hpp"
+#include "sim/common/error.hpp"
+
+namespace zrun::calibrate {
+
+namespace {
+
+nlohmann::json to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json j = nlohmann::json::object();
+      for (auto it = n.begin(); it != n.end(); ++it) j[it->first.as<std::string>()] = to_json(it->second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& e : n) j.push_back(to_json(e));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted: a string
+      if (s == "true" || s == "false") return s == "true";
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (!s.empty() && end && *end == '\0') return v;
+      return s;
+    }
+    default: return nullptr;
+  }
+}
+
+std::vector<SizeSample> size_samples(const nlohmann::json& j) {
+  std::vector<SizeSample> out;
+  if (j.is_object() && j.contains("samples"))
+    for (const auto& s : j["samples"]) out.push_back({s[0].get<double>(), s[1].get<double>() * 1e-6});
+  return out;
+}
+
+zsim::CollectiveKind kind_named(const std::string& name) {
+  for (auto k : {zsim::CollectiveKind::all_reduce, zsim::CollectiveKind::all_gather, zsim::CollectiveKind::reduce_scatter,
+                 zsim::CollectiveKind::broadcast, zsim::CollectiveKind::reduce, zsim::CollectiveKind::all_to_all})
+    if (name == zsim::to_string(k)) return k;
+  throw std::invalid_argument("unknown collective kind '" + name + "'");
+}
+
+}  // namespace
+
+Measurements measurements_from_profile(const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    throw zsim::InputError(zsim::SourceLocation{file, 0, 0, ""}, std::string("cannot read the profile: ") + e.what());
+  }
+  if (!root["calibration"] || !root["cluster"])
+    throw zsim::InputError(zsim::SourceLocation{file, 0, 0, "calibration"},
+                           "no calibration: record (is this a profile zrun calibrate wrote?)");
+  const nlohmann::json c = to_json(root["calibration"]);
+  const nlohmann::json cl = to_json(root["cluster"]);
+  Measurements m;
+  try {
+    m.gpu_name = c.value("gpu", "");
+    m.sms = static_cast<int>(c.value("sms", 0.0));
+    m.quick = c.value("quick", false);
+    m.gpus = static_cast<int>(c.value("gpus", cl.value("gpus_per_node", 1.0)));
+    m.hbm_bytes = static_cast<std::int64_t>(c.value("hbm_bytes", cl["gpu"].value("hbm_bytes", 0.0)));
+    m.host_memory_bytes = static_cast<std::int64_t>(c.value("host_memory_bytes", cl["host"].value("memory_bytes", 0.0)));
+    m.host_cores = static_cast<int>(c.value("host_cores", cl["host"].value("cores", 0.0)));
+    if (c.contains("gemm"))
+      for (const auto& [dt, g] : c["gemm"].items())
+        for (const auto& s : g["samples"])
+          m.gemm[dt].push_back({static_cast<std::int64_t>(s[0].get<double>()), static_cast<std::int64_t>(s[1].get<double>()),
+                                static_cast<std::int64_t>(s[2].get<double>()), s[3].get<double>() * 1e-6});
+    if (c.contains("memory_bound"))
+      for (const auto& k : c["memory_bound"]["kernels"])
+        m.kernels.push_back({k["name"].get<std::string>(), k["kind"].get<std::string>(), k["bytes"].get<double>(),
+                             k["us"].get<double>() * 1e-6});
+    if (c.contains("host_copies")) {
+      const auto& h = c["host_copies"];
+      if (h.contains("h2d_pinned")) m.h2d_pinned = size_samples(h["h2d_pinned"]);
+      if (h.contains("d2h_pinned")) m.d2h_pinned = size_samples(h["d2h_pinned"]);
+      if (h.contains("h2d_pageable")) m.h2d_pageable = size_samples(h["h2d_pageable"]);
+      if (h.contains("d2h_pageable")) m.d2h_pageable = size_samples(h["d2h_pageable"]);
+    }
+    if (c.contains("cpu_adam")) {
+      m.cpu_adam_params = static_cast<std::int64_t>(c["cpu_adam"]["params"].get<double>());
+      m.cpu_adam_threads = static_cast<int>(c["cpu_adam"]["threads"].get<double>());
+      m.cpu_adam_params_per_s = c["cpu_adam"]["params_per_s"].get<double>();
+    }
+    if (c.contains("nvme")) {
+      if (c["nvme"].contains("read")) m.nvme_read = size_samples(c["nvme"]["read"]);
+      if (c["nvme"].contains("write")) m.nvme_write = size_samples(c["nvme"]["write"]);
+      m.nvme_path = c["nvme"].value("path", "");
+      m.nvme_direct = c["nvme"].value("direct", false);
+    }
+    if (c.contains("launch_overhead_us")) {
+      m.kernel_launch_s = c["launch_overhead_us"].value("empty_kernel", 0.0) * 1e-6;
+      m.gemm_launch_s = c["launch_overhead_us"].value("gemm_1x1x1", 0.0) * 1e-6;
+    }
+    if (c.contains("collectives"))
+      for (const auto& [cls, v] : c["collectives"].items()) {
+        if (cls == "note") {
+          m.collectives_note = v.get<std::string>();
+          continue;
+        }
+        for (const auto& [key, samples] : v.items())
+          if (key.rfind("samples", 0) == 0)
+            for (const auto& s : samples)
+              m.collectives[cls].push_back({kind_named(s[0].get<std::string>()), static_cast<int>(s[1].get<double>()),
+                                            static_cast<int>(s[2].get<double>()), s[3].get<double>(),
+                                            s[4].get<double>() * 1e-6});
+      }
+  } catch (const nlohmann::json::exception& e) {
+    throw zsim::InputError(zsim::SourceLocation{file, 0, 0, "calibration"}, std::string("malformed record: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw zsim::InputError(zsim::SourceLocation{file, 0, 0, "calibration"}, e.what());
+  }
+  return m;
+}
+
+}  // namespace zrun::calibrate

@@ -1,0 +1,79 @@
+// CI holds zsim to the committed validation results: every run under validate/results/<gpu>/runs is validated
+// again (zsim validate, calibrated and data-sheet profile) and each error must stay inside the band recorded in
+// validate/results/<gpu>/bands.json (the recorded |error| plus a margin; validate/suite/summarize.py). A change
+// that makes zsim less accurate on the measured runs fails here.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "validate/validate_cli.hpp"
+
+namespace zsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+// zsim validate RUN --json TMP with the profile; returns the figures.
+nlohmann::json validate_again(const fs::path& run, const std::string& profile, const std::string& profile_dir) {
+  const fs::path out = fs::temp_directory_path() / ("zsim-band-" + std::to_string(::getpid()) + ".json");
+  ValidateRequest r;
+  r.run_file = run.string();
+  r.overrides = {"cluster.profile=" + profile};
+  r.json_file = out.string();
+  if (!profile_dir.empty()) r.profile_dirs = {profile_dir};
+  std::ostringstream o, e;
+  EXPECT_EQ(run_validate(r, o, e), 0) << e.str();
+  nlohmann::json j = read_json(out);
+  fs::remove(out);
+  return j;
+}
+
+TEST(ValidationResults, EveryCommittedRunStaysInsideItsRecordedBand) {
+  int checked = 0;
+  if (!fs::exists("validate/results")) GTEST_SKIP() << "no validate/results in " << fs::current_path();
+  for (const auto& dir : fs::directory_iterator("validate/results")) {
+    const fs::path bands_file = dir.path() / "bands.json";
+    if (!fs::exists(bands_file)) continue;
+    const nlohmann::json bands = read_json(bands_file);
+    for (const auto& [name, labels] : bands.at("runs").items()) {
+      const fs::path run = dir.path() / "runs" / (name + ".json");
+      ASSERT_TRUE(fs::exists(run)) << run;
+      for (const auto& [label, band] : labels.items()) {
+        const bool calibrated = label == "calibrated";
+        const nlohmann::json v = validate_again(
+            run, bands.at(calibrated ? "calibrated_profile" : "base_profile").get<std::string>(),
+            calibrated ? dir.path().string() : "");
+        const std::string what = dir.path().filename().string() + "/" + name + " (" + label + ")";
+        EXPECT_LE(std::abs(v["step_time"]["rel_error"].get<double>()), band["step_time_max_abs"].get<double>())
+            << what << ": step time error left its band";
+        EXPECT_LE(std::abs(v["gpu_peak"]["rel_error"].get<double>()), band["gpu_peak_max_abs"].get<double>())
+            << what << ": GPU peak error left its band";
+        for (const auto& [kind, max_abs] : band["op_kind_median_max_abs"].items()) {
+          ASSERT_TRUE(v["op_kinds"].contains(kind)) << what << ": op kind " << kind << " no longer compared";
+          EXPECT_LE(std::abs(v["op_kinds"][kind]["median"].get<double>()), max_abs.get<double>())
+              << what << ": " << kind << " median error left its band";
+        }
+        for (const auto& [phase, max_abs] : band["exposed_comm_max_abs_error_s"].items()) {
+          ASSERT_TRUE(v["exposed_comm"].contains(phase)) << what << ": phase " << phase;
+          EXPECT_LE(std::abs(v["exposed_comm"][phase]["abs_error_s"].get<double>()), max_abs.get<double>())
+              << what << ": exposed communication of " << phase << " left its band";
+        }
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no bands.json under validate/results";
+}
+
+}  // namespace
+}  // namespace zsim
