@@ -4,15 +4,17 @@
 # with the shipped data-sheet profile, then the summary table. Writes validate/results/<gpu>/.
 #
 #   validate/suite/run_suite.sh [--quick] [--steps N] [--warmup N] [--measure-only | --validate-only]
+#                               [--cases REGEX] [--no-calibrate]
 #
 # --measure-only (the GPU machine): calibrate and the zrun runs only. --validate-only (any machine, no GPU):
 # the zsim validations, plots and summary of measurements already under the results directory (so the
-# host side, which needs Python's matplotlib, can run where the measurements were copied).
+# host side, which needs Python's matplotlib, can run where the measurements were copied). --cases REGEX: only
+# the cases whose name matches (grep -E); --no-calibrate: keep the calibrated profile already in the results.
 # Environment: ZRUN_BIN_DIR / ZSIM_BIN_DIR (default build/bin), RESULTS (default validate/results/<gpu>),
 # SUITE_GPUS (default: 2 when 2+ GPUs are visible, else 1), GPU_TAG (default from nvidia-smi: h100, h200, ...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-QUICK="" STEPS=5 WARMUP=2 MEASURE=1 VALIDATE=1
+QUICK="" STEPS=5 WARMUP=2 MEASURE=1 VALIDATE=1 CASES="" CALIBRATE=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=--quick ;;
@@ -20,6 +22,8 @@ while [ $# -gt 0 ]; do
     --warmup) WARMUP=$2; shift ;;
     --measure-only) VALIDATE=0 ;;
     --validate-only) MEASURE=0 ;;
+    --cases) CASES=$2; shift ;;
+    --no-calibrate) CALIBRATE=0 ;;
     *) echo "run_suite.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -43,13 +47,17 @@ PROFILE=calibrated-$GPU_TAG
 mkdir -p "$RES/runs" "$RES/validation"
 
 if [ "$MEASURE" = 1 ]; then
-  echo "== zrun calibrate on $VISIBLE x $GPU_NAME"
-  rm -f "$RES/calibrate.log"
-  timeout 300 "$ZRUN_BIN/zrun" calibrate --out "$RES/$PROFILE.yaml" --log "$RES/calibrate.log" --base "$BASE" $QUICK \
-    --nproc-per-node "$SUITE_GPUS" > /dev/null || echo "zrun calibrate failed (exit $?): the runs go on"
-  grep -E "^zrun calibrate: (wrote|GEMM)" "$RES/calibrate.log" || true
+  if [ "$CALIBRATE" = 1 ]; then
+    echo "== zrun calibrate on $VISIBLE x $GPU_NAME"
+    rm -f "$RES/calibrate.log"
+    timeout 300 "$ZRUN_BIN/zrun" calibrate --out "$RES/$PROFILE.yaml" --log "$RES/calibrate.log" --base "$BASE" $QUICK \
+      --nproc-per-node "$SUITE_GPUS" > /dev/null || echo "zrun calibrate failed (exit $?): the runs go on"
+    grep -E "^zrun calibrate: (wrote|GEMM)" "$RES/calibrate.log" || true
+  fi
+  mkdir -p /tmp/zrun-nvme  # the NVMe offload cases' nvme_path
   grep -vE '^\s*#|^\s*$' validate/suite/suite.tsv | while IFS=$'\t' read -r NAME GPUS SCEN STATUS SETS; do
     [ "$GPUS" = "$SUITE_GPUS" ] || continue
+    [ -z "$CASES" ] || echo "$NAME" | grep -qE "$CASES" || continue
     if [ "$STATUS" != ready ]; then echo "-- $NAME: $STATUS"; continue; fi
     ARGS=()
     for kv in $SETS; do ARGS+=(--set "$kv"); done
