@@ -138,7 +138,14 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double e = gemm_model_efficiency(unit_gemms(op, s.model), fp32 ? 4 : 2, peak, model);
     if (e > 0) gemm_efficiency = e;
   }
-  w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+  // Forward, backward, recompute: the FLOPs are GEMMs and the bytes separate memory-bound kernels (norms, eager
+  // attention's softmax) that the compute stream runs one after the other, so their times add. The other kinds
+  // (optimizer step, quantize) are one fused elementwise kernel: the slower of its FLOPs and its bytes.
+  const bool layer_work = cp.what == ComputeKind::forward || cp.what == ComputeKind::backward ||
+                          cp.what == ComputeKind::recompute;
+  w.fixed_s = layer_work ? sequential_kernels_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps,
+                                                c.efficiency.hbm)
+                         : roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
   return w;
 }
 
