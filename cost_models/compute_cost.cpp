@@ -28,11 +28,6 @@ Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Byte
   return std::max(gemm_s(flops, peak_tflops, gemm_efficiency), memory_bound_s(hbm_bytes, hbm_GBps, hbm_efficiency));
 }
 
-Seconds sequential_kernels_s(Flops flops, double peak_tflops, double gemm_efficiency, Bytes hbm_bytes,
-                             double hbm_GBps, double hbm_efficiency) {
-  return gemm_s(flops, peak_tflops, gemm_efficiency) + memory_bound_s(hbm_bytes, hbm_GBps, hbm_efficiency);
-}
-
 Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core) {
   if (params <= 0) return 0;
   return static_cast<double>(params) / rate(cores, params_per_s_per_core, "CPU Adam throughput");

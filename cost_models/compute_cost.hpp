@@ -16,12 +16,6 @@ Seconds memory_bound_s(Bytes hbm_bytes, double hbm_GBps, double efficiency);
 Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Bytes hbm_bytes, double hbm_GBps,
                    double hbm_efficiency);
 
-// GEMM kernels and separate memory-bound kernels that one stream runs one after the other (a schedule op
-// such as eager attention: the score GEMMs, then the softmax over the s x s scores): the sum of the GEMM
-// time and the memory-bound time, gemm_s + memory_bound_s.
-Seconds sequential_kernels_s(Flops flops, double peak_tflops, double gemm_efficiency, Bytes hbm_bytes,
-                             double hbm_GBps, double hbm_efficiency);
-
 // params / (cores * params_per_s_per_core): DeepSpeed CPU Adam (vectorised, one thread per core).
 Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core);
 

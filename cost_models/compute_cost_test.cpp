@@ -23,13 +23,6 @@ TEST(RooflineCost, TakesTheSlowerOfComputeAndMemory) {
   EXPECT_DOUBLE_EQ(roofline_s(1e12, 100, 1.0, 1'000'000'000, 1000, 1.0), gemm_s(1e12, 100, 1.0));
 }
 
-TEST(SequentialKernelsCost, AddsTheGemmAndTheMemoryBoundTime) {
-  const double mem = memory_bound_s(1'000'000'000, 1000, 1.0);
-  const double gemm = gemm_s(1e12, 100, 1.0);
-  EXPECT_DOUBLE_EQ(sequential_kernels_s(1e12, 100, 1.0, 1'000'000'000, 1000, 1.0), gemm + mem);
-  EXPECT_DOUBLE_EQ(sequential_kernels_s(1e12, 100, 1.0, 0, 1000, 1.0), gemm);
-}
-
 TEST(CpuAdamCost, IsParamsOverCoresTimesPerCoreThroughput) {
   EXPECT_DOUBLE_EQ(cpu_adam_s(1'000'000'000, 32, 1e8), 1e9 / (32 * 1e8));
 }
