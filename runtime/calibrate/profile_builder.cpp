@@ -203,6 +203,13 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the best kernel's (read + write) bandwidth at its largest size / {} GB/s: {}; "
                                                  "calibration.memory_bound", num(base.gpu.hbm_GBps), per_kind));
     cal["memory_bound"]["kernels"] = ks;
+    // Per kind, the same figure for the kernels zsim prices as that kind (efficiency.hbm_by_kind).
+    for (const auto& [kind, gbps] : best_by_kind) {
+      const std::string key = kind == "quantization" ? "quantize" : kind;
+      b.add("efficiency.hbm_by_kind." + key, num(std::min(1.0, gbps / base.gpu.hbm_GBps)),
+            fmt::format("best {} kernel's (read + write) bandwidth at its largest size / {} GB/s", kind,
+                        num(base.gpu.hbm_GBps)));
+    }
   } else {
     b.keep("efficiency.hbm", num(base.efficiency.hbm), "no kernel measured");
   }

@@ -118,6 +118,14 @@ TEST(CalibratedProfile, OneGpuKeepsTheBaseLinksMarkedNotCalibrated) {
   EXPECT_EQ(p.calibration["collectives"]["nvlink"]["calibrated"], false);
 }
 
+TEST(CalibratedProfile, WritesEachMeasuredKernelKindsHbmEfficiency) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const std::string yaml = profile_yaml(build_profile(synthetic(true), base, "h100-hgx-ib400"));
+  EXPECT_NE(yaml.find("    hbm_by_kind:\n"), std::string::npos);
+  EXPECT_NE(yaml.find("      norm: " ), std::string::npos);
+  EXPECT_NE(yaml.find("      activation: " ), std::string::npos);
+}
+
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {
   const std::string yaml =
       profile_yaml(build_profile(synthetic(true), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));

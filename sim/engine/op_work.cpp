@@ -81,7 +81,7 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
     case CopyKind::d2d:  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
       w.flow_bytes = 0;
-      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
       return w;
   }
   require_capacity(op, w.route, links);
@@ -120,6 +120,35 @@ std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
   return out;
 }
 
+// Which kind of memory-bound kernel a unit's hbm_bytes are (the schedule builder's convention,
+// docs/schedule-semantics.md "Compute figures"): the embedding lookup a gather (copy), a unit of vectors only a
+// norm, the attention core (attn.o, eager) the softmax over its scores.
+HbmKind unit_hbm_kind(const ModelUnit& u) {
+  if (u.name == "embedding") return HbmKind::copy;
+  bool vectors_only = !u.tensors.empty();
+  for (const ModelTensor& t : u.tensors) vectors_only &= t.cols == 0;
+  return vectors_only ? HbmKind::norm : HbmKind::softmax;
+}
+
+// The memory-bound time of a forward, backward or recompute op's hbm_bytes, each kind at its efficiency
+// (efficiency.hbm_for). A recompute runs a whole layer: its norms read and write one activation each
+// (2 x tokens x hidden x e bytes, as the builder counts them), the rest is eager attention's scores.
+Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c) {
+  const Bytes bytes = op.compute.hbm_bytes;
+  const ScheduleModel& m = s.model;
+  auto at = [&](HbmKind k, Bytes b) { return memory_bound_s(b, c.gpu.hbm_GBps, c.efficiency.hbm_for(k)); };
+  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) return at(unit_hbm_kind(m.units[op.unit]), bytes);
+  if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
+    const Bytes norm_unit = 2 * m.micro_batch * m.seq_len * m.hidden * dtype_bits(m.dtype) / 8;
+    Bytes norms = 0;
+    for (const ModelUnit& u : m.units)
+      if (u.layer == op.layer && unit_hbm_kind(u) == HbmKind::norm) norms += norm_unit;
+    norms = std::min(norms, bytes);
+    return at(HbmKind::norm, norms) + at(HbmKind::softmax, bytes - norms);
+  }
+  return at(HbmKind::norm, bytes);
+}
+
 OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const SimOptions& o) {
   OpWork w;
   const ComputeOp& cp = op.compute;
@@ -138,7 +167,17 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double e = gemm_model_efficiency(unit_gemms(op, s.model), fp32 ? 4 : 2, peak, model);
     if (e > 0) gemm_efficiency = e;
   }
-  w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm);
+  // Forward, backward, recompute: the FLOPs are GEMMs and the bytes separate memory-bound kernels (norms, eager
+  // attention's softmax) that the compute stream runs one after the other, so their times add. The other kinds
+  // (optimizer step, quantize) are one fused elementwise kernel: the slower of its FLOPs and its bytes.
+  const bool layer_work = cp.what == ComputeKind::forward || cp.what == ComputeKind::backward ||
+                          cp.what == ComputeKind::recompute;
+  if (layer_work) {
+    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c);
+  } else {
+    const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
+    w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind));
+  }
   return w;
 }
 

@@ -10,4 +10,12 @@ AttentionFlops attention_core_flops(const ModelSpec& m, const TrainingSpec& t) {
   return {causal, 2.5 * causal};
 }
 
+AttentionScoresBytes attention_scores_hbm_bytes(const ModelSpec& m, const TrainingSpec& t) {
+  if (m.attention != Attention::eager) return {};
+  const Bytes e = bytes_per_element(t.precision);
+  const Bytes n = m.heads * t.seq_len * t.seq_len * t.micro_batch;
+  const Bytes dropout = m.attention_dropout > 0 ? (2 * e + 1) * n : 0;
+  return {4 * e * n + dropout, 7 * e * n + dropout};
+}
+
 }  // namespace zsim

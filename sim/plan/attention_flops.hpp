@@ -17,4 +17,20 @@ struct AttentionFlops {
 // Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py, flops()).
 AttentionFlops attention_core_flops(const ModelSpec& m, const TrainingSpec& t);
 
+// HBM traffic (read + write) of the s x s scores in one layer's eager attention core per micro-batch, in
+// units of N = heads x s^2 x b elements of e bytes (runtime/model/attention.cu runs these kernels):
+//   forward:  the Q K^T GEMM writes the scores (N), the causal softmax reads and writes them in place (2N),
+//             the P V GEMM reads the probabilities (N): 4eN;
+//   backward: dout V^T writes d(probs) (N), probs^T dout reads the probabilities (N), the softmax backward
+//             reads probs and d(probs) and writes d(scores) in place (3N), d(scores) K and d(scores)^T Q read
+//             them (2N): 7eN;
+//   attention_dropout > 0 adds a dropout kernel: forward reads the probabilities, writes them and a 1-byte
+//   mask ((2e + 1)N), backward reads the gradient and the mask and writes the gradient ((2e + 1)N).
+// flash keeps no s x s tensor in HBM: 0 (its traffic is q, k, v and the output, inside its FLOP time).
+struct AttentionScoresBytes {
+  Bytes forward = 0;
+  Bytes backward = 0;
+};
+AttentionScoresBytes attention_scores_hbm_bytes(const ModelSpec& m, const TrainingSpec& t);
+
 }  // namespace zsim

@@ -198,12 +198,20 @@ class Builder {
   Flops backward_flops(int u) const {
     return 2 * gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).backward : 0);
   }
-  // Memory-bound units (embedding lookup, norms): read and write one activation each.
-  Bytes forward_hbm(int u) const {
+  // Memory-bound units (embedding lookup, norms): read and write one activation each; backward twice that.
+  // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp).
+  Bytes unit_hbm(int u) const {
     const FetchUnit& U = p_.units[u];
     bool vectors_only = !U.tensors.empty();
     for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
     return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
+  }
+  Bytes forward_hbm(int u) const {
+    return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0);
+  }
+  Bytes backward_hbm(int u) const {
+    return 2 * unit_hbm(u) +
+           (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0);
   }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;
@@ -1096,7 +1104,7 @@ class Builder {
     const FetchUnit& U = p_.units[u];
     const Phase ph = Phase::backward;
     const Flops flops = backward_flops(u);
-    const Bytes hbm = 2 * forward_hbm(u);
+    const Bytes hbm = backward_hbm(u);
     Elements left = U.params;
     if (left == 0) {  // a tied head: its gradient lands in the embedding's, reduced with it
       // Stages 2-3 keep no whole gradient buffer: the embedding weight's gradient is held from here until the

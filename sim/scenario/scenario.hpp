@@ -96,6 +96,39 @@ struct LinkSpec {                 // per GPU, one direction
   int nodes_per_leaf = 0;            // nodes under one leaf switch; 0 = all nodes on one leaf
 };
 
+// Achieved / peak HBM bandwidth per kind of memory-bound kernel (zrun calibrate measures each kind); 0 = not
+// given, the kernel runs at efficiency.hbm.
+enum class HbmKind { norm, softmax, activation, adam, quantize, copy };
+struct HbmByKind {
+  double norm = 0, softmax = 0, activation = 0, adam = 0, quantize = 0, copy = 0;
+  double& of(HbmKind k) {
+    switch (k) {
+      case HbmKind::norm: return norm;
+      case HbmKind::softmax: return softmax;
+      case HbmKind::activation: return activation;
+      case HbmKind::adam: return adam;
+      case HbmKind::quantize: return quantize;
+      case HbmKind::copy: return copy;
+    }
+    return copy;
+  }
+  double of(HbmKind k) const { return const_cast<HbmByKind*>(this)->of(k); }
+  bool operator==(const HbmByKind&) const = default;
+};
+inline constexpr HbmKind kHbmKinds[] = {HbmKind::norm, HbmKind::softmax, HbmKind::activation,
+                                        HbmKind::adam, HbmKind::quantize, HbmKind::copy};
+constexpr const char* to_string(HbmKind k) {
+  switch (k) {
+    case HbmKind::norm: return "norm";
+    case HbmKind::softmax: return "softmax";
+    case HbmKind::activation: return "activation";
+    case HbmKind::adam: return "adam";
+    case HbmKind::quantize: return "quantize";
+    case HbmKind::copy: return "copy";
+  }
+  return "?";
+}
+
 // Achieved fractions of peak and host throughputs; defaults from the hardware profile, overridable by
 // calibration (timing issue).
 struct EfficiencySpec {
@@ -103,6 +136,8 @@ struct EfficiencySpec {
   double hbm = 0.8;                  // achieved / peak HBM bandwidth for memory-bound kernels
   double cpu_adam_params_per_s_per_core = 1.0e8;
   double pageable_pcie_fraction = 0.5;  // pageable host memory bandwidth / pinned
+  HbmByKind hbm_by_kind{};           // after the scalars (aggregate init): per kind of kernel where measured (0: hbm)
+  double hbm_for(HbmKind k) const { return hbm_by_kind.of(k) > 0 ? hbm_by_kind.of(k) : hbm; }
   // Measured GEMM models (zrun calibrate; cost_models/gemm_model.hpp): when present, GEMM-bound ops run at the
   // efficiency the model gives their unit's GEMM shapes instead of `gemm`. 16-bit and fp32 training.
   GemmModel gemm_model{};

@@ -55,6 +55,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
       {"efficiency", {{"gemm", c.efficiency.gemm}, {"hbm", c.efficiency.hbm},
                       {"cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core},
                       {"pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction}}}};
+  for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
+    if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   for (auto [g, key] : {std::pair{&c.efficiency.gemm_model, "gemm_model"}, {&c.efficiency.gemm_model_fp32, "gemm_model_fp32"}})
     if (g->present())  // calibrated profiles only: data-sheet reports keep their fields
       j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},

@@ -306,6 +306,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   small_int("cluster.links.nodes_per_leaf", c.links.nodes_per_leaf);
   real("cluster.efficiency.gemm", c.efficiency.gemm);
   real("cluster.efficiency.hbm", c.efficiency.hbm);
+  for (HbmKind k : kHbmKinds)
+    real(std::string("cluster.efficiency.hbm_by_kind.") + to_string(k), c.efficiency.hbm_by_kind.of(k));
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {

@@ -95,6 +95,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   };
   fraction(cl.efficiency.gemm, "cluster.efficiency.gemm");
   fraction(cl.efficiency.hbm, "cluster.efficiency.hbm");
+  for (HbmKind k : kHbmKinds) {
+    const double v = cl.efficiency.hbm_by_kind.of(k);
+    const std::string path = std::string("cluster.efficiency.hbm_by_kind.") + to_string(k);
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, path, "must be a fraction in [0, 1] (0 = efficiency.hbm), got " + Check::num(v));
+  }
   fraction(cl.efficiency.pageable_pcie_fraction, "cluster.efficiency.pageable_pcie_fraction");
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
   for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
