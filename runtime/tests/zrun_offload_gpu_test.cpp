@@ -18,26 +18,18 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "runtime/tests/zrun_gpu_run.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using zrun::test::have_gpu;
+using zrun::test::zrun_bin;
+using zrun::test::ZrunRun;
+using zsim::test::slurp;
 
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's offload tests run on the GPU machine"
-
-struct ZrunRun {
-  int exit_code;
-  std::string out;
-};
-
-std::string zrun_bin() {
-  const char* bin = std::getenv("ZRUN_BIN");  // the device check carries the binary elsewhere
-  return bin ? bin : ZRUN_BIN;
-}
 
 fs::path scratch(const std::string& what) {
   const fs::path p = fs::temp_directory_path() / ("zrun_offload_test_" + std::to_string(::getpid()) + "_" + what);
@@ -45,23 +37,9 @@ fs::path scratch(const std::string& what) {
   return p;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The tiny scenario on one GPU at `stage` (micro-batch 2, one micro-step), `args` appended.
 ZrunRun zrun(const std::string& env, int stage, const std::string& args) {
-  const fs::path log = scratch("log") / "out.txt";
-  const std::string cmd = env + " " + zrun_bin() +
-                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --set deepspeed.zero_optimization.stage=" +
-                          std::to_string(stage) + " " + args + " >" + log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  ZrunRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
-  fs::remove_all(log.parent_path());
-  return r;
+  return zrun::test::run_zrun(env, "runtime/scenarios/tiny-zero3-offload-1xh100.yaml", stage, args);
 }
 
 std::vector<float> read_floats(const fs::path& p) {

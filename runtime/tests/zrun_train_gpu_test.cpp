@@ -19,37 +19,19 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "runtime/tests/zrun_gpu_run.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using zrun::test::have_gpu;
+using zrun::test::ZrunRun;
 
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's training tests run on the GPU machine"
 
-struct ZrunRun {
-  int exit_code;
-  std::string out;  // stdout and stderr
-  double seconds;
-};
-
 ZrunRun zrun(const std::string& env, const std::string& args, int stage = 0) {
-  const char* bin = std::getenv("ZRUN_BIN");  // the device check carries the binary elsewhere
-  const fs::path log = fs::temp_directory_path() / ("zrun_train_test_" + std::to_string(::getpid()));
-  const std::string cmd = env + " " + (bin ? std::string(bin) : std::string(ZRUN_BIN)) +
-                           " runtime/scenarios/tiny-zero3-1xh100.yaml --here --set deepspeed.zero_optimization.stage=" +
-                          std::to_string(stage) + " " + args + " >" + log.string() + " 2>&1";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str(), s};
+  return zrun::test::run_zrun(env, "runtime/scenarios/tiny-zero3-1xh100.yaml", stage, args);
 }
 
 std::vector<double> losses(const std::string& out) {
