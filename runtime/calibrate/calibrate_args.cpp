@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/cli/parse_cli.hpp"
 #include "runtime/exit_codes.hpp"
 
 namespace zrun::calibrate {
@@ -31,17 +32,7 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
   app.add_option("--log", a.log_file, "also write every measurement to FILE");
   app.add_option("--refit", a.refit, "measure nothing: fit again the calibration: record of PROFILE.yaml (written by "
                                      "zrun calibrate) and write --out; needs no GPU");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    out << app.help();
-    exit_code = kExitOk;
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    err << "zrun calibrate: " << e.what() << "\nrun 'zrun calibrate --help' for usage\n";
-    exit_code = kExitBadInput;
-    return std::nullopt;
-  }
+  if (!parse_cli(app, argc, argv, "zrun calibrate", out, err, exit_code)) return std::nullopt;
   const std::string out_file = a.out;
   if (out_file.empty()) {
     err << "zrun calibrate: --out needs a file name\n";

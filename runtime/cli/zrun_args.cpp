@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/cli/parse_cli.hpp"
 #include "runtime/exit_codes.hpp"
 
 namespace zrun {
@@ -42,17 +43,7 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   app.add_flag("--force", a.force, "run even if zsim predicts the scenario does not fit in memory");
   app.add_option("--schedule", a.schedule_file, "run this schedule JSON (zsim plan --emit-schedule) instead of "
                                                 "planning one from the scenario");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    out << app.help();
-    exit_code = kExitOk;
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    err << "zrun: " << e.what() << "\nrun 'zrun --help' for usage\n";
-    exit_code = kExitBadInput;
-    return std::nullopt;
-  }
+  if (!parse_cli(app, argc, argv, "zrun", out, err, exit_code)) return std::nullopt;
   if (a.scenario.empty()) {
     err << "zrun: no scenario given\nrun 'zrun --help' for usage\n";
     exit_code = kExitBadInput;
