@@ -10,6 +10,7 @@
 #include <set>
 
 #include "sim/plan/plan.hpp"
+#include "sim/plan/quantization.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/scenario/scenario_parse.hpp"
 #include "tests/pipeline_test_util.hpp"
@@ -169,9 +170,9 @@ TEST(ScheduleBufferUses, TheScheduleCarriesTheModelItsUnitsCompute) {
 
 // ---- stage 3 ---------------------------------------------------------------------------------------
 
-// What zrun runs at stage 3 today: bf16/fp16, no qwZ / hpZ / qgZ / LoCo / offload (issue 14).
+// What zrun runs at stage 3 today: bf16/fp16 with or without qwZ; no hpZ / qgZ / LoCo / offload (issue 14).
 bool plain_stage3(const Plan& p) {
-  return p.stage == 3 && !p.qwz && !p.hpz_enabled && !p.qgz && !p.loco && p.param_device == OffloadDevice::none &&
+  return p.stage == 3 && !p.hpz_enabled && !p.qgz && !p.loco && p.param_device == OffloadDevice::none &&
          p.optimizer_device == OffloadDevice::none;
 }
 
@@ -181,7 +182,8 @@ std::vector<Variant> stage3_variants() {
     for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
                               "deepspeed.zero_optimization.stage3_allgather_sequential=true",
                               "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
-                              "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
+                              "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0",
+                              "deepspeed.zero_optimization.zero_quantized_weights=true"})
       out.push_back({f, small_overrides(2) + std::vector<std::string>{"deepspeed.zero_optimization.stage=3", fetch,
                                                                       "training.grad_accum=2"}});
   return out;
@@ -227,6 +229,19 @@ TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKin
           // A copy-out drops the padding of the last chunk; nothing else reads less than it writes.
           EXPECT_LE(op.uses[i + 1].total_bytes(), op.uses[i].total_bytes()) << where;
         }
+      } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::quantize) {
+        // qwZ: the 16-bit partition in; its int8 values (one byte each) and its scales out.
+        ASSERT_EQ(op.uses.size(), 3u) << where;
+        EXPECT_EQ(op.compute.dtype, DType::int8) << where;
+        EXPECT_EQ(op.uses[0].role, Role::input) << where;
+        EXPECT_EQ(op.uses[0].bytes, p.elem_bytes * op.uses[1].bytes) << where;
+        EXPECT_EQ(op.uses[2].bytes, 4 * qwz_groups(op.uses[1].bytes)) << where;
+      } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::dequantize) {
+        // qwZ: every rank's int8 values and scales in, its 16-bit partition out, one block per rank each.
+        ASSERT_EQ(op.uses.size(), 3u) << where;
+        EXPECT_EQ(op.uses[2].role, Role::output) << where;
+        EXPECT_EQ(op.uses[2].bytes, p.elem_bytes * op.uses[0].bytes) << where;
+        for (const BufferUse& u : op.uses) EXPECT_EQ(u.blocks, p.dp) << where;
       } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer) {
         const BufferUse* grad = use_of(op, Role::grad);
         const BufferUse* state = use_of(op, Role::state);
@@ -246,7 +261,9 @@ TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKin
 // tensor, c = ceil(numel / 8), padding 0), each rank's backward writes gradient element i of a tensor as
 // 1000 x (i + 1) + r, and reductions sum. It checks that every compute op sees every weight whole, that each
 // rank's grads.partition ends with the sum over ranks of its chunk of every gradient (times the micro-steps), and
-// that the persistent tensors (forgotten when the step begins) are whole again after it.
+// that the persistent tensors (forgotten when the step begins) are whole again after it. Memory is byte-addressed
+// (an element's value sits at its first byte), so int8 and fp32 ranges of qwZ sit beside 16-bit ones: a quantize is
+// lossless here (the int8 byte holds the value, each scale a marker that the dequantize checks it reads).
 class Stage3World {
  public:
   Stage3World(const Schedule& sch, const Plan& p, int world) : sch_(sch), p_(p), n_(world), e_(p.elem_bytes) {
@@ -269,7 +286,7 @@ class Stage3World {
       }
       switch (op.kind) {
         case OpKind::alloc: {
-          for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(op.mem.bytes / e_, 0));
+          for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(op.mem.bytes, 0));
           if (op.mem.buffer == "params.partition") init_partition(op.id);
           if (op.mem.buffer == "params.persistent") init_persistent(op.id);
           if (op.mem.buffer == "grads.partition") grad_partition_ = op.id;
@@ -295,7 +312,7 @@ class Stage3World {
           for (Elements j = 0; j < c && r * c + j < numel; ++j) {
             std::int64_t want = 0;
             for (int q = 0; q < n_; ++q) want += micro_steps * grad(r * c + j, q);
-            ASSERT_EQ(mem_.at(grad_partition_)[r][at + j], want)
+            ASSERT_EQ(mem_.at(grad_partition_)[r][e_ * (at + j)], want)
                 << p_.units[u].name << "#" << k << " rank " << r << " element " << r * c + j;
           }
         at += c;
@@ -306,7 +323,7 @@ class Stage3World {
         if (!persistent_tensor(u, k)) continue;
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
-            ASSERT_EQ(mem_.at(persistent_)[r][off + i], weight(u, k, i)) << p_.units[u].name << "#" << k;
+            ASSERT_EQ(mem_.at(persistent_)[r][e_ * (off + i)], weight(u, k, i)) << p_.units[u].name << "#" << k;
         off += p_.units[u].tensors[k].numel();
       }
   }
@@ -326,7 +343,7 @@ class Stage3World {
         if (!persistent_tensor(u, k)) continue;
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
-            mem_[id][r][off + i] = weight(static_cast<int>(u), static_cast<int>(k), i);
+            mem_[id][r][e_ * (off + i)] = weight(static_cast<int>(u), static_cast<int>(k), i);
         off += p_.units[u].tensors[k].numel();
       }
   }
@@ -337,28 +354,30 @@ class Stage3World {
         const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
         for (int r = 0; r < n_; ++r)
           for (Elements j = 0; j < c && r * c + j < numel; ++j)
-            mem_[id][r][at + j] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
+            mem_[id][r][e_ * (at + j)] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
         at += c;
       }
   }
-  // Element j of a use's range on rank r (blocks, rank_stride), as an index into its buffer.
-  Elements index(const BufferUse& u, int rank, Elements j) const {
-    const Elements per_block = u.bytes / e_;
-    return (u.offset + rank * u.rank_stride + (j / per_block) * u.block_stride) / e_ + j % per_block;
+  // Element j (of `esz` bytes) of a use's range on rank r (blocks, rank_stride), as a byte address in its buffer.
+  Bytes index(const BufferUse& u, int rank, Elements j, Bytes esz) const {
+    const Elements per_block = u.bytes / esz;
+    return u.offset + rank * u.rank_stride + (j / per_block) * u.block_stride + (j % per_block) * esz;
   }
-  std::int64_t& at(const BufferUse& u, int rank, Elements j) {
-    return mem_.at(u.alloc).at(rank).at(static_cast<size_t>(index(u, rank, j)));
+  std::int64_t& at(const BufferUse& u, int rank, Elements j, Bytes esz) {
+    return mem_.at(u.alloc).at(rank).at(static_cast<size_t>(index(u, rank, j, esz)));
   }
+  std::int64_t& at(const BufferUse& u, int rank, Elements j) { return at(u, rank, j, e_); }
   void collective(const Op& op) {
     ASSERT_EQ(sch_.groups[op.collective.group].size, n_) << op.name;
     const BufferUse* in = use_of(op, Role::input);
     const BufferUse* out = use_of(op, Role::output);
     if (!out) out = use_of(op, Role::param);
     ASSERT_TRUE(in && out) << op.name;
-    const Elements nin = in->total_bytes() / e_, nout = out->total_bytes() / e_;
+    const Bytes esz = dtype_bits(op.collective.dtype) / 8;
+    const Elements nin = in->total_bytes() / esz, nout = out->total_bytes() / esz;
     std::vector<std::vector<std::int64_t>> src(n_);
     for (int r = 0; r < n_; ++r)
-      for (Elements j = 0; j < nin; ++j) src[r].push_back(at(*in, r, j));
+      for (Elements j = 0; j < nin; ++j) src[r].push_back(at(*in, r, j, esz));
     for (int r = 0; r < n_; ++r)
       for (Elements j = 0; j < nout; ++j) {
         std::int64_t v = 0;
@@ -367,7 +386,7 @@ class Stage3World {
           for (int q = 0; q < n_; ++q) v += src[q][r * nout + j];
         else
           for (int q = 0; q < n_; ++q) v += src[q][j];
-        at(*out, r, j) = v;
+        at(*out, r, j, esz) = v;
       }
   }
   void copy(const Op& op) {
@@ -382,6 +401,23 @@ class Stage3World {
   }
   void compute(const Op& op) {
     if (op.compute.what == ComputeKind::optimizer) return;  // the weights stay as they are in this check
+    if (op.compute.what == ComputeKind::quantize) {  // qwZ: [16-bit in, int8 values out, fp32 scales out]
+      ASSERT_EQ(op.uses.size(), 3u) << op.name;
+      for (int r = 0; r < n_; ++r) {
+        for (Elements j = 0; j < op.uses[1].total_bytes(); ++j) at(op.uses[1], r, j, 1) = at(op.uses[0], r, j);
+        for (Elements j = 0; j < op.uses[2].total_bytes() / 4; ++j) at(op.uses[2], r, j, 4) = kScaleMark;
+      }
+      return;
+    }
+    if (op.compute.what == ComputeKind::dequantize) {  // qwZ: [int8 values in, scales in, 16-bit out]
+      ASSERT_EQ(op.uses.size(), 3u) << op.name;
+      for (int r = 0; r < n_; ++r) {
+        for (Elements j = 0; j < op.uses[1].total_bytes() / 4; ++j)
+          ASSERT_EQ(at(op.uses[1], r, j, 4), kScaleMark) << op.name << " reads a scale no quantize wrote, rank " << r;
+        for (Elements j = 0; j < op.uses[0].total_bytes(); ++j) at(op.uses[2], r, j) = at(op.uses[0], r, j, 1);
+      }
+      return;
+    }
     for (const BufferUse& u : op.uses) {
       if (u.role == Role::param && u.unit >= 0) {
         for (int r = 0; r < n_; ++r)
@@ -396,6 +432,7 @@ class Stage3World {
     }
   }
 
+  static constexpr std::int64_t kScaleMark = -7;
   const Schedule& sch_;
   const Plan& p_;
   const int n_;
@@ -425,15 +462,19 @@ TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesW
     for (const char* persist : {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
                                 "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"})
       for (const char* bucket : {"deepspeed.zero_optimization.reduce_bucket_size=500000000",
-                                 "deepspeed.zero_optimization.reduce_bucket_size=1000"}) {
-        const Scenario s = tiny_world8({fetch, persist, bucket});
+                                 "deepspeed.zero_optimization.reduce_bucket_size=1000"})
+        for (const char* qwz : {"deepspeed.zero_optimization.zero_quantized_weights=false",
+                                "deepspeed.zero_optimization.zero_quantized_weights=true"}) {
+        if (std::string(fetch).find("all_reduce") != std::string::npos && std::string(qwz).find("true") != std::string::npos)
+          continue;  // DeepSpeed's all-reduce fetch is unquantized: the qwZ flag has no path there
+        const Scenario s = tiny_world8({fetch, persist, bucket, qwz});
         const Plan p = make_plan(s);
         ASSERT_EQ(p.dp, 8);
         ASSERT_TRUE(plain_stage3(p));
         const Schedule sch = make_schedule(s, p, 1);
         Stage3World w(sch, p, 8);
         w.run();
-        SCOPED_TRACE(std::string(fetch) + " " + persist + " " + bucket);
+        SCOPED_TRACE(std::string(fetch) + " " + persist + " " + bucket + " " + qwz);
         w.expect_results(s.training.grad_accum);
         EXPECT_GT(w.weight_checks(), 0);
       }

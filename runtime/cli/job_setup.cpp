@@ -73,7 +73,6 @@ void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
       throw InputError({args.scenario, 0, 0, std::string("deepspeed.zero_optimization.") + key},
                        fmt::format("{} is not built into zrun yet (issue 14)", what));
   };
-  refuse(p.qwz, "zero_quantized_weights", "qwZ (quantized weight all-gathers)");
   refuse(p.hpz_enabled, "zero_hpz_partition_size", "hpZ (secondary partitions)");
   refuse(p.qgz, "zero_quantized_gradients", "qgZ (quantized gradient all-to-all)");
   refuse(p.loco, "zeropp_loco_param", "LoCo (error feedback)");

@@ -19,6 +19,7 @@
 #include "runtime/comm/group_split.hpp"
 #include "runtime/exec/elementwise.hpp"
 #include "runtime/exec/state_init.hpp"
+#include "runtime/exec/zeropp_ops.hpp"
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/nvme/nvme_layout.hpp"
@@ -59,8 +60,10 @@ ncclDataType_t nccl_type(const Op& op) {
     case zsim::DType::fp32: return ncclFloat32;
     case zsim::DType::bf16: return ncclBfloat16;
     case zsim::DType::fp16: return ncclFloat16;
-    default: not_built(op, "a quantized collective (int8 / int4)");
+    case zsim::DType::int8: return ncclInt8;
+    case zsim::DType::int4: return ncclUint8;  // packed pairs: counted in bytes
   }
+  not_built(op, "a collective of this dtype");
 }
 
 ElemType elem_type(zsim::DType d) {
@@ -495,7 +498,19 @@ void Executor::run_compute(const Op& op, cudaStream_t s) {
     case ComputeKind::backward:
     case ComputeKind::recompute: run_model(op, s); break;
     case ComputeKind::optimizer: run_optimizer(op, s); break;
-    default: not_built(op, std::string("the ") + zsim::to_string(op.compute.what) + " kernel (ZeRO++)");
+    case ComputeKind::quantize:
+    case ComputeKind::dequantize:
+    case ComputeKind::dequant_reduce: {
+      ZeroppContext c;
+      c.train_dtype = plan_.dtype;
+      c.nodes = s_.meta.nodes;
+      c.gpus_per_node = s_.meta.gpus_per_node;
+      c.loco_err_beta = static_cast<float>(plan_.loco_err_beta);
+      c.loco_reset_T = plan_.loco_reset_T;
+      c.step = step_;
+      run_zeropp_op(op, c, [&](const BufferUse& u) { return buffers_.at(u, rank_); }, s);
+      break;
+    }
   }
 }
 
@@ -612,6 +627,7 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
   const int g = op.collective.group;
   ncclComm_t comm = comms_.group(g);
   const int n = s_.groups[g].size, idx = group_index_[g];
+  if (op.collective.what == CollectiveKind::all_to_all) return run_all_to_all(op, comm, n, s);
   const BufferUse& in = need_use(op, Role::input);
   const BufferUse* param_out = find_use(op, Role::param);
   const BufferUse& out = param_out ? *param_out : need_use(op, Role::output);
@@ -649,6 +665,29 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
   }
   if (accumulate && !strided) add_inplace(elem_type(op.collective.dtype), dst, result, out.bytes / esz, s);
   if (!tmp_name.empty()) gpu_.free(tmp_name, s);
+}
+
+// All-to-all (qgZ's two hops): per (input, output) pair, the input's n equal blocks go to the group's members in
+// order and the output's block j comes from member j; every pair of the op in one NCCL group (send / receive).
+void Executor::run_all_to_all(const Op& op, ncclComm_t comm, int n, cudaStream_t s) {
+  if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
+  ZRUN_NCCL_CHECK(ncclGroupStart());
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+    const BufferUse& in = op.uses[i];
+    const BufferUse& out = op.uses[i + 1];
+    if (in.role != Role::input || out.role != Role::output || in.bytes != out.bytes || in.bytes % n || in.blocks > 1 ||
+        out.blocks > 1)
+      throw std::logic_error(fmt::format("op '{}': an all-to-all takes (input, output) pairs of one contiguous size "
+                                         "that divides by the group's {} members", op.name, n));
+    const std::size_t block = in.bytes / n;
+    const std::byte* src = buffers_.at(in, rank_);
+    std::byte* dst = buffers_.at(out, rank_);
+    for (int j = 0; j < n; ++j) {
+      ZRUN_NCCL_CHECK(ncclSend(src + j * block, block, ncclUint8, j, comm, s));
+      ZRUN_NCCL_CHECK(ncclRecv(dst + j * block, block, ncclUint8, j, comm, s));
+    }
+  }
+  ZRUN_NCCL_CHECK(ncclGroupEnd());
 }
 
 // kernels/' CPU Adam over one sub-group on a host thread, in the order of the op's stream: fp32 gradients and

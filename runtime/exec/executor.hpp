@@ -5,7 +5,8 @@
 // communicator of their group; the GPU optimizer is kernels/' fused Adam. ZeRO-Offload: CPU ops (kernels/' CPU
 // Adam, the fp32 conversion of gradients copied down, NVMe transfers) run as host functions in the order of their
 // stream (host_ops), the optimizer state on the NVMe tier lives in swap files (runtime/nvme). Every op runs under
-// the watchdog and the fault injector. What is not built yet (qwZ / qgZ kernels) stops with an error naming the op.
+// the watchdog and the fault injector. ZeRO++'s quantization ops run kernels/' qwZ / qgZ kernels (zeropp_ops); what is not built yet stops
+// with an error naming the op.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "runtime/comm/communicators.hpp"
 #include "runtime/comm/fault_injection.hpp"
@@ -80,6 +82,7 @@ class Executor {
   void run_copy_to_fp32(const zsim::Op& op, cudaStream_t s);
   void put_state(zsim::OpId alloc, const void* data, std::size_t bytes);  // init data into a buffer of any tier
   void run_collective(const zsim::Op& op, cudaStream_t s);
+  void run_all_to_all(const zsim::Op& op, ncclComm_t comm, int n, cudaStream_t s);
   void run_copy(const zsim::Op& op, cudaStream_t s);
   void initialise_states();
   void wait_for_step_end(cudaEvent_t end);

@@ -61,7 +61,6 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
   auto refuse = [](const std::string& what) {
     throw std::runtime_error(fmt::format("ZeRO stage 3 with {} is not built into zrun yet (issue 14)", what));
   };
-  if (plan.qwz) refuse("qwZ (quantized weights)");
   if (plan.hpz_enabled) refuse("hpZ (secondary partitions)");
   if (plan.qgz) refuse("qgZ (quantized gradients)");
   if (plan.loco) refuse("LoCo");

@@ -269,6 +269,8 @@ Plan make_plan(const Scenario& s) {
     p.hpz_enabled = hpz > 1;
     p.qgz = z.zero_quantized_gradients && p.nodes > 1;  // DeepSpeed's all-to-all path needs > 1 node
     p.loco = p.qgz && z.zeropp_loco_param.enabled;
+    p.loco_err_beta = z.zeropp_loco_param.err_beta;
+    p.loco_reset_T = z.zeropp_loco_param.reset_T;
     p.sequential_allgather = z.stage3_allgather_sequential;
     p.all_reduce_fetch = z.stage3_use_all_reduce_for_fetch_params;
   }

@@ -108,6 +108,8 @@ struct Plan {
   bool qgz = false;
   bool hpz_enabled = false;          // zero_hpz_partition_size > 1
   bool loco = false;
+  double loco_err_beta = 0.8;        // zeropp_loco_param.err_beta (when loco)
+  int loco_reset_T = 1024;           // zeropp_loco_param.reset_T (when loco)
   bool sequential_allgather = false;
   bool all_reduce_fetch = false;     // stage3_use_all_reduce_for_fetch_params
   bool overlap_comm = false;

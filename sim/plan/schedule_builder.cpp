@@ -266,6 +266,8 @@ class Builder {
     bool quantized = false;
     Elements part = 0;          // this rank's elements in the call
     OpId gathered = -1;         // the call's last collective
+    OpId flat_buf = -1;         // coalesced calls: the flat buffer the tensors are copied out of at the wait
+    OpId qwz = -1;              // qwZ: [own int8 | own scales | gathered int8 (rank-major) | gathered scales]
     OpId last_read = -1;        // last op that reads the temporaries
     std::vector<OpId> temps;    // allocs freed when every member has been waited for
     bool waited = false;
@@ -357,11 +359,9 @@ class Builder {
       if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
     return ids;
   }
-  // Whether the ops of this call carry uses: zrun runs bf16/fp16 stage 3 without hpZ, qwZ or param offload
-  // (issue 14); those calls stay without, and zrun refuses them.
-  bool fetch_uses(const Call& c) const {
-    return !c.quantized && !secondary(c.phase) && p_.param_device == OffloadDevice::none;
-  }
+  // Whether the ops of this call carry uses: zrun runs stage 3 with or without qwZ, but not yet hpZ's secondary
+  // gathers or param offload (issue 14); those calls stay without, and zrun refuses them.
+  bool fetch_uses(const Call& c) const { return !secondary(c.phase) && p_.param_device == OffloadDevice::none; }
   // This rank's partition of tensor (u, k) in params.partition.
   void use_partition(OpId op, int u, int k, Role role, Access access) {
     use(op, partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp), role,
@@ -478,6 +478,7 @@ class Builder {
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, {in}, layer);
       c.temps.push_back(flat);
+      c.flat_buf = flat;
       if (uses) {
         // torch.cat of the partitions into rank r's slot [r x part, (r + 1) x part), then an in-place all-gather.
         for (size_t i = 0; i < c.ids.size(); ++i) {
@@ -493,22 +494,44 @@ class Builder {
     } else {
       // qwZ (CUDAQuantizer on the partition, or on the torch.cat of the partitions): int8 values + fp32
       // scales in, the gathered int8 values + scales of the group out; two all-gathers.
+      // Uses: the (concatenated) partition in, [own int8 | own scales] of the qwz buffer out; each all-gather from
+      // this rank's part into the gathered int8 values / scales that follow it, rank-major.
       const QuantizedSize q = qwz_partition_bytes(c.part);
       std::optional<OpId> cat;
       if (c.flat) {
         cat = alloc("qwz_in" + suffix, Tier::gpu, MemCategory::buffers, "quant", e_ * c.part, ph, comm_, deps, layer);
-        deps = {copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer)};
+        const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer);
+        for (size_t i = 0; uses && i < c.ids.size(); ++i) {
+          const auto [u, k] = c.ids[i];
+          use_partition(in, u, k, Role::input, Access::read);
+          use(in, *cat, e_ * c.slot[i], e_ * ceil_div(c.tensors[i].numel(), c.n), Role::output, Access::write, u, k);
+        }
+        deps = {in};
       }
       const OpId qbuf = alloc("qwz" + suffix, Tier::gpu, MemCategory::buffers, "quant", q.total() * (c.n + 1), ph, comm_,
                               deps, layer);
       const OpId qz = compute(c.name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, c.part * e_ + q.total(),
                               c.part, layer, Device::gpu, comm_);
+      sch_.ops[qz].compute.dtype = DType::int8;
+      if (uses) {
+        if (cat) use(qz, *cat, 0, e_ * c.part, Role::input, Access::read);
+        else use_partition(qz, c.ids[0].first, c.ids[0].second, Role::input, Access::read);
+        use(qz, qbuf, 0, q.data, Role::output, Access::write);
+        use(qz, qbuf, q.data, q.scales, Role::output, Access::write);
+      }
       if (cat) release(*cat, ph, comm_, {qz});
-      collective(c.name + ".all_gather", CollectiveKind::all_gather, group, q.data * c.n, 0, DType::int8, ph, comm_,
-                 {qz}, layer);
+      const OpId ag = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, q.data * c.n, 0, DType::int8,
+                                 ph, comm_, {qz}, layer);
       c.gathered = collective(c.name + ".all_gather.scales", CollectiveKind::all_gather, group, q.scales * c.n,
                               q.scales * c.n, DType::fp32, ph, comm_, {qz}, layer);
+      if (uses) {
+        use(ag, qbuf, 0, q.data, Role::input, Access::read);
+        use(ag, qbuf, q.total(), q.data * c.n, Role::output, Access::write);
+        use(c.gathered, qbuf, q.data, q.scales, Role::input, Access::read);
+        use(c.gathered, qbuf, q.total() + q.data * c.n, q.scales * c.n, Role::output, Access::write);
+      }
       c.temps.push_back(qbuf);
+      c.qwz = qbuf;
     }
     c.last_read = c.gathered;
     for (OpId st : staging) release(st, ph, comm_, {c.gathered});
@@ -526,14 +549,18 @@ class Builder {
     const Phase ph = c.phase;
     const int layer = c.layer;
     OpId src = c.gathered;
+    const bool uses = fetch_uses(c);
     if (c.quantized) {
+      // Every rank's int8 partition dequantized with its own scales into its padded place (a single tensor's
+      // padded buffer, or the flat buffer the tensors are copied out of).
       const QuantizedSize q = qwz_partition_bytes(c.part);
-      const Elements out = c.flat ? c.part * c.n : c.tensors[0].numel();
+      const Elements out = c.part * c.n;
       OpId target;
       if (c.flat) {
         target = alloc("flat" + tag() + ".c" + std::to_string(id), Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph,
                        comm_, {src, after}, layer);
         c.temps.push_back(target);
+        c.flat_buf = target;
       } else {
         const Member& m = c.members[0];
         target = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
@@ -543,11 +570,17 @@ class Builder {
       }
       src = compute(c.name + ".dequantize", ComputeKind::dequantize, ph, {src, target}, 0, q.total() * c.n + e_ * out,
                     out, layer, Device::gpu, comm_);
+      sch_.ops[src].compute.dtype = DType::int8;
+      if (uses) {  // rank j's int8 values and scales -> its padded partition (blocks: one per rank)
+        use(src, c.qwz, q.total(), q.data, Role::input, Access::read);
+        use(src, c.qwz, q.total() + q.data * c.n, q.scales, Role::input, Access::read);
+        use(src, target, 0, e_ * c.part, Role::output, Access::write);
+        for (BufferUse& u : sch_.ops[src].uses) u.blocks = c.n, u.block_stride = u.bytes;
+      }
     }
     std::map<int, OpId> done;
     if (c.flat) {
-      const bool uses = fetch_uses(c);
-      const OpId flat = c.temps.empty() ? -1 : c.temps.front();
+      const OpId flat = c.flat_buf;
       size_t i = 0;  // the call's tensor index
       for (const Member& m : c.members) {
         const FetchUnit& U = p_.units[m.unit];
@@ -1379,7 +1412,7 @@ class Builder {
                                MemCategory::buffers, "gathered", e_ * chunk * p_.dp, ph, comm_, after, p_.units[u].layer);
         const OpId ag = collective("step.persistent." + what + ".all_gather", CollectiveKind::all_gather, world_,
                                    e_ * chunk * p_.dp, 0, p_.dtype, ph, comm_, {buf}, p_.units[u].layer);
-        const bool uses = p_.param_device == OffloadDevice::none && !p_.qwz;
+        const bool uses = p_.param_device == OffloadDevice::none;
         if (uses) {
           use_partition(ag, u, k, Role::input, Access::read);
           use(ag, buf, 0, e_ * chunk * p_.dp, Role::output, Access::write, u, k);

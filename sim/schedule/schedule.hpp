@@ -47,6 +47,8 @@ struct ComputeOp {
   Flops flops = 0;          // tensor/arith work
   Bytes hbm_bytes = 0;      // memory traffic (read + write) for memory-bound kernels
   Elements elements = 0;    // elements processed (optimizer: parameters updated)
+  // quantize / dequantize / dequant_reduce: the quantized element type (int8: qwZ weights, int4: qgZ gradients).
+  DType dtype = DType::int8;
   bool operator==(const ComputeOp&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -44,6 +44,9 @@ constexpr EnumNames<Tier, 3> kTiers{{Tier::gpu, Tier::cpu, Tier::nvme}};
 constexpr EnumNames<MemCategory, 5> kCategories{{MemCategory::params, MemCategory::grads, MemCategory::optimizer,
                                                  MemCategory::activations, MemCategory::buffers}};
 constexpr EnumNames<DType, 5> kDTypes{{DType::fp32, DType::bf16, DType::fp16, DType::int8, DType::int4}};
+bool is_quantization(ComputeKind k) {
+  return k == ComputeKind::quantize || k == ComputeKind::dequantize || k == ComputeKind::dequant_reduce;
+}
 constexpr EnumNames<Access, 3> kAccesses{{Access::read, Access::write, Access::read_write}};
 constexpr EnumNames<Role, 6> kRoles{{Role::param, Role::grad, Role::activation, Role::input, Role::output,
                                      Role::state}};
@@ -289,8 +292,15 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   switch (op.kind) {
     case OpKind::compute:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "compute", "device",
-                   "flops", "hbm_bytes", "elements"});
+                   "flops", "hbm_bytes", "elements", "dtype"});
       op.compute.what = n.key("compute").enumerated(kComputeKinds);
+      if (is_quantization(op.compute.what)) {
+        op.compute.dtype = n.key("dtype").enumerated(kDTypes);
+        if (op.compute.dtype != DType::int8 && op.compute.dtype != DType::int4)
+          n.key("dtype").fail("a quantization op's dtype is int8 (qwZ) or int4 (qgZ)");
+      } else if (n.has("dtype")) {
+        n.key("dtype").fail("only quantize / dequantize / dequant_reduce ops have a dtype");
+      }
       op.compute.device = n.has("device") ? n.key("device").enumerated(kDevices) : Device::gpu;
       op.compute.flops = n.has("flops") ? n.key("flops").number() : 0;
       op.compute.hbm_bytes = opt_integer(n, "hbm_bytes", 0, 0);
@@ -374,6 +384,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["flops"] = op.compute.flops;
       j["hbm_bytes"] = op.compute.hbm_bytes;
       j["elements"] = op.compute.elements;
+      if (is_quantization(op.compute.what)) j["dtype"] = to_string(op.compute.dtype);
       break;
     case OpKind::collective:
       j["collective"] = to_string(op.collective.what);

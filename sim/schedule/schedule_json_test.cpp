@@ -45,6 +45,7 @@ Schedule every_kind() {
     Op op = base(OpKind::compute, ck == ComputeKind::optimizer ? cpu : compute);
     op.compute = {ck, ck == ComputeKind::optimizer ? Device::cpu : Device::gpu, 1.2345678901234567e15 + n,
                   1000 + n, 7'000'000'001 + n};
+    if (ck == ComputeKind::dequant_reduce || ck == ComputeKind::dequantize) op.compute.dtype = DType::int4;  // not the default
     s.add(op);
   }
   for (CollectiveKind ck : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
@@ -158,6 +159,22 @@ TEST(ScheduleJson, CarriesTheModelAndBufferUsesByName) {
   EXPECT_EQ(last["uses"][0]["buffer"], "live");
   EXPECT_EQ(last["uses"][0]["role"], "state");
   EXPECT_EQ(last["uses"][0]["access"], "read_write");
+}
+
+TEST(ScheduleJson, AQuantizationOpCarriesItsQuantizedDtypeAndNoOtherComputeOpHasOne) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["ops"][0].count("dtype"), 0u);  // forward
+  EXPECT_EQ(j["ops"][4]["dtype"], "int8");    // quantize
+  EXPECT_EQ(j["ops"][6]["dtype"], "int4");    // dequant_reduce
+  json missing = j;
+  missing["ops"][4].erase("dtype");
+  EXPECT_NE(error_of(missing).find("ops[4].dtype"), std::string::npos);
+  json wrong = j;
+  wrong["ops"][4]["dtype"] = "bf16";
+  EXPECT_NE(error_of(wrong).find("int8 (qwZ) or int4 (qgZ)"), std::string::npos);
+  json extra = j;
+  extra["ops"][0]["dtype"] = "int8";
+  EXPECT_NE(error_of(extra).find("ops[0].dtype"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
