@@ -261,9 +261,12 @@ TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKin
 // tensor, c = ceil(numel / 8), padding 0), each rank's backward writes gradient element i of a tensor as
 // 1000 x (i + 1) + r, and reductions sum. It checks that every compute op sees every weight whole, that each
 // rank's grads.partition ends with the sum over ranks of its chunk of every gradient (times the micro-steps), and
-// that the persistent tensors (forgotten when the step begins) are whole again after it. Memory is byte-addressed
-// (an element's value sits at its first byte), so int8 and fp32 ranges of qwZ sit beside 16-bit ones: a quantize is
-// lossless here (the int8 byte holds the value, each scale a marker that the dequantize checks it reads).
+// that the persistent tensors (forgotten when the step begins) are whole again after it. Memory is addressed in
+// nibbles (an element's value sits at its first nibble), so the int4 and int8 values and fp32 scales of ZeRO++ sit
+// beside 16-bit ones. Quantization is lossless here (an int4 / int8 element holds the value, each scale a marker
+// that the dequantizing op checks it reads); qgZ's kernels are emulated as kernels/qgz_quant.hpp documents them
+// (partition p at swizzled slot (p % gpus_per_node) x nodes + p / gpus_per_node; a dequant-reduce sums the k chunks
+// of m partitions it receives), and collectives run on every group of their shape (intra-node, inter-node).
 class Stage3World {
  public:
   Stage3World(const Schedule& sch, const Plan& p, int world) : sch_(sch), p_(p), n_(world), e_(p.elem_bytes) {
@@ -286,7 +289,7 @@ class Stage3World {
       }
       switch (op.kind) {
         case OpKind::alloc: {
-          for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(op.mem.bytes, 0));
+          for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(2 * op.mem.bytes, 0));
           if (op.mem.buffer == "params.partition") init_partition(op.id);
           if (op.mem.buffer == "params.persistent") init_persistent(op.id);
           if (op.mem.buffer == "grads.partition") grad_partition_ = op.id;
@@ -312,7 +315,7 @@ class Stage3World {
           for (Elements j = 0; j < c && r * c + j < numel; ++j) {
             std::int64_t want = 0;
             for (int q = 0; q < n_; ++q) want += micro_steps * grad(r * c + j, q);
-            ASSERT_EQ(mem_.at(grad_partition_)[r][e_ * (at + j)], want)
+            ASSERT_EQ(mem_.at(grad_partition_)[r][2 * e_ * (at + j)], want)
                 << p_.units[u].name << "#" << k << " rank " << r << " element " << r * c + j;
           }
         at += c;
@@ -323,7 +326,7 @@ class Stage3World {
         if (!persistent_tensor(u, k)) continue;
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
-            ASSERT_EQ(mem_.at(persistent_)[r][e_ * (off + i)], weight(u, k, i)) << p_.units[u].name << "#" << k;
+            ASSERT_EQ(mem_.at(persistent_)[r][2 * e_ * (off + i)], weight(u, k, i)) << p_.units[u].name << "#" << k;
         off += p_.units[u].tensors[k].numel();
       }
   }
@@ -343,7 +346,7 @@ class Stage3World {
         if (!persistent_tensor(u, k)) continue;
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
-            mem_[id][r][e_ * (off + i)] = weight(static_cast<int>(u), static_cast<int>(k), i);
+            mem_[id][r][2 * e_ * (off + i)] = weight(static_cast<int>(u), static_cast<int>(k), i);
         off += p_.units[u].tensors[k].numel();
       }
   }
@@ -354,40 +357,77 @@ class Stage3World {
         const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
         for (int r = 0; r < n_; ++r)
           for (Elements j = 0; j < c && r * c + j < numel; ++j)
-            mem_[id][r][e_ * (at + j)] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
+            mem_[id][r][2 * e_ * (at + j)] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
         at += c;
       }
   }
-  // Element j (of `esz` bytes) of a use's range on rank r (blocks, rank_stride), as a byte address in its buffer.
-  Bytes index(const BufferUse& u, int rank, Elements j, Bytes esz) const {
-    const Elements per_block = u.bytes / esz;
-    return u.offset + rank * u.rank_stride + (j / per_block) * u.block_stride + (j % per_block) * esz;
+  // Element j (of `esz` nibbles) of a use's range on rank r (blocks; `index`: the rank's index for rank_stride), as a
+  // nibble address in its buffer.
+  static Bytes address(const BufferUse& u, int index, Elements j, Bytes esz) {
+    const Elements per_block = 2 * u.bytes / esz;
+    return 2 * (u.offset + index * u.rank_stride + (j / per_block) * u.block_stride) + (j % per_block) * esz;
   }
-  std::int64_t& at(const BufferUse& u, int rank, Elements j, Bytes esz) {
-    return mem_.at(u.alloc).at(rank).at(static_cast<size_t>(index(u, rank, j, esz)));
+  std::int64_t& at(const BufferUse& u, int rank, Elements j, Bytes esz, int index) {
+    return mem_.at(u.alloc).at(rank).at(static_cast<size_t>(address(u, index, j, esz)));
   }
-  std::int64_t& at(const BufferUse& u, int rank, Elements j) { return at(u, rank, j, e_); }
+  std::int64_t& at(const BufferUse& u, int rank, Elements j, Bytes esz) { return at(u, rank, j, esz, rank); }
+  std::int64_t& at(const BufferUse& u, int rank, Elements j) { return at(u, rank, j, 2 * e_); }
+  static Elements count(const BufferUse& u, Bytes esz) { return 2 * u.total_bytes() / esz; }
+  // The members (global ranks, in group order) of rank r's group of `g`'s shape, and r's index among them.
+  std::vector<int> members(const ProcessGroup& g, int r, int* index) const {
+    const int block = g.size * g.stride, base = r / block * block + r % g.stride;
+    *index = r % block / g.stride;
+    std::vector<int> m;
+    for (int j = 0; j < g.size; ++j) m.push_back(base + j * g.stride);
+    return m;
+  }
   void collective(const Op& op) {
-    ASSERT_EQ(sch_.groups[op.collective.group].size, n_) << op.name;
+    const ProcessGroup& g = sch_.groups[op.collective.group];
+    if (op.collective.what == CollectiveKind::all_to_all) return all_to_all(op, g);
     const BufferUse* in = use_of(op, Role::input);
     const BufferUse* out = use_of(op, Role::output);
     if (!out) out = use_of(op, Role::param);
     ASSERT_TRUE(in && out) << op.name;
-    const Bytes esz = dtype_bits(op.collective.dtype) / 8;
-    const Elements nin = in->total_bytes() / esz, nout = out->total_bytes() / esz;
+    const Bytes esz = dtype_bits(op.collective.dtype) / 4;
+    const Elements nin = count(*in, esz), nout = count(*out, esz);
     std::vector<std::vector<std::int64_t>> src(n_);
-    for (int r = 0; r < n_; ++r)
-      for (Elements j = 0; j < nin; ++j) src[r].push_back(at(*in, r, j, esz));
-    for (int r = 0; r < n_; ++r)
+    std::vector<int> index(n_);
+    for (int r = 0; r < n_; ++r) {
+      members(g, r, &index[r]);
+      for (Elements j = 0; j < nin; ++j) src[r].push_back(at(*in, r, j, esz, index[r]));
+    }
+    for (int r = 0; r < n_; ++r) {
+      int me = 0;
+      const std::vector<int> m = members(g, r, &me);
       for (Elements j = 0; j < nout; ++j) {
         std::int64_t v = 0;
-        if (op.collective.what == CollectiveKind::all_gather) v = src[j / nin][j % nin];
+        if (op.collective.what == CollectiveKind::all_gather) v = src[m.at(j / nin)][j % nin];
         else if (op.collective.what == CollectiveKind::reduce_scatter)
-          for (int q = 0; q < n_; ++q) v += src[q][r * nout + j];
+          for (int q : m) v += src[q][me * nout + j];
         else
-          for (int q = 0; q < n_; ++q) v += src[q][j];
-        at(*out, r, j, esz) = v;
+          for (int q : m) v += src[q][j];
+        at(*out, r, j, esz, me) = v;
       }
+    }
+  }
+  // Each (input, output) pair: block j of the input (of n equal blocks) goes to member j, block q of the output
+  // comes from member q; moved nibble by nibble (values and scales alike).
+  void all_to_all(const Op& op, const ProcessGroup& g) {
+    ASSERT_EQ(op.uses.size() % 2, 0u) << op.name;
+    for (size_t i = 0; i < op.uses.size(); i += 2) {
+      const BufferUse &in = op.uses[i], &out = op.uses[i + 1];
+      ASSERT_EQ(in.bytes, out.bytes) << op.name;
+      const Elements len = count(in, 1), block = len / g.size;
+      std::vector<std::vector<std::int64_t>> src(n_);
+      for (int r = 0; r < n_; ++r)
+        for (Elements j = 0; j < len; ++j) src[r].push_back(at(in, r, j, 1));
+      for (int r = 0; r < n_; ++r) {
+        int me = 0;
+        const std::vector<int> m = members(g, r, &me);
+        for (int q = 0; q < g.size; ++q)
+          for (Elements j = 0; j < block; ++j) at(out, r, q * block + j, 1) = src[m[q]][me * block + j];
+      }
+    }
   }
   void copy(const Op& op) {
     ASSERT_EQ(op.uses.size() % 2, 0u) << op.name;
@@ -401,20 +441,22 @@ class Stage3World {
   }
   void compute(const Op& op) {
     if (op.compute.what == ComputeKind::optimizer) return;  // the weights stay as they are in this check
+    if (op.compute.dtype == DType::int4 && (op.compute.what == ComputeKind::quantize ||
+                                            op.compute.what == ComputeKind::dequant_reduce))
+      return qgz(op);
     if (op.compute.what == ComputeKind::quantize) {  // qwZ: [16-bit in, int8 values out, fp32 scales out]
       ASSERT_EQ(op.uses.size(), 3u) << op.name;
       for (int r = 0; r < n_; ++r) {
-        for (Elements j = 0; j < op.uses[1].total_bytes(); ++j) at(op.uses[1], r, j, 1) = at(op.uses[0], r, j);
-        for (Elements j = 0; j < op.uses[2].total_bytes() / 4; ++j) at(op.uses[2], r, j, 4) = kScaleMark;
+        for (Elements j = 0; j < count(op.uses[1], 2); ++j) at(op.uses[1], r, j, 2) = at(op.uses[0], r, j);
+        mark_scales(op.uses[2], r);
       }
       return;
     }
     if (op.compute.what == ComputeKind::dequantize) {  // qwZ: [int8 values in, scales in, 16-bit out]
       ASSERT_EQ(op.uses.size(), 3u) << op.name;
       for (int r = 0; r < n_; ++r) {
-        for (Elements j = 0; j < op.uses[1].total_bytes() / 4; ++j)
-          ASSERT_EQ(at(op.uses[1], r, j, 4), kScaleMark) << op.name << " reads a scale no quantize wrote, rank " << r;
-        for (Elements j = 0; j < op.uses[0].total_bytes(); ++j) at(op.uses[2], r, j) = at(op.uses[0], r, j, 1);
+        expect_scales(op, op.uses[1], r);
+        for (Elements j = 0; j < count(op.uses[0], 2); ++j) at(op.uses[2], r, j) = at(op.uses[0], r, j, 2);
       }
       return;
     }
@@ -433,6 +475,49 @@ class Stage3World {
   }
 
   static constexpr std::int64_t kScaleMark = -7;
+  void mark_scales(const BufferUse& u, int r) {
+    for (Elements j = 0; j < count(u, 8); ++j) at(u, r, j, 8) = kScaleMark;
+  }
+  void expect_scales(const Op& op, const BufferUse& u, int r) {
+    for (Elements j = 0; j < count(u, 8); ++j)
+      ASSERT_EQ(at(u, r, j, 8), kScaleMark) << op.name << " reads a scale no quantize wrote, rank " << r;
+  }
+  // qgZ's int4 ops, per tensor (its uses carry its unit and tensor): the swizzled quantize [16-bit gradient in,
+  // values out, scales out], the requantizing dequant-reduce [values in, scales in, values out, scales out] and the
+  // final one [values in, scales in, 16-bit partition out]; LoCo's `state` uses leave the values as they are here.
+  void qgz(const Op& op) {
+    const int nodes = sch_.meta.nodes, L = sch_.meta.gpus_per_node;
+    std::map<std::pair<int, int>, std::vector<const BufferUse*>> by_tensor;
+    for (const BufferUse& u : op.uses) {
+      if (u.role == Role::state) continue;
+      ASSERT_GE(u.unit, 0) << op.name << ": a qgZ use names its tensor";
+      by_tensor[{u.unit, u.tensor}].push_back(&u);
+    }
+    ASSERT_FALSE(by_tensor.empty()) << op.name;
+    for (const auto& [id, u] : by_tensor) {
+      const Elements numel = p_.units[id.first].tensors[id.second].numel(), P = numel / n_;
+      for (int r = 0; r < n_; ++r) {
+        if (op.compute.what == ComputeKind::quantize) {
+          ASSERT_EQ(u.size(), 3u) << op.name;
+          for (Elements p = 0; p < n_; ++p)
+            for (Elements e = 0; e < P; ++e)
+              at(*u[1], r, ((p % L) * nodes + p / L) * P + e, 1) = at(*u[0], r, p * P + e);
+          mark_scales(*u[2], r);
+          continue;
+        }
+        expect_scales(op, *u[1], r);
+        const Elements m = u.size() == 4 ? nodes : 1, k = count(*u[0], 1) / (m * P);
+        for (Elements jj = 0; jj < m; ++jj)
+          for (Elements e = 0; e < P; ++e) {
+            std::int64_t v = 0;
+            for (Elements c = 0; c < k; ++c) v += at(*u[0], r, (c * m + jj) * P + e, 1);
+            if (u.size() == 4) at(*u[2], r, jj * P + e, 1) = v;
+            else at(*u[2], r, e) = v;
+          }
+        if (u.size() == 4) mark_scales(*u[3], r);
+      }
+    }
+  }
   const Schedule& sch_;
   const Plan& p_;
   const int n_;
@@ -478,6 +563,40 @@ TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesW
         w.expect_results(s.training.grad_accum);
         EXPECT_GT(w.weight_checks(), 0);
       }
+}
+
+
+// qgZ on 8 ranks as 2 nodes x 4, 4 x 2 and 8 x 1 GPUs (intra-node and inter-node groups of every shape), with and
+// without LoCo and qwZ: each rank's grads.partition ends with the sum over ranks of its chunk of every gradient, the
+// matrices through the two all-to-all hops, the rest reduce-scattered.
+TEST(ScheduleBufferUses, QgzReducesEveryRanksPartitionThroughBothAllToAllHopsOn8Ranks) {
+  int quantized_tensors = 0;
+  for (const auto& [nodes, per_node] : {std::pair{2, 4}, std::pair{4, 2}, std::pair{8, 1}})
+    for (const char* loco : {"", "deepspeed.zero_optimization.zeropp_loco_param.err_beta=0.8"})
+      for (const char* more : {"deepspeed.zero_optimization.reduce_bucket_size=500000000",
+                               "deepspeed.zero_optimization.reduce_bucket_size=1000",
+                               "deepspeed.zero_optimization.zero_quantized_weights=true"}) {
+        const std::string shape = "cluster.nodes=" + std::to_string(nodes) + " " + std::to_string(per_node);
+        std::vector<std::string> o{"cluster.nodes=" + std::to_string(nodes),
+                                   "cluster.gpus_per_node=" + std::to_string(per_node),
+                                   "deepspeed.zero_optimization.zero_quantized_gradients=true", more,
+                                   "deepspeed.zero_optimization.stage3_param_persistence_threshold=0"};
+        if (*loco) o.push_back(loco);
+        const Scenario s = tiny_world8(o);
+        const Plan p = make_plan(s);
+        ASSERT_TRUE(p.qgz) << shape;
+        ASSERT_EQ(p.dp, 8);
+        ASSERT_EQ(p.loco, *loco != 0);
+        const Schedule sch = make_schedule(s, p, 1);
+        for (const Op& op : sch.ops)
+          if (op.kind == OpKind::compute && op.compute.what == ComputeKind::quantize && op.compute.dtype == DType::int4)
+            for (const BufferUse& u : op.uses) quantized_tensors += u.role == Role::input;
+        Stage3World w(sch, p, 8);
+        w.run();
+        SCOPED_TRACE(std::string(shape) + " " + loco + " " + more);
+        w.expect_results(s.training.grad_accum);
+      }
+  EXPECT_GT(quantized_tensors, 0);
 }
 
 }  // namespace

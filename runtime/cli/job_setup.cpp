@@ -74,8 +74,6 @@ void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
                        fmt::format("{} is not built into zrun yet (issue 14)", what));
   };
   refuse(p.hpz_enabled, "zero_hpz_partition_size", "hpZ (secondary partitions)");
-  refuse(p.qgz, "zero_quantized_gradients", "qgZ (quantized gradient all-to-all)");
-  refuse(p.loco, "zeropp_loco_param", "LoCo (error feedback)");
   refuse(p.param_device != zsim::OffloadDevice::none, "offload_param.device", "offload_param (parameter offload)");
 }
 

@@ -225,6 +225,10 @@ void Executor::run_init() {
     else buffers_.alloc(op);
   }
   initialise_states();
+  // LoCo's error buffers start at zero (the first step resets them anyway: its kernels do not read them).
+  for (OpId id : init_ops_)
+    if (s_.ops[id].mem.detail == "loco_error")
+      ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
   // The CPU optimizer's fp32 gradients start at zero once: every step's first copy down writes each range (later
   // micro-steps add), and the padding of a flat partition stays zero.
   for (OpId id : init_ops_)
@@ -508,7 +512,15 @@ void Executor::run_compute(const Op& op, cudaStream_t s) {
       c.loco_err_beta = static_cast<float>(plan_.loco_err_beta);
       c.loco_reset_T = plan_.loco_reset_T;
       c.step = step_;
-      run_zeropp_op(op, c, [&](const BufferUse& u) { return buffers_.at(u, rank_); }, s);
+      std::vector<std::string> scratch;  // freed (stream-ordered) once the op's kernels are queued
+      run_zeropp_op(
+          op, c, [&](const BufferUse& u) { return buffers_.at(u, rank_); },
+          [&](zsim::Bytes bytes) {
+            scratch.push_back(fmt::format("zrun.zeropp_tmp.{}", tmp_count_++));
+            return gpu_.alloc(scratch.back(), MemCategory::buffers, kBeyondSchedule, 0, op.name, bytes);
+          },
+          s);
+      for (const std::string& t : scratch) gpu_.free(t, s);
       break;
     }
   }

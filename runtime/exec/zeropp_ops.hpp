@@ -22,9 +22,13 @@ struct ZeroppContext {
 };
 
 using UsePointer = std::function<std::byte*(const zsim::BufferUse&)>;
+// Device memory the op needs beyond its uses (LoCo's 16-bit working copy of an int8 error, as DeepSpeed dequantizes
+// it into a new tensor), valid on the op's stream until the op's kernels have run.
+using Scratch = std::function<std::byte*(zsim::Bytes)>;
 
 // Runs one quantize / dequantize / dequant_reduce op on `stream`. Throws std::logic_error naming the op when its
 // uses are not what its kind and dtype need.
-void run_zeropp_op(const zsim::Op& op, const ZeroppContext& c, const UsePointer& at, cudaStream_t stream);
+void run_zeropp_op(const zsim::Op& op, const ZeroppContext& c, const UsePointer& at, const Scratch& scratch,
+                   cudaStream_t stream);
 
 }  // namespace zrun

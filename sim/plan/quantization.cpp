@@ -30,6 +30,19 @@ QgzSizes qgz_sizes(std::int64_t rows, std::int64_t cols, int world, int gpus_per
   return s;
 }
 
+std::int64_t qgz_blocks_per_partition(std::int64_t rows, std::int64_t cols, int world) {
+  const Elements partition = rows * cols / world;
+  const std::int64_t groups = std::max<std::int64_t>({rows, cols, world});
+  Elements block = (partition + groups / world - 1) / (groups / world);
+  block += block & 1;
+  return (partition + block - 1) / block;
+}
+
+Elements qgz_block_elems(Elements partition, std::int64_t blocks) {
+  Elements block = (partition + blocks - 1) / blocks;
+  return block + (block & 1);
+}
+
 bool qgz_applies(std::int64_t rows, std::int64_t cols, int world) {
   return cols != 0 && (rows * cols) % (2 * static_cast<std::int64_t>(world)) == 0;
 }

@@ -35,6 +35,13 @@ struct QgzSizes {
 };
 QgzSizes qgz_sizes(std::int64_t rows, std::int64_t cols, int world, int gpus_per_node);
 
+// The kernels' blocks (one scale each) per rank partition of a qgZ gradient: the partition of P = numel / world
+// elements is cut into blocks of ceil(P / floor(groups / world)) elements, rounded up to even (int4 pairs), with
+// DeepSpeed's groups = max(rows, cols, world); so world x blocks <= groups and the scales fit DeepSpeed's buffers.
+std::int64_t qgz_blocks_per_partition(std::int64_t rows, std::int64_t cols, int world);
+// The block a runtime uses for a partition of P elements in `blocks` blocks (the inverse of the above: the same count).
+Elements qgz_block_elems(Elements partition, std::int64_t blocks);
+
 // DeepSpeed applies qgZ only to matrices whose numel divides by 2 * world (else reduce-scatter).
 bool qgz_applies(std::int64_t rows, std::int64_t cols, int world);
 

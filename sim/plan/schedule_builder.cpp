@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "sim/plan/attention_flops.hpp"
 #include "sim/plan/grad_reduction.hpp"
@@ -167,14 +168,17 @@ class Builder {
     if (p_.loco) {
       // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
       // and of the inter-node error (1/gpus_per_node of it), each with fp32 scales per quant group.
+      // Per tensor, model order: [intra error | its scales | inter error | its scales].
       Bytes bytes = 0;
-      for (const auto& u : p_.units)
-        for (const auto& t : u.tensors)
-          if (qgz_applies(t.rows, t.cols, p_.dp)) {
-            const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
-            bytes += 2 * q.intra.data + q.intra.scales + 2 * q.inter.data + q.inter.scales;
-          }
-      alloc("loco_error", Tier::gpu, MemCategory::buffers, "loco_error", bytes, ph, compute_);
+      for (int u = 0; u < static_cast<int>(p_.units.size()); ++u)
+        for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k) {
+          const TensorShape& t = p_.units[u].tensors[k];
+          if (!qgz_applies(t.rows, t.cols, p_.dp)) continue;
+          const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
+          loco_at_[{u, k}] = bytes;
+          bytes += 2 * q.intra.data + q.intra.scales + 2 * q.inter.data + q.inter.scales;
+        }
+      loco_ = alloc("loco_error", Tier::gpu, MemCategory::buffers, "loco_error", bytes, ph, compute_);
     }
   }
 
@@ -928,7 +932,6 @@ class Builder {
     const GradBucket& b = p_.buckets[i];
     const std::string name = "bwd.bucket" + std::to_string(i);
     const int layer = p_.units[u].layer;
-    const Phase ph = Phase::backward;
     OpId done;
     if (p_.stage == 1 || p_.stage == 2) {
       // Stage 2 reduces in the bucket's buffer (its tensors in bucket order); stage 1 with overlap_comm in the whole
@@ -944,16 +947,12 @@ class Builder {
       for (const auto& [mu, k] : b.members) first = std::min(first, flat_offset(mu, k));
       done = reduce_in_place(name, CollectiveKind::all_reduce, -1, grads_, e_ * first, b.elements, {bwd}, layer);
     } else if (p_.qgz) {
-      done = qgz_reduce(b, name, bwd, layer);
+      done = qgz_reduce(i, name, bwd, layer);
     } else {
-      done = zero3_reduce(i, name, bwd, layer);
+      done = zero3_reduce(i, all_members(b), name, bwd, layer);
     }
     if (optimizer_offloaded() && (p_.stage == 1 || p_.stage == 2)) {
       done = copy_grads_to_cpu(bucket_ordinals_.at(i), name, done, layer, p_.stage == 2 ? open_.at(i) : -1);
-    } else if (optimizer_offloaded() && p_.qgz) {
-      // The reduced partition goes to the fp32 gradient copy in host memory (plain stage 3: in zero3_reduce).
-      done = copy(name + ".d2h", CopyKind::d2h, e_ * ceil_div(b.elements, p_.dp), s_.zero.offload_optimizer.pin_memory,
-                  ph, stream("d2h"), {done}, layer);
     }
     if (open_.count(i)) {
       pending_free_ = {open_[i], done};
@@ -975,33 +974,48 @@ class Builder {
   // (`g.to(communication_data_type)`, new tensors: one cast copy of the bucket here), interleaves and
   // reduce-scatters in that dtype, then casts this rank's reduced chunks back (`g.to(self.dtype)`, new tensors)
   // before partition_grads adds them.
-  OpId zero3_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
+  //
+  // `members` are the bucket's tensors this call reduces (all of them, or qgZ's fallback tensors), in bucket order.
+  static std::vector<size_t> all_members(const GradBucket& b) {
+    std::vector<size_t> m(b.tensors.size());
+    for (size_t j = 0; j < m.size(); ++j) m[j] = j;
+    return m;
+  }
+  // Offset of each of the bucket's tensors in its buffer (bucket order).
+  static std::vector<Elements> bucket_offsets(const GradBucket& b) {
+    std::vector<Elements> at;
+    Elements off = 0;
+    for (const TensorShape& t : b.tensors) at.push_back(std::exchange(off, off + t.numel()));
+    return at;
+  }
+  OpId zero3_reduce(size_t i, const std::vector<size_t>& members, const std::string& name, OpId bwd, int layer) {
     const GradBucket& b = p_.buckets[i];
     const Phase ph = Phase::backward;
     const int n = p_.dp;
     const bool cast = p_.comm_dtype != p_.dtype;
     const Bytes ce = dtype_bits(p_.comm_dtype) / 8;  // bytes of a reduced element
-    std::vector<Elements> at, slot;  // per member: offset in the bucket buffer, offset in a rank's slot
-    Elements bucket_off = 0, part = 0;
-    for (const TensorShape& t : b.tensors) {
-      at.push_back(bucket_off);
-      slot.push_back(part);
-      bucket_off += t.numel();
-      part += ceil_div(t.numel(), n);
+    const std::vector<Elements> at = bucket_offsets(b);
+    std::vector<Elements> slot(b.tensors.size(), 0);  // per member: offset in a rank's slot
+    Elements part = 0, elements = 0;
+    for (size_t j : members) {
+      slot[j] = part;
+      part += ceil_div(b.tensors[j].numel(), n);
+      elements += b.tensors[j].numel();
     }
     const bool in_place = b.tensors.size() == 1 && b.tensors[0].numel() % n == 0;
-    const bool uses = open_.count(i) > 0;  // the bucket buffer the backward wrote
+    // The bucket buffer the backward wrote (a cast of part of a bucket, beside qgZ, has none yet).
+    const bool uses = open_.count(i) > 0 && (!cast || members.size() == b.tensors.size());
     std::vector<OpId> deps{bwd};
     OpId flat = uses ? open_.at(i) : -1;
     std::vector<OpId> temps;  // freed after the partition copy
     if (cast) {
       const OpId buf = alloc("comm_cast." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "comm_cast",
-                             ce * b.elements, ph, rs_, deps, layer);
-      const OpId c = copy(name + ".cast", CopyKind::d2d, ce * b.elements, true, ph, rs_, {buf}, layer);
+                             ce * elements, ph, rs_, deps, layer);
+      const OpId c = copy(name + ".cast", CopyKind::d2d, ce * elements, true, ph, rs_, {buf}, layer);
       set_cast(c, p_.dtype, p_.comm_dtype);
       if (uses) {
-        use(c, flat, 0, e_ * b.elements, Role::input, Access::read);
-        use(c, buf, 0, ce * b.elements, Role::output, Access::write);
+        use(c, flat, 0, e_ * elements, Role::input, Access::read);
+        use(c, buf, 0, ce * elements, Role::output, Access::write);
       }
       deps = {c};
       flat = uses ? buf : -1;
@@ -1010,8 +1024,9 @@ class Builder {
     if (!in_place) {
       const OpId cat = alloc("interleave." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "interleave",
                              ce * part * n, ph, rs_, deps, layer);
-      const OpId c = copy(name + ".interleave", CopyKind::d2d, ce * b.elements, true, ph, rs_, {cat}, layer);
-      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+      const OpId c = copy(name + ".interleave", CopyKind::d2d, ce * elements, true, ph, rs_, {cat}, layer);
+      for (size_t j : members) {
+        if (!uses) break;
         // Tensor j's full chunks (strided in the output by a rank's slot), then its short last chunk.
         const auto [u, k] = b.members[j];
         const Elements numel = b.tensors[j].numel(), chunk = ceil_div(numel, n), full = numel / chunk,
@@ -1059,14 +1074,16 @@ class Builder {
       done = copy(name + ".d2h", CopyKind::d2h, e_ * part, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
                   {done}, layer);
       std::vector<GradChunk> chunks;  // none with a communication dtype cast (not written yet: zrun stops here)
-      for (size_t j = 0; uses && !cast && j < b.tensors.size(); ++j) {
+      for (size_t j : members) {
+        if (!uses || cast) break;
         const auto [u, k] = b.members[j];
         chunks.push_back({u, k, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), kFp32 * layout_.partition[u][k]});
       }
       use_grad_chunks_to_cpu(sch_.ops[done], flat, e_ * part, chunks, grads_fp32_, e_, micro_ > 0);
     } else {
       done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
-      for (size_t j = 0; uses && j < b.tensors.size(); ++j) {
+      for (size_t j : members) {
+        if (!uses) break;
         const auto [u, k] = b.members[j];
         use(done, flat, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), Role::input, Access::read, u, k);
         sch_.ops[done].uses.back().rank_stride = src_stride;
@@ -1081,45 +1098,115 @@ class Builder {
         Role::output, Access::read_write, u, k);
   }
 
-  // qgZ: int4 quantize -> intra-node all-to-all -> dequant-reduce + requantize -> inter-node all-to-all ->
-  // dequant-reduce, for the matrices DeepSpeed sends that way; the rest is reduce-scattered.
-  OpId qgz_reduce(const GradBucket& b, const std::string& name, OpId bwd, int layer) {
+  // qgZ (stage3.py __avg_scatter_grads -> coalesced_collectives.py all_to_all_quant_reduce, or
+  // all_to_all_loco_quant_reduce with LoCo): per gradient matrix whose numel divides by 2 x world, an int4 swizzled
+  // quantize, the intra-node all-to-all (values and scales), a dequant-reduce that requantizes for the inter-node
+  // all-to-all, and the final dequant-reduce into this rank's partition (the average over every rank), which is
+  // added into grads.partition. The bucket's other tensors are reduce-scattered (zero3_reduce: coalesced here, one
+  // reduce_scatter_coalesced call per tensor in DeepSpeed). The schedule issues each hop once for the bucket (DeepSpeed:
+  // per tensor, values and scales apart); its uses name every tensor's ranges, tagged with the tensor.
+  //
+  // The bucket's qgz buffer is five regions: [intra send | intra receive | inter send | inter receive | reduced],
+  // each tensor's part of the first four [int4 values | scales] at DeepSpeed's sizes (quantization.hpp qgz_sizes), of
+  // which the kernels' blocks use world x qgz_blocks_per_partition scales (intra) and nodes x that (inter); the last
+  // holds each tensor's reduced partition in the training dtype. LoCo's error feedback (a `state` use of each hop's
+  // int8 error and its scales in the persistent loco_error buffer) is read and updated by the quantize and the
+  // requantizing dequant-reduce.
+  OpId qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
+    const GradBucket& b = p_.buckets[i];
     const Phase ph = Phase::backward;
+    const int n = p_.dp, L = p_.gpus_per_node, nodes = p_.nodes;
+    const std::vector<Elements> at = bucket_offsets(b);
+    std::vector<size_t> quant, plain;
     QuantizedSize intra, inter;
-    Elements quant_elems = 0, plain = 0;
-    for (const auto& t : b.tensors) {
-      if (qgz_applies(t.rows, t.cols, p_.dp)) {
-        const QgzSizes q = qgz_sizes(t.rows, t.cols, p_.dp, p_.gpus_per_node);
-        intra.data += q.intra.data;
-        intra.scales += q.intra.scales;
-        inter.data += q.inter.data;
-        inter.scales += q.inter.scales;
-        quant_elems += t.numel();
-      } else {
-        plain += t.numel();
+    Elements quant_elems = 0, reduced = 0;
+    for (size_t j = 0; j < b.tensors.size(); ++j) {
+      const TensorShape& t = b.tensors[j];
+      if (!qgz_applies(t.rows, t.cols, n)) {
+        plain.push_back(j);
+        continue;
       }
+      quant.push_back(j);
+      const QgzSizes q = qgz_sizes(t.rows, t.cols, n, L);
+      intra.data += q.intra.data;
+      intra.scales += q.intra.scales;
+      inter.data += q.inter.data;
+      inter.scales += q.inter.scales;
+      quant_elems += t.numel();
+      reduced += t.numel() / n;
     }
+    const bool uses = open_.count(i) > 0 && !optimizer_offloaded();
     std::vector<OpId> ends;
-    if (quant_elems > 0) {
-      const Elements mid = quant_elems / p_.gpus_per_node;
-      const OpId qbuf = alloc(name + ".qgz" + tag(), Tier::gpu, MemCategory::buffers, "quant",
-                              2 * intra.total() + 2 * inter.total(), ph, rs_, {bwd}, layer);
+    if (!quant.empty()) {
+      const Elements mid = quant_elems / L;
+      const Bytes r1 = intra.total(), r2 = 2 * intra.total(), r3 = r2 + inter.total(), r4 = r3 + inter.total();
+      const OpId qbuf = alloc(name + ".qgz" + tag(), Tier::gpu, MemCategory::buffers, "quant", r4 + e_ * reduced, ph, rs_,
+                              {bwd}, layer);
       const OpId q = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0,
                              quant_elems * e_ + intra.total(), quant_elems, layer, Device::gpu, rs_);
       const OpId a1 = collective(name + ".all_to_all.intra", CollectiveKind::all_to_all, intra_, intra.total(),
                                  intra.scales, DType::int4, ph, rs_, {q}, layer);
-      const OpId r1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1}, 0,
+      const OpId d1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1}, 0,
                               intra.total() + inter.total(), quant_elems, layer, Device::gpu, rs_);
       const OpId a2 = collective(name + ".all_to_all.inter", CollectiveKind::all_to_all, inter_, inter.total(),
-                                 inter.scales, DType::int4, ph, rs_, {r1}, layer);
-      const OpId r2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
-                              inter.total() + ceil_div(mid, p_.nodes) * e_, mid, layer, Device::gpu, rs_);
-      ends.push_back(release(qbuf, ph, rs_, {r2}));
+                                 inter.scales, DType::int4, ph, rs_, {d1}, layer);
+      const OpId d2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
+                              inter.total() + ceil_div(mid, nodes) * e_, mid, layer, Device::gpu, rs_);
+      for (OpId c : {q, d1, d2}) sch_.ops[c].compute.dtype = DType::int4;
+      OpId last = d2;
+      if (uses) {
+        const OpId part = copy(name + ".partition", CopyKind::d2d, e_ * reduced, true, ph, rs_, {d2}, layer);
+        Bytes c1 = 0, c2 = 0, c4 = 0;  // this tensor's offset in the intra regions, the inter regions, the reduced one
+        for (size_t j : quant) {
+          const TensorShape& t = b.tensors[j];
+          const auto [u, k] = b.members[j];
+          const QgzSizes z = qgz_sizes(t.rows, t.cols, n, L);
+          const Bytes nb = qgz_blocks_per_partition(t.rows, t.cols, n), s1 = kScaleBytes * n * nb,
+                      s2 = kScaleBytes * nodes * nb, p = e_ * (t.numel() / n);
+          auto tagged = [&](OpId op, OpId buf, Bytes off, Bytes bytes, Role role, Access a) {
+            use(op, buf, off, bytes, role, a, u, k);
+          };
+          tagged(q, open_.at(i), e_ * at[j], e_ * t.numel(), Role::input, Access::read);
+          tagged(q, qbuf, c1, z.intra.data, Role::output, Access::write);
+          tagged(q, qbuf, c1 + z.intra.data, s1, Role::output, Access::write);
+          for (const Bytes from : {Bytes{0}, r2}) {  // each hop's values, then its scales: send -> receive
+            const Bytes c = from == 0 ? c1 : c2, d = from == 0 ? z.intra.data : z.inter.data, sc = from == 0 ? s1 : s2;
+            const OpId a = from == 0 ? a1 : a2;
+            tagged(a, qbuf, from + c, d, Role::input, Access::read);
+            tagged(a, qbuf, from + c + (from == 0 ? r1 : r3 - r2), d, Role::output, Access::write);
+            tagged(a, qbuf, from + c + d, sc, Role::input, Access::read);
+            tagged(a, qbuf, from + c + d + (from == 0 ? r1 : r3 - r2), sc, Role::output, Access::write);
+          }
+          tagged(d1, qbuf, r1 + c1, z.intra.data, Role::input, Access::read);
+          tagged(d1, qbuf, r1 + c1 + z.intra.data, s1, Role::input, Access::read);
+          tagged(d1, qbuf, r2 + c2, z.inter.data, Role::output, Access::write);
+          tagged(d1, qbuf, r2 + c2 + z.inter.data, s2, Role::output, Access::write);
+          tagged(d2, qbuf, r3 + c2, z.inter.data, Role::input, Access::read);
+          tagged(d2, qbuf, r3 + c2 + z.inter.data, s2, Role::input, Access::read);
+          tagged(d2, qbuf, r4 + c4, p, Role::output, Access::write);
+          if (p_.loco) {  // [intra error int8 | its scales | inter error int8 | its scales]
+            const Bytes e0 = loco_at_.at({u, k});
+            tagged(q, loco_, e0, 2 * z.intra.data, Role::state, Access::read_write);
+            tagged(q, loco_, e0 + 2 * z.intra.data, z.intra.scales, Role::state, Access::read_write);
+            const Bytes e1 = e0 + 2 * z.intra.data + z.intra.scales;
+            tagged(d1, loco_, e1, 2 * z.inter.data, Role::state, Access::read_write);
+            tagged(d1, loco_, e1 + 2 * z.inter.data, z.inter.scales, Role::state, Access::read_write);
+          }
+          tagged(part, qbuf, r4 + c4, p, Role::input, Access::read);
+          use_grad_partition(part, u, k);
+          c1 += z.intra.total();
+          c2 += z.inter.total();
+          c4 += p;
+        }
+        last = part;
+      } else if (optimizer_offloaded()) {
+        // The reduced partition goes to the fp32 gradient copy in host memory.
+        last = copy(name + ".d2h", CopyKind::d2h, e_ * reduced, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
+                    {d2}, layer);
+      }
+      ends.push_back(release(qbuf, ph, rs_, {last}));
     }
-    if (plain > 0)
-      ends.push_back(collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_,
-                                dtype_bits(p_.comm_dtype) / 8 * ceil_div(plain, p_.dp) * p_.dp, 0, p_.comm_dtype, ph,
-                                rs_, {bwd}, layer));
+    if (!plain.empty()) ends.push_back(zero3_reduce(i, plain, name, bwd, layer));
     return ends.back();
   }
 
@@ -1444,6 +1531,8 @@ class Builder {
   OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
   OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
   OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
+  OpId loco_ = -1;                             // LoCo: init alloc of the error-feedback buffers
+  std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
   bool sequential_calls_ = false;  // ZeRO-1/2 default path: a bucket's calls take its elements in order (offload d2h uses)
