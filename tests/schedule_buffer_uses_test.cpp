@@ -170,9 +170,10 @@ TEST(ScheduleBufferUses, TheScheduleCarriesTheModelItsUnitsCompute) {
 
 // ---- stage 3 ---------------------------------------------------------------------------------------
 
-// What zrun runs at stage 3 today: bf16/fp16 with or without qwZ; no hpZ / qgZ / LoCo / offload (issue 14).
+// What zrun runs at stage 3 today and these checks cover: bf16/fp16 with or without qwZ and hpZ (qgZ and LoCo have their
+// own test); no offload (issue 14).
 bool plain_stage3(const Plan& p) {
-  return p.stage == 3 && !p.hpz_enabled && !p.qgz && !p.loco && p.param_device == OffloadDevice::none &&
+  return p.stage == 3 && !p.qgz && !p.loco && p.param_device == OffloadDevice::none &&
          p.optimizer_device == OffloadDevice::none;
 }
 
@@ -183,7 +184,8 @@ std::vector<Variant> stage3_variants() {
                               "deepspeed.zero_optimization.stage3_allgather_sequential=true",
                               "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
                               "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0",
-                              "deepspeed.zero_optimization.zero_quantized_weights=true"})
+                              "deepspeed.zero_optimization.zero_quantized_weights=true",
+                              "deepspeed.zero_optimization.zero_hpz_partition_size=2"})
       out.push_back({f, small_overrides(2) + std::vector<std::string>{"deepspeed.zero_optimization.stage=3", fetch,
                                                                       "training.grad_accum=2"}});
   return out;
@@ -241,7 +243,7 @@ TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKin
         ASSERT_EQ(op.uses.size(), 3u) << where;
         EXPECT_EQ(op.uses[2].role, Role::output) << where;
         EXPECT_EQ(op.uses[2].bytes, p.elem_bytes * op.uses[0].bytes) << where;
-        for (const BufferUse& u : op.uses) EXPECT_EQ(u.blocks, p.dp) << where;
+        for (const BufferUse& u : op.uses) EXPECT_TRUE(u.blocks == p.dp || u.blocks == p.hpz.size) << where;
       } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer) {
         const BufferUse* grad = use_of(op, Role::grad);
         const BufferUse* state = use_of(op, Role::state);
@@ -432,12 +434,15 @@ class Stage3World {
   void copy(const Op& op) {
     ASSERT_EQ(op.uses.size() % 2, 0u) << op.name;
     for (size_t i = 0; i < op.uses.size(); i += 2)
-      for (int r = 0; r < n_; ++r)
+      for (int r = 0; r < n_; ++r) {
+        int index = r;  // a copy's rank_stride counts the rank in its group (hpZ's secondary copy), else the world
+        if (op.copy.group >= 0) members(sch_.groups[op.copy.group], r, &index);
         for (Elements j = 0; j < op.uses[i + 1].total_bytes() / e_; ++j) {
-          const std::int64_t v = at(op.uses[i], r, j);
-          if (op.uses[i + 1].access == Access::read_write) at(op.uses[i + 1], r, j) += v;
-          else at(op.uses[i + 1], r, j) = v;
+          const std::int64_t v = at(op.uses[i], r, j, 2 * e_, index);
+          if (op.uses[i + 1].access == Access::read_write) at(op.uses[i + 1], r, j, 2 * e_, index) += v;
+          else at(op.uses[i + 1], r, j, 2 * e_, index) = v;
         }
+      }
   }
   void compute(const Op& op) {
     if (op.compute.what == ComputeKind::optimizer) return;  // the weights stay as they are in this check
@@ -549,17 +554,19 @@ TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesW
       for (const char* bucket : {"deepspeed.zero_optimization.reduce_bucket_size=500000000",
                                  "deepspeed.zero_optimization.reduce_bucket_size=1000"})
         for (const char* qwz : {"deepspeed.zero_optimization.zero_quantized_weights=false",
-                                "deepspeed.zero_optimization.zero_quantized_weights=true"}) {
+                                "deepspeed.zero_optimization.zero_quantized_weights=true"})
+          for (const char* hpz : {"deepspeed.zero_optimization.zero_hpz_partition_size=1",
+                                  "deepspeed.zero_optimization.zero_hpz_partition_size=4"}) {
         if (std::string(fetch).find("all_reduce") != std::string::npos && std::string(qwz).find("true") != std::string::npos)
           continue;  // DeepSpeed's all-reduce fetch is unquantized: the qwZ flag has no path there
-        const Scenario s = tiny_world8({fetch, persist, bucket, qwz});
+        const Scenario s = tiny_world8({fetch, persist, bucket, qwz, hpz});
         const Plan p = make_plan(s);
         ASSERT_EQ(p.dp, 8);
         ASSERT_TRUE(plain_stage3(p));
         const Schedule sch = make_schedule(s, p, 1);
         Stage3World w(sch, p, 8);
         w.run();
-        SCOPED_TRACE(std::string(fetch) + " " + persist + " " + bucket + " " + qwz);
+        SCOPED_TRACE(std::string(fetch) + " " + persist + " " + bucket + " " + qwz + " " + hpz);
         w.expect_results(s.training.grad_accum);
         EXPECT_GT(w.weight_checks(), 0);
       }

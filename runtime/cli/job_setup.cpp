@@ -73,7 +73,6 @@ void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
       throw InputError({args.scenario, 0, 0, std::string("deepspeed.zero_optimization.") + key},
                        fmt::format("{} is not built into zrun yet (issue 14)", what));
   };
-  refuse(p.hpz_enabled, "zero_hpz_partition_size", "hpZ (secondary partitions)");
   refuse(p.param_device != zsim::OffloadDevice::none, "offload_param.device", "offload_param (parameter offload)");
 }
 

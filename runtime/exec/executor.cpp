@@ -205,7 +205,9 @@ Executor::~Executor() {
 bool Executor::timed(const Op& op) { return op.kind != OpKind::alloc && op.kind != OpKind::free; }
 
 int Executor::rank_index(const Op& op) const {
-  return op.kind == OpKind::collective ? group_index_.at(op.collective.group) : rank_;
+  if (op.kind == OpKind::collective) return group_index_.at(op.collective.group);
+  if (op.kind == OpKind::copy && op.copy.group >= 0) return group_index_.at(op.copy.group);
+  return rank_;
 }
 
 // ---- init -------------------------------------------------------------------------------------------
@@ -788,8 +790,8 @@ void Executor::run_copy(const Op& op, cudaStream_t s) {
   for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
     const BufferUse& in = op.uses[i];
     const BufferUse& out = op.uses[i + 1];
-    std::byte* src = buffers_.at(in, rank_);
-    std::byte* dst = buffers_.at(out, rank_);
+    std::byte* src = buffers_.at(in, rank_index(op));
+    std::byte* dst = buffers_.at(out, rank_index(op));
     if (op.copy.cast) {  // tensor.to(dtype): contiguous ranges, element by element
       const zsim::Bytes from = zsim::dtype_bits(op.copy.cast_from) / 8, to = zsim::dtype_bits(op.copy.cast_to) / 8;
       if (in.blocks > 1 || out.blocks > 1 || out.access != Access::write || in.bytes / from != out.bytes / to)

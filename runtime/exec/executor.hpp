@@ -86,7 +86,7 @@ class Executor {
   void run_copy(const zsim::Op& op, cudaStream_t s);
   void initialise_states();
   void wait_for_step_end(cudaEvent_t end);
-  int rank_index(const zsim::Op& op) const;  // this rank's index in the op's group (world for other ops)
+  int rank_index(const zsim::Op& op) const;  // this rank's index in the op's group (a collective's, a copy's; else world)
   static bool timed(const zsim::Op& op);     // gets CUDA timing events (not alloc / free, which run on the host)
 
   const zsim::Schedule& s_;

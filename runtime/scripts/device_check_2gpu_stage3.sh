@@ -13,6 +13,10 @@ echo "== 1. stage-3 GPU tests at world 2"
 ZRUN_BIN="$BIN/zrun" "$BIN/zrun_train_gpu_test" --gtest_filter='*Stage3*:*Stage1*:*Stage2*' 2>&1 |
   tee "$OUT/stage3_tests_2gpu.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED|  OK) |Failure" | head -40
 
+echo "== 1b. ZeRO++ at world 2 (qwZ, hpZ, qgZ and LoCo against unquantized stage 3)"
+ZRUN_BIN="$BIN/zrun" "$BIN/zrun_zeropp_gpu_test" 2>&1 | tee "$OUT/zeropp_tests_2gpu.log" |
+  grep -E "^\[  (PASSED|FAILED|SKIPPED|  OK) |Failure|zeropp \]" | head -40
+
 echo "== 2. stage-3 collectives against raw NCCL"
 ARGS="$S --here --set deepspeed.zero_optimization.stage=3 --set model.layers=8 --set model.hidden=2048
   --set model.ffn_hidden=5632 --set model.heads=16 --set model.kv_heads=8 --set model.vocab=32000

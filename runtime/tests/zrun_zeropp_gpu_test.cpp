@@ -1,7 +1,8 @@
 // ZeRO++ in zrun for real (issue 14), on this machine's GPUs (skips with a message where there is none, as in CI):
-// the tiny scenario at stage 3 over 50 steps, each ZeRO++ piece against unquantized stage 3 on the same samples. qwZ
-// runs at any world size (its int8 all-gather is real even on one GPU); qgZ needs two nodes (DeepSpeed reduce-
-// scatters unquantized on one), so it runs as 2 virtual nodes of 1 GPU and skips with fewer GPUs.
+// the tiny scenario at stage 3 over 50 steps, each ZeRO++ piece against unquantized stage 3 on the same samples, at
+// the same world size. qwZ runs at any world size (its int8 all-gather is real even on one GPU); hpZ needs two GPUs
+// of a node; qgZ and LoCo need two nodes (DeepSpeed reduce-scatters unquantized on one), so they run as 2 virtual
+// nodes of 1 GPU (--gpus-per-node 1); all of them together need 2 x 2. Each skips with fewer GPUs, saying so.
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -20,6 +21,10 @@ using zrun::test::ZrunRun;
 
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's ZeRO++ tests run on the GPU machine"
+#define REQUIRE_GPUS(n)                                                                                          \
+  if (visible_gpus() < (n))                                                                                      \
+  GTEST_SKIP() << "needs " << (n) << " GPUs (this machine has " << visible_gpus() << "): run it on the " << (n) \
+               << "-GPU machine"
 
 int visible_gpus() {
   int n = 0;
@@ -75,6 +80,30 @@ TEST(ZrunZeroppGpu, QwzWithoutCheckpointingOrPrefetchGivesTheLossOfStage3WithinT
   expect_within_2_percent_of_stage3(
       "--set training.activation_checkpointing=none --set deepspeed.zero_optimization.stage3_prefetch_bucket_size=0",
       kQwz);
+}
+
+const std::string kQgz = "--set deepspeed.zero_optimization.zero_quantized_gradients=true";
+const std::string kLoco = kQgz + " --set deepspeed.zero_optimization.zeropp_loco_param.err_beta=0.8";
+const std::string kHpz = "--set deepspeed.zero_optimization.zero_hpz_partition_size=2";
+
+TEST(ZrunZeroppGpu, HpzOnTwoGpusGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(2);
+  expect_within_2_percent_of_stage3("--nproc-per-node 2 --set training.grad_accum=2", kHpz);
+}
+
+TEST(ZrunZeroppGpu, QgzOnTwoVirtualNodesGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(2);
+  expect_within_2_percent_of_stage3("--nproc-per-node 2 --gpus-per-node 1", kQgz);
+}
+
+TEST(ZrunZeroppGpu, LocoOnTwoVirtualNodesGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(2);
+  expect_within_2_percent_of_stage3("--nproc-per-node 2 --gpus-per-node 1", kLoco);
+}
+
+TEST(ZrunZeroppGpu, AllOfZeroppTogetherOnTwoNodesOfTwoGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(4);
+  expect_within_2_percent_of_stage3("--nproc-per-node 4 --gpus-per-node 2", kQwz + " " + kHpz + " " + kLoco);
 }
 
 }  // namespace

@@ -262,6 +262,8 @@ class Builder {
     std::vector<TensorShape> tensors;
     std::vector<std::pair<int, int>> ids;  // per tensor: (unit, index in the unit's tensors)
     std::vector<Elements> slot;            // per tensor: its offset in this rank's part of the call (elements)
+    std::vector<Elements> chunk;           // per tensor: the elements each rank contributes (its partition or slice)
+    bool sec = false;                      // hpZ: gathered from the secondary partitions on the hpz group
     std::string name;           // "fwd.L3.attn.q" or, for a batch, "fwd.L3.attn.q+6" (6 more units)
     Phase phase = Phase::forward;
     int layer = -1;
@@ -326,7 +328,14 @@ class Builder {
     }
   }
 
-  bool secondary(Phase ph) const { return ph == Phase::backward && p_.hpz_enabled; }
+  // hpZ (partition_parameters.py all_gather_coalesced: `use_secondary_tensor = params[0].ds_secondary_tensor is not
+  // None`): a unit is gathered from its secondary partition on the hpz group once this step's has been kept, that is
+  // from the first forward's release on (stage3.py _post_step invalidates them after the step): the backward's
+  // gathers, and the forward's of later micro-steps.
+  bool secondary(const Member& m) const { return p_.hpz_enabled && hpz_buffers_.count(m.unit) > 0; }
+  // DeepSpeed's secondary partition of a tensor: its numel padded to the data-parallel world (_aligned_size), split
+  // over the hpz group (_partition_param_sec: secondary_partition_size = aligned // num_ranks_in_param_group).
+  Elements secondary_numel(const TensorShape& t) const { return ceil_div(t.numel(), p_.dp) * p_.dp / p_.hpz.size; }
   std::string gathered_name(const Member& m, int call) const {
     return "gathered." + p_.units[m.unit].name + tag() + (m.phase == Phase::forward ? "f" : "b") + ".c" +
            std::to_string(call);
@@ -340,7 +349,7 @@ class Builder {
     std::vector<Member> with, without;  // with and without a secondary partition, in DeepSpeed's order
     for (const Member& m : members) {
       live_[m.unit] = Live{};
-      (secondary(m.phase) ? with : without).push_back(m);
+      (secondary(m) ? with : without).push_back(m);
     }
     for (const auto* g : {&with, &without}) {
       if (g->empty()) continue;
@@ -363,13 +372,22 @@ class Builder {
       if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
     return ids;
   }
-  // Whether the ops of this call carry uses: zrun runs stage 3 with or without qwZ, but not yet hpZ's secondary
-  // gathers or param offload (issue 14); those calls stay without, and zrun refuses them.
-  bool fetch_uses(const Call& c) const { return !secondary(c.phase) && p_.param_device == OffloadDevice::none; }
+  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, but not yet param offload
+  // (issue 14); those calls stay without, and zrun refuses them.
+  bool fetch_uses(const Call&) const { return p_.param_device == OffloadDevice::none; }
   // This rank's partition of tensor (u, k) in params.partition.
   void use_partition(OpId op, int u, int k, Role role, Access access) {
     use(op, partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp), role,
         access, u, k);
+  }
+  // What this rank contributes of the call's tensor i: its partition, or (hpZ) its secondary partition.
+  void use_source(const Call& c, OpId op, size_t i, Role role, Access access) {
+    const auto [u, k] = c.ids[i];
+    if (!c.sec) return use_partition(op, u, k, role, access);
+    Elements at = 0;  // the tensor's offset in its unit's secondary buffer (the unit's gathered tensors, in order)
+    for (int j = 0; j < k; ++j)
+      if (layout_.gathered[u][j] >= 0) at += secondary_numel(p_.units[u].tensors[j]);
+    use(op, hpz_buffers_.at(u), e_ * at, e_ * c.chunk[i], role, access, u, k);
   }
 
   void issue_call(const std::vector<Member>& members, std::vector<std::pair<int, int>> ids, OpId after) {
@@ -383,14 +401,16 @@ class Builder {
     c.layer = U0.layer;
     c.name = (c.phase == Phase::forward ? "fwd." : "bwd.") + U0.name +
              (members.size() > 1 ? "+" + std::to_string(members.size() - 1) : "");
-    const bool sec = secondary(c.phase);
+    const bool sec = secondary(members[0]);
     const int group = sec ? hpz_ : world_;
+    c.sec = sec;
     c.n = sec ? p_.hpz.size : p_.dp;
     c.quantized = p_.qwz;
     c.flat = c.tensors.size() > 1;
     for (const TensorShape& t : c.tensors) {
       c.slot.push_back(c.part);
-      c.part += ceil_div(t.numel(), c.n);
+      c.chunk.push_back(sec ? secondary_numel(t) : ceil_div(t.numel(), c.n));
+      c.part += c.chunk.back();
     }
     const bool uses = fetch_uses(c);
     const Phase ph = c.phase;
@@ -433,7 +453,7 @@ class Builder {
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, deps, layer);
       if (uses) {  // this rank's partition in, the padded tensor out (rank r's chunk at r x partition)
-        use_partition(c.gathered, c.ids[0].first, c.ids[0].second, Role::input, Access::read);
+        use_source(c, c.gathered, 0, Role::input, Access::read);
         use(c.gathered, buf, 0, e_ * out, Role::output, Access::write, c.ids[0].first, c.ids[0].second);
       }
     } else if (!c.quantized && !sec && p_.all_reduce_fetch) {
@@ -479,6 +499,7 @@ class Builder {
       const OpId flat = alloc("flat" + suffix, Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph, comm_, deps, layer);
       deps.push_back(flat);
       const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, deps, layer);
+      if (sec) sch_.ops[in].copy.group = group;  // rank r's slot: r counts in the hpz group
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, {in}, layer);
       c.temps.push_back(flat);
@@ -487,8 +508,8 @@ class Builder {
         // torch.cat of the partitions into rank r's slot [r x part, (r + 1) x part), then an in-place all-gather.
         for (size_t i = 0; i < c.ids.size(); ++i) {
           const auto [u, k] = c.ids[i];
-          use_partition(in, u, k, Role::input, Access::read);
-          use(in, flat, e_ * c.slot[i], e_ * ceil_div(c.tensors[i].numel(), c.n), Role::output, Access::write, u, k);
+          use_source(c, in, i, Role::input, Access::read);
+          use(in, flat, e_ * c.slot[i], e_ * c.chunk[i], Role::output, Access::write, u, k);
           sch_.ops[in].uses.back().rank_stride = e_ * c.part;
         }
         use(c.gathered, flat, 0, e_ * c.part, Role::input, Access::read);
@@ -507,8 +528,8 @@ class Builder {
         const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer);
         for (size_t i = 0; uses && i < c.ids.size(); ++i) {
           const auto [u, k] = c.ids[i];
-          use_partition(in, u, k, Role::input, Access::read);
-          use(in, *cat, e_ * c.slot[i], e_ * ceil_div(c.tensors[i].numel(), c.n), Role::output, Access::write, u, k);
+          use_source(c, in, i, Role::input, Access::read);
+          use(in, *cat, e_ * c.slot[i], e_ * c.chunk[i], Role::output, Access::write, u, k);
         }
         deps = {in};
       }
@@ -519,7 +540,7 @@ class Builder {
       sch_.ops[qz].compute.dtype = DType::int8;
       if (uses) {
         if (cat) use(qz, *cat, 0, e_ * c.part, Role::input, Access::read);
-        else use_partition(qz, c.ids[0].first, c.ids[0].second, Role::input, Access::read);
+        else use_source(c, qz, 0, Role::input, Access::read);
         use(qz, qbuf, 0, q.data, Role::output, Access::write);
         use(qz, qbuf, q.data, q.scales, Role::output, Access::write);
       }
@@ -589,7 +610,7 @@ class Builder {
       for (const Member& m : c.members) {
         const FetchUnit& U = p_.units[m.unit];
         const OpId buf = alloc(gathered_name(m, id), Tier::gpu, MemCategory::buffers, m.prefetch ? "prefetch" : "gathered",
-                               e_ * U.gathered, ph, comm_, {src, after}, U.layer);
+                               e_ * (U.gathered + hpz_tail(m.unit)), ph, comm_, {src, after}, U.layer);
         live_[m.unit].buffers.push_back(buf);
         for (size_t k = 0, off = 0; k < U.gathered_tensors.size(); off += U.gathered_tensors[k++].numel())
           live_[m.unit].where.push_back({buf, e_ * static_cast<Bytes>(off)});
@@ -599,7 +620,7 @@ class Builder {
                      e_ * t.numel(), true, ph, comm_, {src, buf}, U.layer);
           if (uses) {  // the tensor's chunk of every rank's slot (strided), its numel bytes out (padding dropped)
             const auto [u, k] = c.ids.at(i);
-            use(src, flat, e_ * c.slot.at(i), e_ * ceil_div(t.numel(), c.n), Role::input, Access::read, u, k);
+            use(src, flat, e_ * c.slot.at(i), e_ * c.chunk.at(i), Role::input, Access::read, u, k);
             sch_.ops[src].uses.back().blocks = c.n;
             sch_.ops[src].uses.back().block_stride = e_ * c.part;
             use(src, buf, e_ * static_cast<Bytes>(off), e_ * t.numel(), Role::output, Access::write, u, k);
@@ -612,14 +633,43 @@ class Builder {
     for (const Member& m : c.members) {
       const OpId d = c.flat ? done[m.unit] : src;
       live_[m.unit].done = std::max(live_[m.unit].done, d);
-      if (m.phase == Phase::forward && p_.hpz_enabled && micro_ == 0 && !hpz_buffers_.count(m.unit)) {
-        // hpZ: keep a secondary partition (1/hpz of the unit) for the backward all-gathers of this step.
-        Elements sec = 0;
-        for (const auto& t : p_.units[m.unit].gathered_tensors) sec += ceil_div(t.numel(), p_.hpz.size);
-        hpz_buffers_[m.unit] = alloc("hpz." + p_.units[m.unit].name + ".s" + std::to_string(step_), Tier::gpu,
-                                     MemCategory::buffers, "hpz", e_ * sec, ph, comm_, {d}, p_.units[m.unit].layer);
-      }
     }
+  }
+
+  // hpZ (_partition_param_sec, at the release after the step's first gather of the unit): each gathered tensor's
+  // secondary partition, elements [j S, (j + 1) S) of it for rank j of the hpz group, copied into the unit's hpz
+  // buffer (kept until the step). The copy reads S elements whatever is left of the tensor (DeepSpeed copies what
+  // there is and leaves the rest of the slice unset; nothing reads it): past a tensor lies the next one, and past the
+  // last the tail the unit's gathered buffer has for this (hpz_tail).
+  void keep_secondary(int u, OpId gathered) {
+    const FetchUnit& U = p_.units[u];
+    Elements sec = 0;
+    for (const auto& t : U.gathered_tensors) sec += secondary_numel(t);
+    const OpId buf = alloc("hpz." + U.name + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers, "hpz",
+                           e_ * sec, Phase::forward, comm_, {gathered}, U.layer);
+    hpz_buffers_[u] = buf;
+    const OpId cp = copy("fwd." + U.name + ".hpz_copy", CopyKind::d2d, e_ * sec, true, Phase::forward, comm_,
+                         {gathered, buf}, U.layer);
+    sch_.ops[cp].copy.group = hpz_;
+    size_t g = 0;  // the tensor's place among the unit's gathered tensors (live_.where)
+    Elements at = 0;
+    for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k) {
+      if (layout_.gathered[u][k] < 0) continue;
+      const Elements S = secondary_numel(U.tensors[k]);
+      const auto [from, offset] = live_.at(u).where.at(g++);
+      use(cp, from, offset, e_ * S, Role::input, Access::read, u, k);
+      sch_.ops[cp].uses.back().rank_stride = e_ * S;
+      use(cp, buf, e_ * at, e_ * S, Role::output, Access::write, u, k);
+      at += S;
+    }
+    live_[u].done = std::max(live_[u].done, cp);
+  }
+  // hpZ: what a unit's gathered buffer holds past its last tensor, so that the secondary copy's slice of it stays in
+  // the buffer (its padding to the data-parallel world).
+  Elements hpz_tail(int u) const {
+    if (!p_.hpz_enabled || p_.units[u].gathered_tensors.empty()) return 0;
+    const TensorShape& last = p_.units[u].gathered_tensors.back();
+    return ceil_div(last.numel(), p_.dp) * p_.dp - last.numel();
   }
 
   // Unit u is needed now (fetch_sub_module's wait): waits for its calls; a call's temporaries are freed
@@ -633,6 +683,7 @@ class Builder {
         for (OpId t : c.temps) release(t, c.phase, comm_, {c.last_read});
     }
     l.pending.clear();
+    if (p_.hpz_enabled && !hpz_buffers_.count(u) && !p_.units[u].gathered_tensors.empty()) keep_secondary(u, l.done);
   }
 
   // ---- gradient reduction -------------------------------------------------------------------------

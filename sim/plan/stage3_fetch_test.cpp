@@ -108,7 +108,9 @@ Expected expected_for(const Plan& p, const std::vector<FetchCall>& calls, bool q
         }
       for (const auto& tensors : colls) {
         Elements part = 0;
-        for (Elements t : tensors) part += ceil_div(t, n);
+        // A rank's part: its partition, or (hpZ) its secondary partition, DeepSpeed's numel padded to the world
+        // and split over the hpz group (partition_parameters.py _partition_param_sec).
+        for (Elements t : tensors) part += sec ? ceil_div(t, p.dp) * p.dp / hpz : ceil_div(t, n);
         const Phase ph = (*g)[0].phase;
         const std::string group = sec ? "hpz" : "world";
         const auto AG = CollectiveKind::all_gather;

@@ -39,7 +39,8 @@ void check_use(const Schedule& s, const Op& op, const BufferUse& u, const Live& 
   if (it == live.end() || it->second != &s.ops[u.alloc])
     fail(op, "uses buffer '" + m.buffer + "' (alloc op " + std::to_string(u.alloc) + "), which is not live here");
   // The last rank's range (rank_stride) must fit too.
-  const int ranks = op.kind == OpKind::collective ? s.groups[op.collective.group].size : s.meta.world_size;
+  const int group = op.kind == OpKind::collective ? op.collective.group : op.kind == OpKind::copy ? op.copy.group : -1;
+  const int ranks = group >= 0 ? s.groups[group].size : s.meta.world_size;
   const Bytes last = u.offset + static_cast<Bytes>(ranks - 1) * u.rank_stride +
                      static_cast<Bytes>(u.blocks - 1) * u.block_stride;
   if (u.blocks < 1 || u.block_stride < 0) fail(op, "a use has fewer than one block or a negative block stride");
@@ -75,9 +76,11 @@ void check_schedule(const Schedule& s) {
       if (!reduce && op.collective.root != -1) fail(op, "only a reduce has a root");
     }
     if (op.unit < -1 || op.unit >= static_cast<int>(s.model.units.size())) fail(op, "bad unit index");
-    for (const BufferUse& u : op.uses) check_use(s, op, u, live, fail);
     if (op.kind == OpKind::copy && (op.copy.rank < -1 || op.copy.rank >= s.meta.world_size))
       fail(op, "copy rank " + std::to_string(op.copy.rank) + " is not a rank of the world");
+    if (op.kind == OpKind::copy && (op.copy.group < -1 || op.copy.group >= static_cast<int>(s.groups.size())))
+      fail(op, "bad group index");
+    for (const BufferUse& u : op.uses) check_use(s, op, u, live, fail);
     if (op.kind == OpKind::alloc) {
       if (op.mem.bytes < 0) fail(op, "negative allocation");
       if (!live.emplace(op.mem.buffer, &op).second) fail(op, "buffer '" + op.mem.buffer + "' allocated twice");

@@ -75,6 +75,9 @@ struct CopyOp {
   // to and from communication_data_type): its input holds cast_from elements, its output cast_to elements.
   bool cast = false;
   DType cast_from = DType::fp32, cast_to = DType::fp32;
+  // The process group whose rank index the `rank_stride` of its uses counts (hpZ's copy of each rank's slice of the
+  // gathered weights into its secondary partition); -1: the world.
+  int group = -1;
   bool operator==(const CopyOp&) const = default;  // field-wise (serialisation round trip)
 };
 

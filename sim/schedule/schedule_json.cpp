@@ -324,11 +324,12 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
     }
     case OpKind::copy:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "copy", "bytes",
-                   "pinned", "rank", "cast_from", "cast_to"});
+                   "pinned", "rank", "cast_from", "cast_to", "group"});
       op.copy.what = n.key("copy").enumerated(kCopyKinds);
       op.copy.bytes = n.key("bytes").integer(0);
       op.copy.pinned = n.has("pinned") ? n.key("pinned").boolean() : true;
       op.copy.rank = opt_integer(n, "rank", -1, -1);
+      if (n.has("group")) op.copy.group = lookup(n.key("group"), groups, "group");
       if (n.has("cast_from") || n.has("cast_to")) {
         op.copy.cast = true;
         op.copy.cast_from = n.key("cast_from").enumerated(kDTypes);
@@ -399,6 +400,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["bytes"] = op.copy.bytes;
       j["pinned"] = op.copy.pinned;
       if (op.copy.rank >= 0) j["rank"] = op.copy.rank;
+      if (op.copy.group >= 0) j["group"] = s.groups.at(op.copy.group).name;
       if (op.copy.cast) {
         j["cast_from"] = to_string(op.copy.cast_from);
         j["cast_to"] = to_string(op.copy.cast_to);
