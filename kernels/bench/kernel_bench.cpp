@@ -1,9 +1,11 @@
 // Bandwidth benchmark of the kernels in kernels/ on the current GPU: per kernel, the median time of
 // repeated launches on random data, bytes read + written, GB/s and the share of a device-to-device
-// copy measured in the same run. Usage: kernel_bench [--quick] (quick: small sizes, for sanitizers).
+// copy measured in the same run. Usage: kernel_bench [--quick] (quick: small sizes, for sanitizers), or
+// kernel_bench --qwz N... (qwZ's kernels at given sizes).
 #include <cuda_runtime_api.h>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -78,7 +80,23 @@ struct Row { std::string name; double bytes, ms, target; };
 
 }  // namespace
 
+// `--qwz N...`: qwZ's quantize and dequantize of N elements each (bf16, DeepSpeed's block for N), one line per N:
+// "qwz N quantize_ms Q dequantize_ms D" (the rates zrun's qwZ ops are held to, runtime/scripts/bench_zeropp.sh).
+int qwz_sizes(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    const int64_t n = std::atoll(argv[i]);
+    const int64_t block = qwz_deepspeed_block_elems(n), nb = qwz_num_blocks(n, block);
+    Dev in(n * 2), q(n), s(nb * 4), out(n * 2);
+    fill_random_half(in.p, n, 11);
+    const double qm = median_ms([&] { qwz_quantize(in.p, Half16::bf16, n, block, q.as<int8_t>(), s.as<float>(), nullptr); }, 20);
+    const double dm = median_ms([&] { qwz_dequantize(q.as<int8_t>(), s.as<float>(), n, block, out.p, Half16::bf16, nullptr); }, 20);
+    std::printf("qwz %lld quantize_ms %.6f dequantize_ms %.6f\n", static_cast<long long>(n), qm, dm);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--qwz") == 0) return qwz_sizes(argc, argv);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int reps = quick ? 3 : 20;
   cudaDeviceProp prop{};

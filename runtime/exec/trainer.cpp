@@ -250,6 +250,18 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     for (std::size_t id = 0; id < last.ops.size(); ++id)
       if (last.ops[id].end_s > 0)
         m["ops"].push_back({{"id", id}, {"start_s", last.ops[id].start_s}, {"end_s", last.ops[id].end_s}});
+    // ZeRO++'s quantization kernels of the last step (rank 0): their measured times beside their sizes.
+    m["quantization"] = ordered_json::array();
+    for (const zsim::OpId id : ex.step_ops()) {
+      const zsim::Op& op = sch.ops[id];
+      if (op.kind != zsim::OpKind::compute || op.compute.what == zsim::ComputeKind::forward ||
+          op.compute.what == zsim::ComputeKind::backward || op.compute.what == zsim::ComputeKind::recompute ||
+          op.compute.what == zsim::ComputeKind::optimizer)
+        continue;
+      m["quantization"].push_back({{"id", id}, {"name", op.name}, {"compute", zsim::to_string(op.compute.what)},
+                                   {"dtype", zsim::to_string(op.compute.dtype)}, {"elements", op.compute.elements},
+                                   {"seconds", last.ops[id].end_s - last.ops[id].start_s}});
+    }
     m["collectives"] = ordered_json::array();
     for (std::size_t i = 0; i < coll_ids.size(); ++i) {
       const zsim::Op& op = sch.ops[coll_ids[i]];
