@@ -73,7 +73,9 @@ void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
       throw InputError({args.scenario, 0, 0, std::string("deepspeed.zero_optimization.") + key},
                        fmt::format("{} is not built into zrun yet (issue 14)", what));
   };
-  refuse(p.param_device != zsim::OffloadDevice::none, "offload_param.device", "offload_param (parameter offload)");
+  refuse(p.param_device == zsim::OffloadDevice::nvme, "offload_param.device", "offload_param on NVMe");
+  refuse(p.param_device != zsim::OffloadDevice::none && p.hpz_enabled, "zero_hpz_partition_size",
+         "hpZ with offload_param");
 }
 
 // NVMe offload: the directory exists, is writable and has room for the swap files of every rank of the node.

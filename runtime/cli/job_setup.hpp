@@ -41,9 +41,9 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
 
 // Plans and builds the schedule (or reads --schedule, which must be for the same world) and asks zsim
 // whether it fits. Throws InputError when it does not fit and --force is not given, naming the tier, the
-// predicted peak and the capacity; when the scenario asks for what zrun does not run yet
-// (offload_param: issue 14), naming the key; and, with NVMe offload, when the directory is missing, not writable or
-// has no room for the swap files of the node's ranks.
+// predicted peak and the capacity; when the scenario asks for what zrun does not run yet (offload_param on NVMe,
+// hpZ with offload_param: issue 14), naming the key; and, with NVMe offload, when the directory is missing, not
+// writable or has no room for the swap files of the node's ranks.
 Job plan_job(const ZrunArgs& args, zsim::Scenario scenario);
 
 }  // namespace zrun

@@ -96,9 +96,9 @@ TEST(ZrunCli, AWorkerWithAMalformedFaultSpecificationExitsTwoNamingIt) {
 }
 
 // Issue 14: what zrun does not run yet is refused before launch, naming the key and the issue.
-TEST(ZrunCli, ZeroPlusPlusAndParamOffloadAreRefusedNamingTheKeyAndIssue14) {
+TEST(ZrunCli, ParamOffloadToNvmeIsRefusedNamingTheKeyAndIssue14) {
   const char* tiny = "runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 1 --set ";
-  for (const char* set : {"deepspeed.zero_optimization.offload_param.device=cpu"}) {
+  for (const char* set : {"deepspeed.zero_optimization.offload_param.device=nvme"}) {
     const ZrunRun r = zrun(std::string(tiny) + set);
     EXPECT_EQ(r.exit_code, 2) << set << ": " << r.err;
     const std::string key = std::string(set).substr(0, std::string(set).find('='));

@@ -1,7 +1,9 @@
 // ZeRO-Offload in zrun on this machine's GPU (skips with a message where there is none, as in CI), on the tiny
 // offload scenario: CPU offload ends 10 steps with the GPU optimizer's fp32 master weights within fp32 rounding, NVMe offload
 // with exactly CPU offload's, and the NVMe kill-tests (the directory removed mid-run, an injected ENOSPC) end the
-// job naming the file and the op, leaving no swap file behind.
+// job naming the file and the op, leaving no swap file behind. offload_param cpu (the 16-bit partitions in pinned host
+// memory, staged to the GPU before each gather) gives exactly the master weights of the run without it, with the
+// optimizer on the GPU or on the CPU.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +96,24 @@ TEST(ZrunOffloadGpu, CpuOffloadGivesTheGpuOptimizersMasterWeightsWithinFp32Round
               << rel << "\n";
     EXPECT_LE(rel, 1e-5) << "stage " << stage;
   }
+}
+
+// offload_param cpu moves the same 16-bit bytes (partition -> GPU staging -> gathers; updated weights -> partition):
+// the master weights after 10 steps are bitwise those of the run that keeps the partition on the GPU, with the
+// optimizer on the GPU and with CPU Adam; and two micro-steps (gathers in backward and in the second forward).
+TEST(ZrunOffloadGpu, ParamOffloadToCpuGivesExactlyTheMasterWeightsOfTheRunWithout) {
+  REQUIRE_GPU();
+  for (const std::string optimizer : {"gpu", "cpu"})
+    for (const std::string more : {std::string(""), std::string("--set training.micro_batch=1 --set training.grad_accum=2")}) {
+      const std::vector<float> base = master_after(3, optimizer, 10, nullptr, more);
+      std::string out;
+      const std::vector<float> off =
+          master_after(3, optimizer, 10, &out, more + " --set deepspeed.zero_optimization.offload_param.device=cpu");
+      ASSERT_EQ(base.size(), off.size()) << out;
+      ASSERT_FALSE(base.empty());
+      EXPECT_EQ(std::memcmp(base.data(), off.data(), base.size() * sizeof(float)), 0)
+          << "optimizer on " << optimizer << " " << more << ": relative difference " << relative_difference(off, base);
+    }
 }
 
 // Two micro-steps of one sequence, so the fp32 accumulation of the gradients copied down is exercised too.

@@ -264,6 +264,7 @@ class Builder {
     std::vector<Elements> slot;            // per tensor: its offset in this rank's part of the call (elements)
     std::vector<Elements> chunk;           // per tensor: the elements each rank contributes (its partition or slice)
     bool sec = false;                      // hpZ: gathered from the secondary partitions on the hpz group
+    std::map<int, OpId> staged;            // offload_param: unit -> its partition staged on the GPU (param_h2d)
     std::string name;           // "fwd.L3.attn.q" or, for a batch, "fwd.L3.attn.q+6" (6 more units)
     Phase phase = Phase::forward;
     int layer = -1;
@@ -372,9 +373,19 @@ class Builder {
       if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
     return ids;
   }
-  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, but not yet param offload
-  // (issue 14); those calls stay without, and zrun refuses them.
-  bool fetch_uses(const Call&) const { return p_.param_device == OffloadDevice::none; }
+  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, and offload_param cpu without
+  // hpZ; offload_param nvme, and hpZ's gathers with offloaded params, stay without (issue 14) and zrun refuses them.
+  bool fetch_uses(const Call& c) const {
+    return p_.param_device == OffloadDevice::none || (p_.param_device == OffloadDevice::cpu && !c.sec);
+  }
+  // offload_param: where tensor k of unit u starts in the unit's staged partition (its gathered tensors' chunks, in
+  // order, as params.partition has them).
+  Elements staged_offset(int u, int k) const {
+    Elements at = 0;
+    for (int j = 0; j < k; ++j)
+      if (layout_.gathered[u][j] >= 0) at += partition_numel(p_.units[u].tensors[j].numel(), p_.dp);
+    return at;
+  }
   // This rank's partition of tensor (u, k) in params.partition.
   void use_partition(OpId op, int u, int k, Role role, Access access) {
     use(op, partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp), role,
@@ -383,6 +394,8 @@ class Builder {
   // What this rank contributes of the call's tensor i: its partition, or (hpZ) its secondary partition.
   void use_source(const Call& c, OpId op, size_t i, Role role, Access access) {
     const auto [u, k] = c.ids[i];
+    if (c.staged.count(u))  // offload_param: the partition's copy on the GPU
+      return use(op, c.staged.at(u), e_ * staged_offset(u, k), e_ * c.chunk[i], role, access, u, k);
     if (!c.sec) return use_partition(op, u, k, role, access);
     Elements at = 0;  // the tensor's offset in its unit's secondary buffer (the unit's gathered tensors, in order)
     for (int j = 0; j < k; ++j)
@@ -416,6 +429,8 @@ class Builder {
     const Phase ph = c.phase;
     const int layer = c.layer;
     const std::string suffix = tag() + ".c" + std::to_string(id);
+    // Offloaded params (partition_parameters.py: `p.ds_tensor.to(device)` before the cat / all-gather): each unit's
+    // partition is copied to the GPU first, tensor by tensor (NVMe -> CPU -> GPU staging).
     // Offloaded params: each unit's partition comes to the GPU first (NVMe -> CPU -> GPU staging).
     std::vector<OpId> deps{after}, staging;
     if (p_.param_device != OffloadDevice::none) {
@@ -436,6 +451,15 @@ class Builder {
                                 stream("h2d"), d, U.layer));
         d = {copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph,
                   stream("h2d"), {staging.back()}, U.layer)};
+        if (uses && !cpu_swap) {
+          c.staged[m.unit] = staging.back();
+          for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
+            if (layout_.gathered[m.unit][k] >= 0) {
+              use_partition(d[0], m.unit, k, Role::input, Access::read);
+              use(d[0], staging.back(), e_ * staged_offset(m.unit, k), sch_.ops[d[0]].uses.back().bytes, Role::output,
+                  Access::write, m.unit, k);
+            }
+        }
         if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), d);
         arrived.push_back(d[0]);
       }
@@ -1437,9 +1461,21 @@ class Builder {
         const OpId up = e_ < kFp32 ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
                                            MemCategory::grads, "fp32", kFp32 * sub, ph, compute_, ready)
                                    : -1;
+        // With offloaded params the updated 16-bit weights are written on the GPU, then copied down into the partition
+        // (stage3.py: the fp16 partition on the CPU `.copy_(` the fp32 master on the GPU: a temporary on the GPU).
+        const OpId w16 = p_.param_device != OffloadDevice::none
+                             ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
+                                     MemCategory::buffers, "param_d2h", e_ * sub, ph, compute_, ready)
+                             : -1;
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
                                  sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
         if (up >= 0) release(up, ph, compute_, {opt});
+        if (w16 >= 0 && p_.param_device == OffloadDevice::cpu) {
+          use(opt, grad_partition_, e_ * sub_first, e_ * sub, Role::grad, Access::read);
+          use(opt, optimizer_, p_.optimizer_bytes_per_param * sub_first, p_.optimizer_bytes_per_param * sub, Role::state,
+              Access::read_write);
+          use_whole(opt, w16, Role::param, Access::write);
+        }
         if (p_.stage == 3 && p_.param_device == OffloadDevice::none) {
           // Stage 3: sub-group g over elements [first, first + sub) of this rank's partition: its 16-bit gradients,
           // its [master | exp_avg | exp_avg_sq] block of the optimizer buffer, its 16-bit partition out.
@@ -1465,8 +1501,13 @@ class Builder {
           sch_.ops[opt].uses.push_back({params_, 0, part, Role::param, Access::write, -1, -1, part});
         }
         param_ready.push_back(opt);
-        if (p_.param_device != OffloadDevice::none)
+        if (p_.param_device != OffloadDevice::none) {
           param_ready.back() = write_back_params(name, sub, opt);
+          if (p_.param_device == OffloadDevice::cpu)  // the GPU's 16-bit weights -> this sub-group's partition range
+            use_copy(sch_.ops[param_ready.back()], whole(sch_.ops[w16], Role::input, Access::read),
+                     {partition_, e_ * sub_first, e_ * sub});
+          release(w16, ph, stream("d2h"), {param_ready.back()});
+        }
         continue;
       }
       std::vector<OpId> deps = ready;
@@ -1483,16 +1524,18 @@ class Builder {
       }
       // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
       // GPU (DeepSpeed: the fp32 -> 16-bit copy_ converts on the CPU, then copies).
-      const bool offload_uses = p_.param_device == OffloadDevice::none;
-      const OpId weights16 = offload_uses ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_),
-                                                  Tier::cpu, MemCategory::buffers, "param_h2d", e_ * sub, ph,
-                                                  stream("cpu"), deps)
-                                          : -1;
+      const bool offload_uses = p_.param_device != OffloadDevice::nvme;
+      const OpId weights16 = p_.param_device == OffloadDevice::none
+                                 ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu,
+                                         MemCategory::buffers, "param_h2d", e_ * sub, ph, stream("cpu"), deps)
+                                 : -1;
       OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                          stream("cpu"));
+      // With offload_param cpu the partition itself is in host memory: CPU Adam writes its 16-bit weights there.
       if (offload_uses)
         use_cpu_adam(sch_.ops[opt], grads_fp32_, sub_first, sub, state_use,
-                     whole(sch_.ops[weights16], Role::param, Access::write));
+                     weights16 >= 0 ? whole(sch_.ops[weights16], Role::param, Access::write)
+                                    : BufferUse{partition_, e_ * sub_first, e_ * sub, Role::param, Access::write});
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[w], whole(sch_.ops[*swap], Role::input, Access::read),
@@ -1502,7 +1545,7 @@ class Builder {
       if (p_.param_device == OffloadDevice::none) {
         opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
                    {opt});
-        if (offload_uses) {
+        {
           // Into this rank's partition: params.partition (stage 3), or its slot of the flat params (stages 1-2).
           BufferUse to{p_.stage == 3 ? partition_ : params_, e_ * sub_first, e_ * sub};
           if (p_.stage < 3) to.rank_stride = e_ * p_.param_partition;
@@ -1548,13 +1591,29 @@ class Builder {
         const std::string what = p_.units[u].name + "." + t.name;
         const OpId buf = alloc("persistent_gather." + what + ".s" + std::to_string(step_), Tier::gpu,
                                MemCategory::buffers, "gathered", e_ * chunk * p_.dp, ph, comm_, after, p_.units[u].layer);
+        const bool uses = p_.param_device != OffloadDevice::nvme;
+        // Offloaded params: the updated partition comes to the GPU first (`ds_tensor.to(device)`).
+        std::optional<OpId> staged;
+        std::vector<OpId> deps{buf};
+        if (p_.param_device != OffloadDevice::none) {
+          staged = alloc("persistent_h2d." + what + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers,
+                         "prefetch", e_ * chunk, ph, stream("h2d"), after, p_.units[u].layer);
+          const OpId h = copy("step.persistent." + what + ".h2d", CopyKind::h2d, e_ * chunk,
+                              s_.zero.offload_param.pin_memory, ph, stream("h2d"), {*staged}, p_.units[u].layer);
+          if (uses) {
+            use_partition(h, u, k, Role::input, Access::read);
+            use(h, *staged, 0, e_ * chunk, Role::output, Access::write, u, k);
+          }
+          deps.push_back(h);
+        }
         const OpId ag = collective("step.persistent." + what + ".all_gather", CollectiveKind::all_gather, world_,
-                                   e_ * chunk * p_.dp, 0, p_.dtype, ph, comm_, {buf}, p_.units[u].layer);
-        const bool uses = p_.param_device == OffloadDevice::none;
+                                   e_ * chunk * p_.dp, 0, p_.dtype, ph, comm_, deps, p_.units[u].layer);
         if (uses) {
-          use_partition(ag, u, k, Role::input, Access::read);
+          if (staged) use(ag, *staged, 0, e_ * chunk, Role::input, Access::read, u, k);
+          else use_partition(ag, u, k, Role::input, Access::read);
           use(ag, buf, 0, e_ * chunk * p_.dp, Role::output, Access::write, u, k);
         }
+        if (staged) release(*staged, ph, comm_, {ag});
         const OpId cp = copy("step.persistent." + what + ".copy", CopyKind::d2d, e_ * t.numel(), true, ph, comm_, {ag},
                              p_.units[u].layer);
         if (uses) {
