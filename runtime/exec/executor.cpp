@@ -185,6 +185,13 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     }
   if (staging > 0)
     fp32_staging_ = cpu.alloc("zrun.d2h_staging", MemCategory::grads, kBeyondSchedule, 0, "init", staging);
+  for (std::size_t g = 0; g < s.groups.size(); ++g)
+    if (s.groups[g].size == s.meta.world_size) world_group_ = static_cast<int>(g);
+  if (o_.qgz_error && plan.qgz)
+    qgz_meter_ = std::make_unique<QgzErrorMeter>(elem_type(plan.dtype), [this](std::size_t bytes) -> void* {
+      return gpu_.alloc(fmt::format("zrun.qgz_error.{}", tmp_count_++), MemCategory::buffers, kBeyondSchedule, 0, "init",
+                        bytes);
+    });
   pending_grads_.resize(plan.units.size());
   unit_done_.assign(plan.units.size(), 0);
   model_.set_loss_scale(1.0f / static_cast<float>(s.model.grad_accum));
@@ -359,6 +366,7 @@ StepResult Executor::run_step(std::int64_t step) {
   }
   ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
 
+  if (qgz_meter_) qgz_meter_->begin_step(streams_[0]);
   cudaEvent_t t0, t1;
   ZRUN_CUDA_CHECK(cudaEventCreate(&t0));
   ZRUN_CUDA_CHECK(cudaEventCreate(&t1));
@@ -385,9 +393,7 @@ StepResult Executor::run_step(std::int64_t step) {
   float mean = 0;
   for (float l : losses) mean += l / static_cast<float>(ga);
   // The mean over ranks: one all-reduce on the world group.
-  int world_group = -1;
-  for (std::size_t g = 0; g < s_.groups.size(); ++g)
-    if (s_.groups[g].size == s_.meta.world_size) world_group = static_cast<int>(g);
+  const int world_group = world_group_;
   if (world_group >= 0 && s_.meta.world_size > 1) {
     ZRUN_CUDA_CHECK(cudaMemcpy(losses_, &mean, 4, cudaMemcpyHostToDevice));
     comms_.all_reduce_sum(losses_, 1, world_group, streams_[0]);
@@ -396,6 +402,7 @@ StepResult Executor::run_step(std::int64_t step) {
     mean /= static_cast<float>(s_.meta.world_size);
   }
   r.loss = mean;
+  if (qgz_meter_) r.qgz_error = qgz_meter_->step_error(comms_.group(world_group_), streams_[0]);
   if (o_.time_ops) {
     r.ops.assign(s_.ops.size(), {});
     std::vector<double> stream_end(streams_.size(), 0.0);
@@ -506,26 +513,46 @@ void Executor::run_compute(const Op& op, cudaStream_t s) {
     case ComputeKind::optimizer: run_optimizer(op, s); break;
     case ComputeKind::quantize:
     case ComputeKind::dequantize:
-    case ComputeKind::dequant_reduce: {
-      ZeroppContext c;
-      c.train_dtype = plan_.dtype;
-      c.nodes = s_.meta.nodes;
-      c.gpus_per_node = s_.meta.gpus_per_node;
-      c.loco_err_beta = static_cast<float>(plan_.loco_err_beta);
-      c.loco_reset_T = plan_.loco_reset_T;
-      c.step = step_;
-      std::vector<std::string> scratch;  // freed (stream-ordered) once the op's kernels are queued
-      run_zeropp_op(
-          op, c, [&](const BufferUse& u) { return buffers_.at(u, rank_); },
-          [&](zsim::Bytes bytes) {
-            scratch.push_back(fmt::format("zrun.zeropp_tmp.{}", tmp_count_++));
-            return gpu_.alloc(scratch.back(), MemCategory::buffers, kBeyondSchedule, 0, op.name, bytes);
-          },
-          s);
-      for (const std::string& t : scratch) gpu_.free(t, s);
-      break;
-    }
+    case ComputeKind::dequant_reduce: run_zeropp(op, s); break;
   }
+}
+
+// ZeRO++'s quantization ops (zeropp_ops), with qgZ's error measured around them when asked: the reference before a
+// quantize reads the gradient, the comparison after the final dequant-reduce (one output per tensor) has written it.
+void Executor::run_zeropp(const Op& op, cudaStream_t s) {
+  const bool metered = qgz_meter_ && op.compute.dtype == zsim::DType::int4;
+  if (metered && op.compute.what == ComputeKind::quantize)
+    for (const BufferUse& u : op.uses)
+      if (u.role == Role::input)
+        qgz_meter_->reference({u.unit, u.tensor}, buffers_.at(u, rank_), u.bytes / plan_.elem_bytes,
+                              comms_.group(world_group_), s_.meta.world_size, s);
+  ZeroppContext c;
+  c.train_dtype = plan_.dtype;
+  c.nodes = s_.meta.nodes;
+  c.gpus_per_node = s_.meta.gpus_per_node;
+  c.loco_err_beta = static_cast<float>(plan_.loco_err_beta);
+  c.loco_reset_T = plan_.loco_reset_T;
+  c.step = step_;
+  std::vector<std::string> scratch;  // freed (stream-ordered) once the op's kernels are queued
+  run_zeropp_op(
+      op, c, [&](const BufferUse& u) { return buffers_.at(u, rank_); },
+      [&](zsim::Bytes bytes) {
+        scratch.push_back(fmt::format("zrun.zeropp_tmp.{}", tmp_count_++));
+        return gpu_.alloc(scratch.back(), MemCategory::buffers, kBeyondSchedule, 0, op.name, bytes);
+      },
+      s);
+  for (const std::string& t : scratch) gpu_.free(t, s);
+  if (metered && op.compute.what == ComputeKind::dequant_reduce) {
+    std::map<std::pair<int, int>, int> outputs;
+    for (const BufferUse& u : op.uses) outputs[{u.unit, u.tensor}] += u.role == Role::output;
+    for (const BufferUse& u : op.uses)
+      if (u.role == Role::output && outputs[{u.unit, u.tensor}] == 1)  // the final one: the reduced partition
+        qgz_meter_->compare({u.unit, u.tensor}, buffers_.at(u, rank_), u.bytes / plan_.elem_bytes, s);
+  }
+}
+
+double Executor::qgz_accumulated_error() {
+  return qgz_meter_ ? qgz_meter_->accumulated_error(comms_.group(world_group_), streams_[0]) : -1;
 }
 
 void Executor::run_model(const Op& op, cudaStream_t s) {

@@ -22,6 +22,7 @@
 #include "runtime/comm/watchdog.hpp"
 #include "runtime/exec/device_buffers.hpp"
 #include "runtime/exec/host_ops.hpp"
+#include "runtime/exec/qgz_error.hpp"
 #include "runtime/exec/stream_waits.hpp"
 #include "runtime/memory/arena.hpp"
 #include "runtime/model/model.hpp"
@@ -39,6 +40,7 @@ struct ExecOptions {
   double op_timeout_s = 300;    // a step that does not finish in this time ends the job, naming the op
   std::string nvme_dir;         // NVMe offload: the directory of this rank's swap files
   std::string nvme_tag;         // makes the swap files' names unique ("r0.12345": rank and process id)
+  bool qgz_error = false;       // measure qgZ's reduced gradients against an fp32 reduction (qgz_error.hpp)
 };
 
 struct OpTime {
@@ -50,6 +52,7 @@ struct StepResult {
   double seconds = 0;             // GPU time of the step (first op start to last op end)
   double loss = 0;                // mean cross-entropy over the step's micro-steps and all ranks
   std::vector<OpTime> ops;        // by op id (only with time_ops; init ops 0)
+  double qgz_error = -1;          // with ExecOptions::qgz_error: the step's relative error of qgZ's gradients
 };
 
 class Executor {
@@ -71,10 +74,14 @@ class Executor {
   // This rank's fp32 master weights, sub-group after sub-group (what the optimizer holds, on whichever tier).
   std::vector<float> master_weights();
   const NvmeStore* nvme() const { return nvme_.get(); }
+  // With ExecOptions::qgz_error, after the last step: the relative error of qgZ's gradients summed over the steps
+  // (-1 when there was no qgZ tensor). Every rank calls it (an all-reduce).
+  double qgz_accumulated_error();
 
  private:
   void launch(const zsim::Op& op, cudaStream_t s);
   void run_compute(const zsim::Op& op, cudaStream_t s);
+  void run_zeropp(const zsim::Op& op, cudaStream_t s);
   void run_model(const zsim::Op& op, cudaStream_t s);
   void run_optimizer(const zsim::Op& op, cudaStream_t s);
   void run_cpu_optimizer(const zsim::Op& op, cudaStream_t s);
@@ -127,6 +134,8 @@ class Executor {
   std::unique_ptr<NvmeStore> nvme_;                 // the NVMe tier's swap files (NVMe offload only)
   std::map<zsim::OpId, int> nvme_file_;             // alloc op of tier nvme -> its file in nvme_
   std::byte* fp32_staging_ = nullptr;               // pinned: 16-bit gradients copied down, before their conversion
+  std::unique_ptr<QgzErrorMeter> qgz_meter_;        // ExecOptions::qgz_error
+  int world_group_ = -1;                            // the schedule's group of every rank
 };
 
 }  // namespace zrun

@@ -86,6 +86,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   o.time_ops = !args.json_file.empty() || !args.trace_file.empty() || !args.csv_file.empty();
   if (const char* t = std::getenv("ZRUN_OP_TIMEOUT_S")) o.op_timeout_s = std::atof(t);
   if (const char* lr = std::getenv("ZRUN_LR")) o.lr = static_cast<float>(std::atof(lr));
+  if (const char* e = std::getenv("ZRUN_QGZ_ERROR")) o.qgz_error = std::string(e) == "1";
   o.nvme_dir = job.nvme_dir;
   o.nvme_tag = fmt::format("r{}.{}", rank, ::getpid());
   Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
@@ -96,7 +97,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   for (int i = 0; i < args.warmup + args.steps; ++i) {
     StepResult r = ex.run_step(i);
     if (rank == 0)
-      std::cout << fmt::format("step {:4d}  loss {:.6f}  {:9.3f} ms{}\n", i, r.loss, r.seconds * 1e3,
+      std::cout << fmt::format("step {:4d}  loss {:.6f}  {:9.3f} ms{}{}\n", i, r.loss, r.seconds * 1e3,
+                               r.qgz_error >= 0 ? fmt::format("  qgz error {:.3e}", r.qgz_error) : "",
                                i < args.warmup ? "  (warm-up)" : "")
                 << std::flush;
     if (i >= args.warmup) times.push_back(r.seconds);
@@ -129,6 +131,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     ZRUN_CUDA_CHECK(cudaMemcpy(coll_s.data(), d, coll_s.size() * sizeof(float), cudaMemcpyDeviceToHost));
     ZRUN_CUDA_CHECK(cudaFree(d));
   }
+  const double qgz_accumulated = ex.qgz_accumulated_error();  // every rank: an all-reduce
   if (rank != 0) return 0;
 
   // ---- the report: measured beside predicted -------------------------------------------------------
@@ -150,6 +153,10 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                            hw_tflops / sch.meta.world_size);
   std::cout << fmt::format("tokens/s           {:.0f}\n", tokens_s);
   std::cout << fmt::format("loss               {:.4f} -> {:.4f}\n", steps.front().loss, steps.back().loss);
+  if (qgz_accumulated >= 0)
+    std::cout << fmt::format("qgz error          {:.3e} accumulated over {} steps (the summed reduced gradients against "
+                             "the summed fp32 reductions)\n",
+                             qgz_accumulated, steps.size());
   // zsim's peak of each category over the program (its memory walk's own peak is of the total).
   std::map<MemCategory, Bytes> live, zsim_peak;
   for (const zsim::Op& op : sch.ops)
@@ -224,6 +231,11 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["command"] = {{"scenario", args.scenario}, {"overrides", args.overrides}, {"steps", args.steps},
                     {"warmup", args.warmup}};
     m["step_time_s"] = step_s;
+    if (qgz_accumulated >= 0) {
+      ordered_json per_step = ordered_json::array();
+      for (const StepResult& r : steps) per_step.push_back(r.qgz_error);
+      m["qgz_error"] = {{"per_step", per_step}, {"accumulated", qgz_accumulated}};
+    }
     m["tflops_per_gpu"] = tflops / sch.meta.world_size;
     m["hardware_tflops_per_gpu"] = hw_tflops / sch.meta.world_size;
     m["tokens_per_s"] = tokens_s;
