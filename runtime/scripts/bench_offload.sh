@@ -3,7 +3,7 @@
 #   host copies (d2h gradients down, h2d 16-bit weights up) vs a raw pinned cudaMemcpyAsync of the same size,
 #   CPU Adam inside the step vs kernels/bench/cpu_adam_bench at the same parameter count,
 #   NVMe swaps (optimizer state read / write) vs raw O_DIRECT pread / pwrite of a file of the same size,
-#   and the step's exposed offload time beside zsim's prediction for the same schedule.
+#   and the step's exposed offload time beside zsim's prediction for the same schedule; also with offload_param cpu.
 # A ~120M-parameter Llama-shaped model (4 layers, hidden 1024, vocab 32000), ZeRO-3, bf16, one GPU.
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/offload bash runtime/scripts/bench_offload.sh   [NVME_DIR=/path]
 set -u
@@ -24,11 +24,14 @@ top() { awk -v key="\"$2\":" 'in_off && $1 == key {gsub(/,/, "", $2); print $2; 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else printf "n/a" }'; }
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.3f", b / s / 1e9; else printf "0" }'; }
 
-for dev in cpu nvme; do
+# DEVS: which runs (cpu: offload_optimizer cpu; nvme: offload_optimizer nvme; param: offload_optimizer and
+# offload_param cpu, the partitions' h2d staging before each gather counted with the h2d piece).
+for dev in ${DEVS:-cpu nvme param}; do
   extra=()
   [ $dev = nvme ] && extra=(--nvme-dir "$NVME_DIR")
-  echo "== zrun, offload_optimizer $dev"
-  "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=$dev "${extra[@]}" \
+  [ $dev = param ] && extra=(--set deepspeed.zero_optimization.offload_param.device=cpu)
+  echo "== zrun, offload_optimizer ${dev/param/cpu}${extra:+ (${extra[*]})}"
+  "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=${dev/param/cpu} "${extra[@]}" \
       --steps 3 --warmup 1 --json "$OUT/offload_$dev.json" 2>&1 | tee "$OUT/offload_$dev.log" | grep -vE "^step " 
   J=$OUT/offload_$dev.json
   [ -s "$J" ] || { echo "no JSON from zrun ($dev)"; continue; }
