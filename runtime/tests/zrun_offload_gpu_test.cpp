@@ -100,11 +100,13 @@ TEST(ZrunOffloadGpu, CpuOffloadGivesTheGpuOptimizersMasterWeightsWithinFp32Round
 
 // offload_param cpu moves the same 16-bit bytes (partition -> GPU staging -> gathers; updated weights -> partition):
 // the master weights after 10 steps are bitwise those of the run that keeps the partition on the GPU, with the
-// optimizer on the GPU and with CPU Adam; and two micro-steps (gathers in backward and in the second forward).
+// optimizer on the GPU and with CPU Adam; with two micro-steps (gathers in backward and in the second forward), and
+// with qwZ (its quantize reads the staged partition).
 TEST(ZrunOffloadGpu, ParamOffloadToCpuGivesExactlyTheMasterWeightsOfTheRunWithout) {
   REQUIRE_GPU();
   for (const std::string optimizer : {"gpu", "cpu"})
-    for (const std::string more : {std::string(""), std::string("--set training.micro_batch=1 --set training.grad_accum=2")}) {
+    for (const std::string more : {std::string(""), std::string("--set training.micro_batch=1 --set training.grad_accum=2"),
+                                   std::string("--set deepspeed.zero_optimization.zero_quantized_weights=true")}) {
       const std::vector<float> base = master_after(3, optimizer, 10, nullptr, more);
       std::string out;
       const std::vector<float> off =
