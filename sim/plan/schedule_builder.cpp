@@ -1380,7 +1380,7 @@ class Builder {
       if (st.recompute) {
         const std::string name = "L" + std::to_string(layer);
         work[layer] = alloc("recompute." + name + tag(), Tier::gpu, MemCategory::activations, "recompute",
-                            p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
+                            p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
         c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
                     layer_forward_hbm(layer), 0, layer);
         for (int u : st.uses) use_params(c, u);
@@ -1397,7 +1397,7 @@ class Builder {
         if (feeds >= 0) acts[feeds] = alloc_layer_acts(feeds);
         if (feeds == kHead)
           acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
-                              p_.activations.head_logits, st.phase, compute_);
+                              p_.activations.head_bytes, st.phase, compute_);
         if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);

@@ -218,14 +218,19 @@ TEST(ActivationLayout, LayerWithoutCheckpointingKeepsExactlyItsBackwardInputs) {
     const zsim::ActivationBytes z = zsim_buffer_bytes(a);
     EXPECT_EQ(z.per_layer_no_recompute, expect);
     EXPECT_EQ(z.per_layer_checkpoint, T * h * es);
-    // logits, then lse and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes
-    EXPECT_EQ(z.head_logits, T * c.vocab * es + 3 * 256);
+    EXPECT_EQ(z.per_layer_work_bytes, expect - T * h * es);  // all but the input
+    // The backward's gradients: residual stream, norm output, attention output, dq; dk, dv; d(probs); two f-wide.
+    EXPECT_EQ(z.backward_grad_bytes, 4 * T * h * es + 2 * T * kv * es + b * heads * seq * seq * es + 2 * T * f * es);
+    // The last layer's output and the final norm's (+ its fp32 mean, rstd: 256 bytes here), the logits, then lse
+    // and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes.
+    EXPECT_EQ(z.head_bytes, 2 * T * h * es + 2 * T * 4 + T * c.vocab * es + 3 * 256);
   }
 }
 
 // Flash attention keeps the fp32 log-sum-exp of each row per head (4 bytes x b x heads x s) where eager keeps
-// the b x heads x s x s softmax: the layer's bytes are zsim's flash prediction plus the norms' fp32 statistics
-// (which zsim does not count) minus, when gated, the f-wide tensor zrun does not keep.
+// the b x heads x s x s softmax: the layer's bytes are zsim's flash prediction minus, when gated, the f-wide
+// tensor zrun does not keep (act(gate): its fused SwiGLU backward recomputes it from gate); its backward's
+// gradients are zsim's flash figure (delta and the fp32 dq accumulator instead of eager's d(probs)).
 TEST(ActivationLayout, FlashLayerKeepsTheRowLogSumExpInsteadOfTheScores) {
   for (const bool gated : {true, false}) {
     zsim::ModelSpec m;
@@ -243,9 +248,10 @@ TEST(ActivationLayout, FlashLayerKeepsTheRowLogSumExpInsteadOfTheScores) {
     const std::int64_t expect = 6 * T * h * es + 2 * T * kv * es + lse + stats + (gated ? 3 : 2) * T * f * es;
     const ActivationLayout a = activation_layout(c);
     EXPECT_EQ(a.layer_bytes(false), expect) << (gated ? "SwiGLU" : "GeLU");
-    EXPECT_EQ(a.layer_bytes(false) - stats + (gated ? T * f * es : 0), p.activations.per_layer_no_recompute);
+    EXPECT_EQ(a.layer_bytes(false) + (gated ? T * f * es : 0), p.activations.per_layer_no_recompute);
     // The backward's scratch: delta (one float per row and head) and the fp32 dq accumulator, no s x s.
     EXPECT_EQ(a.grad_bytes(), 4 * T * h * es + 2 * T * kv * es + lse + T * h * 4 + 2 * T * f * es);
+    EXPECT_EQ(a.grad_bytes(), p.activations.backward_grad_bytes);
   }
 }
 
