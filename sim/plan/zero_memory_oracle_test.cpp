@@ -124,10 +124,11 @@ TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
             layers + static_cast<Bytes>(2 * 2 * S * b * h + 8 * S * b + S * b * s.model.vocab * (2 + 4)));
 }
 
-// Full checkpointing: the layer inputs (2sbh each) stay, plus one layer's working set (Korthikanti's layer
-// without its input, which the checkpoint holds, plus the norms' statistics) while it is recomputed for its
-// backward.
-TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayersWorkingSet) {
+// Full checkpointing: the layer inputs (2sbh each) stay; a layer's forward computes its whole working set
+// (Korthikanti's layer without its input, plus the norms' statistics) before keeping only its input, and the
+// recompute rebuilds that working set for the layer's backward, while the backward's activation gradients are live
+// (eager: 4 x 2sbh + 2 x 2sbh (K, V: kv_dim = h) + 2 x 2sbf + 2as^2b).
+TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayersWorkingSetAndGradients) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 1, 8);
   s.model.layers = 4;
   s.model.attention = Attention::eager;  // Korthikanti's setup (the preset keeps its dropout 0.1)
@@ -135,11 +136,17 @@ TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayersWor
   s.training.seq_len = 2048;
   s.training.micro_batch = 1;
   const Walked w = walk(s);
-  const double S = 2048, b = 1, h = 12288, a = 96, L = 4;
+  const double S = 2048, b = 1, h = 12288, f = 4 * h, a = 96, L = 4;
   const Bytes work = static_cast<Bytes>(S * b * h * (34 + 5 * a * S / h) + 16 * S * b - 2 * S * b * h);
+  const Bytes grads = static_cast<Bytes>(4 * 2 * S * b * h + 2 * 2 * S * b * h + 2 * 2 * S * b * f + 2 * a * S * S * b);
+  // Forward of layer 2: the inputs of layers 0-2 and layer 2's working set.
+  const OpId fwd_l2 = op_named(w.schedule, "fwd.L2.attn.q");
+  ASSERT_GE(fwd_l2, 0);
+  EXPECT_EQ(live_after(w.schedule, fwd_l2, Tier::gpu).activations, static_cast<Bytes>(3 * 2 * S * b * h) + work);
   const OpId recompute_last = op_named(w.schedule, "recompute.L3");
   ASSERT_GE(recompute_last, 0);
-  EXPECT_EQ(live_after(w.schedule, recompute_last, Tier::gpu).activations, static_cast<Bytes>(L * 2 * S * b * h) + work);
+  EXPECT_EQ(live_after(w.schedule, recompute_last, Tier::gpu).activations,
+            static_cast<Bytes>(L * 2 * S * b * h) + work + grads);
 }
 
 // hpZ trades memory for cross-node traffic: a secondary 16-bit partition of Psi / hpz per GPU is live
