@@ -89,8 +89,11 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   r.overrides = at(cmd, "overrides", source, "measured.command.").get<std::vector<std::string>>();
   r.step_s = at(m, "step_time_s", source, "measured.").get<double>();
   if (!(r.step_s > 0)) bad(source, "measured.step_time_s", "must be a positive number of seconds");
-  for (const json& o : at(m, "ops", source, "measured."))
+  for (const json& o : at(m, "ops", source, "measured.")) {
     r.ops[o.at("id").get<OpId>()] = {o.at("start_s").get<double>(), o.at("end_s").get<double>()};
+    if (o.contains("name"))
+      r.op_names[o.at("id").get<OpId>()] = {o.at("name").get<std::string>(), o.value("micro_step", 0)};
+  }
   for (const json& c : at(m, "collectives", source, "measured."))
     r.collective_s[c.at("id").get<OpId>()] = c.at("seconds").get<double>();
   r.gpu_peak_bytes = at(m, "gpu_peak_bytes", source, "measured.").get<Bytes>();
@@ -100,9 +103,49 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   return r;
 }
 
+MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unmatched) {
+  if (unmatched) *unmatched = 0;
+  if (m.op_names.empty()) return m;
+  // Step 0's ops of `s` by (name, micro_step), in program order.
+  std::map<std::pair<std::string, int>, std::vector<OpId>> ids;
+  bool seen_step = false;
+  for (const Op& op : s.ops) {
+    if (seen_step && op.phase != Phase::step) break;
+    seen_step |= op.phase == Phase::step;
+    ids[{op.name, op.micro_step}].push_back(op.id);
+  }
+  MeasuredRun r = m;
+  r.ops.clear();
+  r.collective_s.clear();
+  r.op_names.clear();
+  std::map<std::pair<std::string, int>, std::size_t> taken;
+  std::map<OpId, OpId> to_new;
+  for (const auto& [id, t] : m.ops) {  // by id: program order of the run's schedule
+    const auto name = m.op_names.find(id);
+    if (name == m.op_names.end()) {
+      if (unmatched) ++*unmatched;
+      continue;
+    }
+    const auto it = ids.find(name->second);
+    std::size_t& k = taken[name->second];
+    if (it == ids.end() || k >= it->second.size()) {
+      if (unmatched) ++*unmatched;
+      continue;
+    }
+    const OpId now = it->second[k++];
+    to_new[id] = now;
+    r.ops[now] = t;
+    r.op_names[now] = name->second;
+  }
+  for (const auto& [id, sec] : m.collective_s)
+    if (to_new.count(id)) r.collective_s[to_new.at(id)] = sec;
+  return r;
+}
+
 Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes gpu_peak_predicted,
-                        const MeasuredRun& measured) {
+                        const MeasuredRun& run) {
   Validation v;
+  const MeasuredRun measured = match_ops_by_name(s, run, &v.unmatched_ops);
   v.step_predicted_s = predicted.step_s();
   v.step_measured_s = measured.step_s;
   v.step_rel_error = rel_error(v.step_predicted_s, v.step_measured_s);
@@ -166,6 +209,7 @@ ordered_json validation_json(const Validation& v) {
     exposed[phase] = {{"predicted_s", e.predicted_s}, {"measured_s", e.measured_s},
                       {"abs_error_s", e.predicted_s - e.measured_s}, {"rel_error", rel_error(e.predicted_s, e.measured_s)}};
   j["exposed_comm"] = exposed;
+  j["unmatched_ops"] = v.unmatched_ops;
   return j;
 }
 
@@ -179,6 +223,8 @@ std::string format_validation(const Validation& v) {
   for (const auto& [k, st] : v.by_kind)
     out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,
                        100 * st.worst);
+  if (v.unmatched_ops > 0)
+    out += fmt::format("  ({} measured ops are not in this schedule any more: not compared)\n", v.unmatched_ops);
   if (!v.exposed_comm.empty()) {
     out += "\nexposed communication per phase       predicted      measured\n";
     for (const auto& [phase, e] : v.exposed_comm)

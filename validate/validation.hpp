@@ -21,12 +21,21 @@ struct MeasuredRun {
   double step_s = 0;
   std::map<OpId, std::pair<double, double>> ops;  // id -> (start_s, end_s) in the last step (rank 0)
   std::map<OpId, double> collective_s;     // id -> the collective's time (minimum over ranks)
+  // id -> (name, micro_step) of the op zrun ran under that id, where the report names its ops (zrun since the
+  // activation-gradient buffers; older reports match by id only).
+  std::map<OpId, std::pair<std::string, int>> op_names;
   Bytes gpu_peak_bytes = 0;                // arena peak: schedule buffers and what was beyond them
   std::map<std::string, Bytes> gpu_peak_by_category, beyond_by_category;
 };
 
 // Reads zrun's report JSON; throws InputError naming `source` and the key that is missing or malformed.
 MeasuredRun measured_run_from_json(const nlohmann::json& run, const std::string& source);
+
+// The run's op ids as ids of `s` (whose step 0 zsim simulates): where ops are named, the k-th op zrun ran with a
+// (name, micro_step) becomes the k-th op of step 0 of `s` with that name and micro-step, so a schedule that gained
+// or lost ops (alloc / free of new buffers) since the run still compares each op with itself; ops `s` no longer
+// has are dropped (counted in `unmatched`). Without names, the ids are kept.
+MeasuredRun match_ops_by_name(const zsim::Schedule& s, const MeasuredRun& m, int* unmatched = nullptr);
 
 struct ErrorStats {
   int count = 0;
@@ -57,6 +66,7 @@ struct Validation {
   std::map<std::string, ErrorStats> by_kind;  // per op kind (alloc / free excluded)
   std::vector<OpComparison> ops;              // the measured step's ops, in program order
   std::map<std::string, ExposedComm> exposed_comm;  // by phase, phases with a collective only
+  int unmatched_ops = 0;                       // named ops of the run the schedule no longer has
 };
 
 // Length of the union of `comm` intervals outside the union of `compute` intervals.

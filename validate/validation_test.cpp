@@ -71,6 +71,43 @@ TEST(Validation, ARunSlowerByAQuarterHasAQuarterMoreExposedCommunication) {
   EXPECT_TRUE(j["exposed_comm"].begin()->contains("rel_error"));
 }
 
+// A run measured on a schedule whose ids differ from today's (ops were added since: 7 more before each of them
+// here) compares each op with itself when the report names its ops, and an op today's schedule lacks is left out.
+TEST(Validation, NamedOpsOfARunAreMatchedByNameWhenTheScheduleGainedOpsSince) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  MeasuredRun named, unnamed;
+  named.step_s = unnamed.step_s = 1.25 * t.step_s();
+  constexpr OpId kShift = 7;
+  for (const Op& op : sch.ops)
+    if (op.phase != Phase::init && t.ops[op.id].duration_s() > 0 && op.id < static_cast<OpId>(sch.ops.size() / 2)) {
+      named.ops[op.id + kShift] = unnamed.ops[op.id + kShift] = {1.25 * t.ops[op.id].start_s, 1.25 * t.ops[op.id].end_s};
+      named.op_names[op.id + kShift] = {op.name, op.micro_step};
+      if (op.kind == OpKind::collective) named.collective_s[op.id + kShift] = 1.25 * t.ops[op.id].duration_s();
+    }
+  named.ops[1] = {0, 1};
+  named.op_names[1] = {"fwd.gone", 0};
+  const Validation v = validate_run(sch, t, 1, named);
+  EXPECT_EQ(v.unmatched_ops, 1);
+  ASSERT_TRUE(v.by_kind.count("forward"));
+  ASSERT_TRUE(v.by_kind.count("all_reduce@world"));
+  for (const auto& [kind, st] : v.by_kind) {
+    EXPECT_NEAR(st.median, -0.2, 1e-9) << kind;
+    EXPECT_NEAR(st.p90, 0.2, 1e-9) << kind;
+  }
+  // By id alone the same run compares ops with others: some op's error is not the -20% every op has.
+  auto off = [](const Validation& x) {
+    int n = 0;
+    for (const OpComparison& c : x.ops)
+      n += c.measured_s > 0 && std::abs(rel_error(c.predicted_s, c.measured_s) + 0.2) > 1e-6;
+    return n;
+  };
+  EXPECT_EQ(off(v), 0);
+  EXPECT_GT(off(validate_run(sch, t, 1, unnamed)), 0);
+}
+
 TEST(Validation, AReportWithoutAMeasuredBlockIsAnInputErrorNamingIt) {
   const nlohmann::json zsim_report = {{"format", "zsim.report"}, {"setup", {{"nodes", 1}, {"gpus_per_node", 1}}}};
   try {

@@ -20,6 +20,7 @@
 #include "runtime/exec/elementwise.hpp"
 #include "runtime/exec/state_init.hpp"
 #include "runtime/exec/zeropp_ops.hpp"
+#include "runtime/model/activation_buffers.hpp"
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/nvme/nvme_layout.hpp"
@@ -97,12 +98,7 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
       buffers_(s, gpu, cpu,
                [this](const Op& a) -> zsim::Bytes {
                  // The model's own bytes for the activation buffers the schedule sizes by zsim's model.
-                 if (a.mem.category != MemCategory::activations) return a.mem.bytes;
-                 const auto& l = model_.layout();
-                 if (a.mem.detail == "recompute") return l.work_bytes();
-                 if (a.mem.detail == "logits") return l.head_bytes();
-                 if (a.mem.detail.empty()) return l.layer_bytes(model_.config().checkpointing);
-                 return a.mem.bytes;
+                 return model::needed_activation_bytes(model_.layout(), model_.config().checkpointing, a.mem);
                }),
       waits_(stream_waits(s)),
       data_(model.config().vocab) {
@@ -147,8 +143,8 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     for (OpId id : step_ops_)
       if (converts_to_fp32(s.ops[id])) ZRUN_CUDA_CHECK(cudaEventCreate(&dma_events_[id]));
   }
-  // What the executor itself holds on the device: tokens and targets of every micro-step, their losses, and
-  // the backward's activation gradients (the schedule has no buffer for them).
+  // What the executor itself holds on the device: tokens and targets of every micro-step and their losses (the
+  // schedule has no buffer for them).
   const auto& c = model.config();
   const zsim::Bytes token_bytes = 2 * s.model.grad_accum * c.tokens() * sizeof(std::int32_t);
   tokens_ = reinterpret_cast<std::int32_t*>(
@@ -156,16 +152,18 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
   targets_ = tokens_ + s.model.grad_accum * c.tokens();
   losses_ = reinterpret_cast<float*>(
       gpu.alloc("zrun.losses", MemCategory::buffers, kBeyondSchedule, 0, "init", 4 * s.model.grad_accum));
-  act_grads_ = gpu.alloc("zrun.activation_grads", MemCategory::activations, kBeyondSchedule, 0, "init",
-                         model.layout().grad_bytes());
-  own_bytes_ = token_bytes + 4 * s.model.grad_accum + model.layout().grad_bytes();
-  // Under full checkpointing a layer's forward still computes its working set, then keeps only its input: the
-  // schedule has a buffer for the working set only at the recompute, so the forward's is the executor's own.
-  if (model.config().checkpointing) {
+  own_bytes_ = token_bytes + 4 * s.model.grad_accum;
+  // The backward's activation gradients and, under full checkpointing, a layer's forward working set live in the
+  // schedule's `grad` and `forward_work` buffers; a schedule without them (written before zsim allocated them, read
+  // with --schedule) gets the executor's own, beyond the schedule, for the whole run.
+  const model::OwnActivationBytes own = model::own_activation_bytes(s, model.layout(), c.checkpointing);
+  if (own.grad_bytes > 0)
+    act_grads_ = gpu.alloc("zrun.activation_grads", MemCategory::activations, kBeyondSchedule, 0, "init",
+                           own.grad_bytes);
+  if (own.forward_work_bytes > 0)
     forward_work_ = gpu.alloc("zrun.forward_work", MemCategory::activations, kBeyondSchedule, 0, "init",
-                              model.layout().work_bytes());
-    own_bytes_ += model.layout().work_bytes();
-  }
+                              own.forward_work_bytes);
+  own_bytes_ += own.total();
   // Buffers that start at zero besides gradients and buckets: the stage-3 all-reduce fetch buffer (torch.zeros:
   // each rank fills only its slots of the sum) and the reduce-scatter interleave buffer (its padding).
   zero_on_alloc_.assign(s.ops.size(), 0);
@@ -566,8 +564,10 @@ void Executor::run_model(const Op& op, cudaStream_t s) {
     if (u.role != Role::activation) continue;
     const Op& alloc = s_.ops[u.alloc];
     void* p = buffers_.at(u, rank_);
-    if (alloc.mem.detail == "recompute") a.work = p;
-    else if (alloc.mem.detail == "logits") a.head = p;
+    const std::string& detail = alloc.mem.detail;
+    if (detail == "recompute" || detail == "forward_work") a.work = p;
+    else if (detail == "grad") a.grad = p;
+    else if (detail == "logits") a.head = p;
     else a.layer.at(static_cast<std::size_t>(alloc.layer)) = p;
   }
   // The weights of unit v, one pointer per tensor (a tied head: the embedding matrix).
@@ -590,12 +590,15 @@ void Executor::run_model(const Op& op, cudaStream_t s) {
   const int unit = op.unit;
   if (op.compute.what == ComputeKind::forward) {
     if (!a.work) a.work = forward_work_;
+    if (!a.work && c.checkpointing && op.layer >= 0)
+      throw std::logic_error(fmt::format("op '{}' names no forward working set (checkpointing)", op.name));
     model_.forward_unit(unit, params_of(unit), a, s);
     if (plan_.units[unit].is_head)
       ZRUN_CUDA_CHECK(cudaMemcpyAsync(losses_ + op.micro_step, model_.loss(a), 4, cudaMemcpyDeviceToDevice, s));
     return;
   }
   // Backward. Gradient destinations named by this segment; the others go to temporaries for later segments.
+  if (!a.grad) throw std::logic_error(fmt::format("op '{}' names no activation-gradient buffer", op.name));
   const auto& tensors = plan_.units[unit].tensors;
   const ElemType et = elem_type(plan_.dtype);
   const zsim::Bytes e = plan_.elem_bytes;

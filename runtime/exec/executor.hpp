@@ -70,7 +70,7 @@ class Executor {
 
   const std::vector<BufferMismatch>& buffer_mismatches() const { return buffers_.mismatches(); }
   const std::vector<zsim::OpId>& step_ops() const { return step_ops_; }  // the first step's ops, which run_step repeats
-  zsim::Bytes executor_bytes() const { return own_bytes_; }  // tokens, activation gradients, loss slots
+  zsim::Bytes executor_bytes() const { return own_bytes_; }  // tokens, loss slots (+ activations a schedule lacks)
   // This rank's fp32 master weights, sub-group after sub-group (what the optimizer holds, on whichever tier).
   std::vector<float> master_weights();
   const NvmeStore* nvme() const { return nvme_.get(); }
@@ -118,8 +118,8 @@ class Executor {
   std::int32_t* tokens_ = nullptr;             // device [grad_accum][T]: this step's tokens, then targets
   std::int32_t* targets_ = nullptr;
   float* losses_ = nullptr;                    // device [grad_accum]
-  void* act_grads_ = nullptr;                  // the backward's activation gradients (no schedule buffer)
-  void* forward_work_ = nullptr;               // checkpointing: a layer's forward working set (no schedule buffer)
+  void* act_grads_ = nullptr;                  // the backward's activation gradients, if the schedule has no buffer
+  void* forward_work_ = nullptr;               // checkpointing: a forward working set, if the schedule has no buffer
   zsim::Bytes own_bytes_ = 0;
   std::int64_t step_ = 0;
   // Backward segments of one unit: the model computes the unit's whole backward at the first segment; gradients

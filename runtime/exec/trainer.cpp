@@ -261,7 +261,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["ops"] = ordered_json::array();
     for (std::size_t id = 0; id < last.ops.size(); ++id)
       if (last.ops[id].end_s > 0)
-        m["ops"].push_back({{"id", id}, {"start_s", last.ops[id].start_s}, {"end_s", last.ops[id].end_s}});
+        m["ops"].push_back({{"id", id}, {"name", sch.ops[id].name}, {"micro_step", sch.ops[id].micro_step},
+                            {"start_s", last.ops[id].start_s}, {"end_s", last.ops[id].end_s}});
     // ZeRO++'s quantization kernels of the last step (rank 0): their measured times beside their sizes.
     m["quantization"] = ordered_json::array();
     for (const zsim::OpId id : ex.step_ops()) {

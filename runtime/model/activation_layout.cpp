@@ -83,7 +83,9 @@ zsim::ActivationBytes zsim_buffer_bytes(const ActivationLayout& a) {
   zsim::ActivationBytes b;
   b.per_layer_no_recompute = a.layer_bytes(false);
   b.per_layer_checkpoint = a.layer_bytes(true);
-  b.head_logits = a.head.end - a.head.logits;
+  b.per_layer_work_bytes = a.work_bytes();
+  b.backward_grad_bytes = a.grad_bytes();
+  b.head_bytes = a.head_bytes();
   return b;
 }
 

@@ -77,7 +77,9 @@ ActivationLayout activation_layout(const ModelConfig& c);
 
 // zrun's bytes for each buffer zsim predicts (sim/plan/activation_model.hpp), to set beside the prediction:
 // per_layer_no_recompute = a layer's buffer without checkpointing, per_layer_checkpoint = with it (its
-// input), head_logits = the logits with the loss's fp32 row values (log-sum-exp, per-token loss, the mean).
+// input), per_layer_work_bytes = the working set (recompute, and the forward's under checkpointing),
+// backward_grad_bytes = the backward's activation gradients, head_bytes = the head's buffer (last layer's output,
+// final norm output and statistics, logits, the loss's fp32 row values: log-sum-exp, per-token loss, the mean).
 zsim::ActivationBytes zsim_buffer_bytes(const ActivationLayout& a);
 
 }  // namespace zrun::model

@@ -1295,7 +1295,9 @@ class Builder {
   // The backward of unit u, cut into segments where gradient buckets fill, so that each bucket is
   // reduced (and its buffer reused) while the rest of the backward goes on, as DeepSpeed's hooks do.
   // `annotate` adds the uses every segment shares (weights, saved activations).
-  OpId backward(int u, std::vector<OpId> deps, const std::function<void(OpId)>& annotate) {
+  // `after_last` (if set) runs right after the unit's last compute op, before that segment's bucket reduction.
+  OpId backward(int u, std::vector<OpId> deps, const std::function<void(OpId)>& annotate,
+                const std::function<void(OpId)>& after_last = nullptr) {
     const FetchUnit& U = p_.units[u];
     const Phase ph = Phase::backward;
     const Flops flops = backward_flops(u);
@@ -1314,6 +1316,7 @@ class Builder {
         use(c, tied_grad_, 0, tied_bytes, Role::grad, Access::write, 0, 0);
       else
         use(c, grads_, e_ * flat_offset(0, 0), tied_bytes, Role::grad, Access::read_write, 0, 0);
+      if (after_last) after_last(c);
       return c;
     }
     OpId bwd = -1;
@@ -1335,6 +1338,7 @@ class Builder {
       use_grads(bwd, u, next_reduce_);
       if (U.is_embedding && tied_grad_ >= 0) use_whole(bwd, tied_grad_, Role::grad, Access::read);
       left -= seg;
+      if (left == 0 && after_last) after_last(bwd);
       if (closes) reduce_current_bucket(u, bwd);
     }
     return bwd;
@@ -1346,6 +1350,8 @@ class Builder {
     calls_.clear();
     shared_.clear();
     std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
+    std::map<int, OpId> fwd_work;     // full checkpointing: per layer, the working set of its forward
+    OpId grads = -1;                  // the backward's activation gradients
     constexpr int kHead = -2;
     for (size_t i = 0; i < p_.trace.size(); ++i) {
       const FetchStep& st = p_.trace[i];
@@ -1373,14 +1379,19 @@ class Builder {
         const int key = in_head(st.unit) ? kHead : layer;
         if (acts.count(key)) use_whole(op, acts[key], Role::activation, st.phase == Phase::forward ? Access::read_write
                                                                                                     : Access::read);
+        if (st.phase == Phase::forward && fwd_work.count(layer))
+          use_whole(op, fwd_work[layer], Role::activation, Access::read_write);
         if (st.phase == Phase::backward && !st.recompute && work.count(layer))
           use_whole(op, work[layer], Role::activation, Access::read);
+        if (st.phase == Phase::backward && !st.recompute) use_whole(op, grads, Role::activation, Access::read_write);
       };
+      // The last backward step (the embedding's) frees the activation gradients right after its compute.
+      const bool last_backward = st.phase == Phase::backward && !st.recompute && i + 1 == p_.trace.size();
       OpId c;
       if (st.recompute) {
         const std::string name = "L" + std::to_string(layer);
         work[layer] = alloc("recompute." + name + tag(), Tier::gpu, MemCategory::activations, "recompute",
-                            p_.activations.per_layer_no_recompute, st.phase, compute_, {}, layer);
+                            p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
         c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
                     layer_forward_hbm(layer), 0, layer);
         for (int u : st.uses) use_params(c, u);
@@ -1397,14 +1408,29 @@ class Builder {
         if (feeds >= 0) acts[feeds] = alloc_layer_acts(feeds);
         if (feeds == kHead)
           acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
-                              p_.activations.head_logits, st.phase, compute_);
+                              p_.activations.head_bytes, st.phase, compute_);
         if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
+        // Full checkpointing: the layer's forward computes its whole working set before keeping only its input.
+        if (ckpt_ && first_of_layer(st.unit))
+          fwd_work[layer] = alloc("act.fwd_work.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations,
+                                  "forward_work", p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);
         annotate(c);
         if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
+        if (layer >= 0 && p_.layers[layer].last == st.unit && fwd_work.count(layer)) {
+          release(fwd_work[layer], st.phase, compute_, {c});
+          fwd_work.erase(layer);
+        }
       } else {
-        c = backward(st.unit, deps, annotate);
+        if (!st.recompute && grads < 0)  // the first backward op writes the first activation gradient
+          grads = alloc("act.grad" + tag(), Tier::gpu, MemCategory::activations, "grad",
+                        p_.activations.backward_grad_bytes, st.phase, compute_);
+        c = backward(st.unit, deps, annotate,
+                     last_backward ? std::function<void(OpId)>([&](OpId last) {
+                       release(grads, Phase::backward, compute_, {last});
+                     })
+                                   : nullptr);
         last_bwd_ = c;
         if (U.is_embedding && tied_grad_ >= 0) {
           release(tied_grad_, st.phase, compute_, {c});

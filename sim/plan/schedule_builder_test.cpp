@@ -479,3 +479,89 @@ TEST(ScheduleBuilder, GpuStepHoldsAnFp32GradientCopyPerSubGroupDuringTheUpdate) 
     EXPECT_EQ(ups[i]->phase, Phase::step);
   }
 }
+
+// The backward's activation gradients (`act.grad.s<step>.m<micro>`, detail `grad`) are one buffer per micro-step,
+// allocated just before that micro-step's first backward compute op and freed just after its last, and every
+// backward compute op reads and writes it (zrun's model keeps the gradients there; docs/schedule-format.md).
+TEST(ScheduleBuilder, ActivationGradientsLiveFromAMicroStepsFirstBackwardOpToItsLast) {
+  for (int stage : {0, 2, 3})
+    for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
+      Scenario s = test::scenario(test::small_llama(3), stage, 1, 2);
+      s.training.grad_accum = 2;
+      s.training.activation_checkpointing = ck;
+      s.zero.reduce_bucket_size = 1'000'000;  // buckets close inside units: backward segments and reductions
+      const Schedule sch = build(s, 2);
+      const Bytes grad_bytes = make_plan(s).activations.backward_grad_bytes;
+      int buffers = 0;
+      for (const Op& a : sch.ops) {
+        if (a.kind != OpKind::alloc || a.mem.detail != "grad") continue;
+        ++buffers;
+        EXPECT_EQ(a.mem.category, MemCategory::activations);
+        EXPECT_EQ(a.mem.bytes, grad_bytes);
+        OpId first = -1, last = -1, free_op = -1;
+        for (const Op& op : sch.ops)
+          if (op.kind == OpKind::free && op.mem.buffer == a.mem.buffer) free_op = op.id;
+        // The backward compute ops of this buffer's micro-step: the run of backward-phase ops around the alloc.
+        OpId lo = a.id, hi = a.id;
+        while (lo > 0 && sch.ops[lo - 1].phase == Phase::backward) --lo;
+        while (hi + 1 < static_cast<OpId>(sch.ops.size()) && sch.ops[hi + 1].phase == Phase::backward) ++hi;
+        for (OpId id = lo; id <= hi; ++id) {
+          const Op& op = sch.ops[id];
+          if (op.kind != OpKind::compute || op.compute.what != ComputeKind::backward) continue;
+          if (first < 0) first = id;
+          last = id;
+          bool uses = false;
+          for (const BufferUse& u : op.uses)
+            uses |= u.alloc == a.id && u.role == Role::activation && u.access == Access::read_write && u.bytes == grad_bytes;
+          EXPECT_TRUE(uses) << op.name << " does not use " << a.mem.buffer;
+        }
+        ASSERT_GE(first, 0) << a.mem.buffer;
+        ASSERT_GE(free_op, 0) << a.mem.buffer;
+        // Nothing but alloc / free ops between the alloc and the first backward compute op; the free right after the
+        // last one (before that segment's reduction), depending on it.
+        for (OpId id = a.id + 1; id < first; ++id)
+          EXPECT_TRUE(sch.ops[id].kind == OpKind::alloc || sch.ops[id].kind == OpKind::free) << sch.ops[id].name;
+        EXPECT_EQ(free_op, last + 1) << a.mem.buffer;
+        EXPECT_EQ(sch.ops[free_op].deps, std::vector<OpId>{last});
+      }
+      EXPECT_EQ(buffers, 2 * 2) << "stage " << stage;  // 2 steps x 2 micro-steps
+    }
+}
+
+// Full checkpointing: each layer's forward works in `act.fwd_work.L<l>` (detail `forward_work`, the layer's working
+// set), allocated just before the layer's first forward unit and freed just after its last; every forward op of the
+// layer reads and writes it. Without checkpointing there is none.
+TEST(ScheduleBuilder, ACheckpointedLayersForwardWorksInItsOwnWorkingSetBuffer) {
+  for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
+    Scenario s = test::scenario(test::small_llama(3), 3, 1, 2);
+    s.training.activation_checkpointing = ck;
+    const Plan p = make_plan(s);
+    const Schedule sch = build(s);
+    int buffers = 0;
+    for (const Op& a : sch.ops) {
+      if (a.kind != OpKind::alloc || a.mem.detail != "forward_work") continue;
+      ++buffers;
+      const int l = a.layer;
+      ASSERT_GE(l, 0);
+      EXPECT_EQ(a.mem.bytes, p.activations.per_layer_work_bytes);
+      EXPECT_EQ(a.mem.buffer, "act.fwd_work.L" + std::to_string(l) + ".s0.m0");
+      std::vector<OpId> fwd;  // the layer's forward compute ops
+      OpId free_op = -1;
+      for (const Op& op : sch.ops) {
+        if (op.kind == OpKind::compute && op.compute.what == ComputeKind::forward && op.layer == l) fwd.push_back(op.id);
+        if (op.kind == OpKind::free && op.mem.buffer == a.mem.buffer) free_op = op.id;
+      }
+      ASSERT_EQ(fwd.size(), static_cast<size_t>(p.layers[l].last - p.layers[l].first + 1));
+      EXPECT_LT(a.id, fwd.front());
+      for (OpId id = a.id + 1; id < fwd.front(); ++id) EXPECT_NE(sch.ops[id].kind, OpKind::compute) << sch.ops[id].name;
+      EXPECT_EQ(free_op, fwd.back() + 1);
+      for (OpId id : fwd) {
+        bool uses = false;
+        for (const BufferUse& u : sch.ops[id].uses)
+          uses |= u.alloc == a.id && u.role == Role::activation && u.access == Access::read_write;
+        EXPECT_TRUE(uses) << sch.ops[id].name;
+      }
+    }
+    EXPECT_EQ(buffers, ck == Checkpointing::full ? 3 : 0);
+  }
+}

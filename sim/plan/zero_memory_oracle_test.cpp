@@ -99,8 +99,9 @@ TEST(ZeroMemoryOracle, Zero3OffloadMatchesDeepSpeedEstimator) {
     }
 }
 
-// Korthikanti et al. 2022: sbh(34 + 5as/h) bytes per GPT layer without recomputation. After the last
-// layer's forward every layer's activations are live.
+// Korthikanti et al. 2022: sbh(34 + 5as/h) bytes per GPT layer without recomputation (plus the two norms' fp32
+// mean and rstd, 16 bytes per token, which the paper leaves out). After the last layer's forward every layer's
+// activations are live.
 TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 1, 8);
   s.model.layers = 4;  // the per-layer figure does not depend on depth; keep the test small
@@ -111,20 +112,23 @@ TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
   const Walked w = walk(s);
   const double S = 2048, b = 2, h = 12288, a = 96, L = 4;
   // Every layer's activations are live once the last layer has started; the last layer's last unit then
-  // writes the head's input, so the head's buffer (logits: sb x vocab x (2 + 4) bytes) joins them.
+  // writes the head's input, so the head's buffer (the final norm's input and output 2 x 2sbh, its statistics
+  // 8sb, logits: sb x vocab x (2 + 4) bytes) joins them.
   const OpId last_up = op_named(w.schedule, "fwd.L3.mlp.up");
   const OpId last_fwd = op_named(w.schedule, "fwd.L3.mlp.down");
   ASSERT_GE(last_up, 0);
   ASSERT_GE(last_fwd, 0);
-  const Bytes layers = static_cast<Bytes>(L * S * b * h * (34 + 5 * a * S / h));
+  const Bytes layers = static_cast<Bytes>(L * (S * b * h * (34 + 5 * a * S / h) + 16 * S * b));
   EXPECT_EQ(live_after(w.schedule, last_up, Tier::gpu).activations, layers);
   EXPECT_EQ(live_after(w.schedule, last_fwd, Tier::gpu).activations,
-            layers + static_cast<Bytes>(S * b * s.model.vocab * (2 + 4)));
+            layers + static_cast<Bytes>(2 * 2 * S * b * h + 8 * S * b + S * b * s.model.vocab * (2 + 4)));
 }
 
-// Full checkpointing: the layer inputs (2sbh each) stay, plus one layer's working set while it is
-// recomputed for its backward.
-TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayer) {
+// Full checkpointing: the layer inputs (2sbh each) stay; a layer's forward computes its whole working set
+// (Korthikanti's layer without its input, plus the norms' statistics) before keeping only its input, and the
+// recompute rebuilds that working set for the layer's backward, while the backward's activation gradients are live
+// (eager: 4 x 2sbh + 2 x 2sbh (K, V: kv_dim = h) + 2 x 2sbf + 2as^2b).
+TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayersWorkingSetAndGradients) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 1, 8);
   s.model.layers = 4;
   s.model.attention = Attention::eager;  // Korthikanti's setup (the preset keeps its dropout 0.1)
@@ -132,11 +136,17 @@ TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayer) {
   s.training.seq_len = 2048;
   s.training.micro_batch = 1;
   const Walked w = walk(s);
-  const double S = 2048, b = 1, h = 12288, a = 96, L = 4;
+  const double S = 2048, b = 1, h = 12288, f = 4 * h, a = 96, L = 4;
+  const Bytes work = static_cast<Bytes>(S * b * h * (34 + 5 * a * S / h) + 16 * S * b - 2 * S * b * h);
+  const Bytes grads = static_cast<Bytes>(4 * 2 * S * b * h + 2 * 2 * S * b * h + 2 * 2 * S * b * f + 2 * a * S * S * b);
+  // Forward of layer 2: the inputs of layers 0-2 and layer 2's working set.
+  const OpId fwd_l2 = op_named(w.schedule, "fwd.L2.attn.q");
+  ASSERT_GE(fwd_l2, 0);
+  EXPECT_EQ(live_after(w.schedule, fwd_l2, Tier::gpu).activations, static_cast<Bytes>(3 * 2 * S * b * h) + work);
   const OpId recompute_last = op_named(w.schedule, "recompute.L3");
   ASSERT_GE(recompute_last, 0);
   EXPECT_EQ(live_after(w.schedule, recompute_last, Tier::gpu).activations,
-            static_cast<Bytes>(L * 2 * S * b * h + S * b * h * (34 + 5 * a * S / h)));
+            static_cast<Bytes>(L * 2 * S * b * h) + work + grads);
 }
 
 // hpZ trades memory for cross-node traffic: a secondary 16-bit partition of Psi / hpz per GPU is live

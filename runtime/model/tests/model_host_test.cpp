@@ -8,12 +8,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/model/activation_buffers.hpp"
 #include "runtime/model/activation_layout.hpp"
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/synthetic_data.hpp"
 #include "runtime/model/tests/cpu_reference.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
 #include "sim/scenario/presets.hpp"
 
 namespace zrun::model {
@@ -218,14 +220,19 @@ TEST(ActivationLayout, LayerWithoutCheckpointingKeepsExactlyItsBackwardInputs) {
     const zsim::ActivationBytes z = zsim_buffer_bytes(a);
     EXPECT_EQ(z.per_layer_no_recompute, expect);
     EXPECT_EQ(z.per_layer_checkpoint, T * h * es);
-    // logits, then lse and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes
-    EXPECT_EQ(z.head_logits, T * c.vocab * es + 3 * 256);
+    EXPECT_EQ(z.per_layer_work_bytes, expect - T * h * es);  // all but the input
+    // The backward's gradients: residual stream, norm output, attention output, dq; dk, dv; d(probs); two f-wide.
+    EXPECT_EQ(z.backward_grad_bytes, 4 * T * h * es + 2 * T * kv * es + b * heads * seq * seq * es + 2 * T * f * es);
+    // The last layer's output and the final norm's (+ its fp32 mean, rstd: 256 bytes here), the logits, then lse
+    // and token losses (T fp32 = 128 bytes each) and the mean, each padded to 256 bytes.
+    EXPECT_EQ(z.head_bytes, 2 * T * h * es + 2 * T * 4 + T * c.vocab * es + 3 * 256);
   }
 }
 
 // Flash attention keeps the fp32 log-sum-exp of each row per head (4 bytes x b x heads x s) where eager keeps
-// the b x heads x s x s softmax: the layer's bytes are zsim's flash prediction plus the norms' fp32 statistics
-// (which zsim does not count) minus, when gated, the f-wide tensor zrun does not keep.
+// the b x heads x s x s softmax: the layer's bytes are zsim's flash prediction minus, when gated, the f-wide
+// tensor zrun does not keep (act(gate): its fused SwiGLU backward recomputes it from gate); its backward's
+// gradients are zsim's flash figure (delta and the fp32 dq accumulator instead of eager's d(probs)).
 TEST(ActivationLayout, FlashLayerKeepsTheRowLogSumExpInsteadOfTheScores) {
   for (const bool gated : {true, false}) {
     zsim::ModelSpec m;
@@ -243,9 +250,47 @@ TEST(ActivationLayout, FlashLayerKeepsTheRowLogSumExpInsteadOfTheScores) {
     const std::int64_t expect = 6 * T * h * es + 2 * T * kv * es + lse + stats + (gated ? 3 : 2) * T * f * es;
     const ActivationLayout a = activation_layout(c);
     EXPECT_EQ(a.layer_bytes(false), expect) << (gated ? "SwiGLU" : "GeLU");
-    EXPECT_EQ(a.layer_bytes(false) - stats + (gated ? T * f * es : 0), p.activations.per_layer_no_recompute);
+    EXPECT_EQ(a.layer_bytes(false) + (gated ? T * f * es : 0), p.activations.per_layer_no_recompute);
     // The backward's scratch: delta (one float per row and head) and the fp32 dq accumulator, no s x s.
     EXPECT_EQ(a.grad_bytes(), 4 * T * h * es + 2 * T * kv * es + lse + T * h * 4 + 2 * T * f * es);
+    EXPECT_EQ(a.grad_bytes(), p.activations.backward_grad_bytes);
+  }
+}
+
+// The executor sizes each activation buffer of a schedule by its detail, and allocates the gradients and (under
+// checkpointing) the forward working set itself only for a schedule that has no buffer for them.
+TEST(ActivationBuffers, EachDetailGetsTheModelsBytesAndTheExecutorOwnsOnlyWhatTheScheduleLacks) {
+  for (const bool ckpt : {false, true}) {
+    zsim::Scenario s = scenario_of(tiny_llama(), 0, 1);
+    s.training.activation_checkpointing = ckpt ? zsim::Checkpointing::full : zsim::Checkpointing::none;
+    const zsim::Plan p = zsim::make_plan(s);
+    const ModelConfig c = model_config(s, p);
+    const ActivationLayout l = activation_layout(c);
+    zsim::Schedule sch = zsim::make_schedule(s, p, 1);
+    auto mem = [](const std::string& detail) {
+      zsim::MemOp m;
+      m.category = zsim::MemCategory::activations;
+      m.detail = detail;
+      m.bytes = 12345;
+      return m;
+    };
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("")), l.layer_bytes(ckpt));
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("recompute")), l.work_bytes());
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("forward_work")), l.work_bytes());
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("grad")), l.grad_bytes());
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("logits")), l.head_bytes());
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, mem("other")), 12345);
+    zsim::MemOp bucket = mem("");
+    bucket.category = zsim::MemCategory::buffers;
+    EXPECT_EQ(needed_activation_bytes(l, ckpt, bucket), 12345);
+    // zsim's schedule has both buffers: the executor allocates no activations of its own.
+    EXPECT_EQ(own_activation_bytes(sch, l, ckpt).total(), 0);
+    // A schedule without them (an older zsim's): the gradients, and the working set under checkpointing.
+    for (zsim::Op& op : sch.ops)
+      if (op.mem.detail == "grad" || op.mem.detail == "forward_work") op.mem.detail = "renamed";
+    const OwnActivationBytes own = own_activation_bytes(sch, l, ckpt);
+    EXPECT_EQ(own.grad_bytes, l.grad_bytes());
+    EXPECT_EQ(own.forward_work_bytes, ckpt ? l.work_bytes() : 0);
   }
 }
 
