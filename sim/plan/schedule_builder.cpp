@@ -206,19 +206,25 @@ class Builder {
     return 2 * gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).backward : 0);
   }
   // Memory-bound units (embedding lookup, norms): read and write one activation each; backward twice that.
-  // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp).
+  // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp), the head its loss's.
   Bytes unit_hbm(int u) const {
     const FetchUnit& U = p_.units[u];
     bool vectors_only = !U.tensors.empty();
     for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
     return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
   }
+  // The loss over the logits (tokens x vocab), as a fused cross-entropy moves them (zrun's head_loss.cu): the
+  // forward reads them once (its per-row results are negligible), the backward reads them and writes their
+  // gradient in place.
+  Bytes logits_bytes() const { return tokens_ * s_.model.vocab * e_; }
   Bytes forward_hbm(int u) const {
-    return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0);
+    return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0) +
+           (p_.units[u].is_head ? logits_bytes() : 0);
   }
   Bytes backward_hbm(int u) const {
     return 2 * unit_hbm(u) +
-           (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0);
+           (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
+           (p_.units[u].is_head ? 2 * logits_bytes() : 0);
   }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;
