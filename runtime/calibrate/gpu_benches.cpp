@@ -138,9 +138,24 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
     const std::int64_t vocab = 32768, lrows = n / vocab;
     DeviceBuffer targets(lrows * 4), lse(lrows * 4), tl(lrows * 4), loss(4);
     ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, lrows * 4, s));
-    record("cross_entropy.fwd (softmax over vocab)", "softmax", 1.0 * n * 2,
+    // The loss over a 32k vocabulary (head_loss.cu): forward reads the logits, backward rewrites them in place.
+    record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1.0 * n * 2,
            time_gpu([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
                                                        tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s));
+    fill_random(z.p, n, kFillBf16, 7, s);
+    record("cross_entropy.bwd", "cross_entropy", 2.0 * n * 2,
+           time_gpu([&] { model::cross_entropy_backward(DType::bf16, z.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                        lrows, vocab, 1.0f, s); }, s));
+    // Eager attention's causal row softmax over s x s scores (attention.cu) at the suite's sequence length, in
+    // place over n / s^2 matrices. Bytes as the schedule counts them (docs/schedule-semantics.md): forward reads
+    // and writes the scores (2N elements), backward reads probs and d(probs) and writes d(scores) (3N), although the
+    // kernels read only the causal half's N / 2 of each.
+    const std::int64_t seq = 1024, matrices = std::max<std::int64_t>(1, n / (seq * seq));
+    fill_random(z.p, matrices * seq * seq, kFillBf16, 8, s);
+    record("attention.causal_softmax.fwd (s 1024)", "softmax", 2.0 * matrices * seq * seq * 2,
+           time_gpu([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s));
+    record("attention.causal_softmax.bwd (s 1024)", "softmax", 3.0 * matrices * seq * seq * 2,
+           time_gpu([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s));
     record("swiglu.fwd", "activation", 3.0 * n * 2 / 2,
            time_gpu([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s));
     record("gelu.fwd", "activation", 2.0 * n * 2,

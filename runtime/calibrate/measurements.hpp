@@ -16,7 +16,8 @@ namespace zrun::calibrate {
 // A memory-bound kernel at one size: bytes read + written, median seconds.
 struct KernelSample {
   std::string name;        // "rmsnorm.fwd", "swiglu.fwd", "qwz.quantize", "fused_adam", "copy.d2d", ...
-  std::string kind;        // "norm", "softmax", "activation", "quantization", "adam", "copy"
+  std::string kind;        // "norm", "softmax" (attention's causal softmax), "cross_entropy" (the loss over the vocab),
+                           // "activation", "quantization", "adam", "copy"
   double bytes = 0;
   double seconds = 0;
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -179,36 +180,50 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.gemm", num(base.efficiency.gemm), "no GEMM measured");
   }
 
-  // Memory-bound kernels: efficiency.hbm is the median over kernel kinds of each kind's best kernel at its
-  // largest size (the smaller sizes fit in L2 and would overstate HBM).
+  // Memory-bound kernels. Each kind's figure is its kernels' bytes over their time, each kernel at its largest size
+  // (the smaller sizes fit in L2 and would overstate HBM): the bandwidth of running each of the kind's kernels once,
+  // which is how zsim charges a kind whose forward and backward kernels differ (the cross-entropy reads the
+  // logits forward and rewrites them backward; the attention softmax likewise). efficiency.hbm is the median over
+  // kinds.
   if (!m.kernels.empty()) {
     std::map<std::string, double> largest;
     for (const KernelSample& k : m.kernels) largest[k.name] = std::max(largest[k.name], k.bytes);
-    std::map<std::string, double> best_by_kind;
+    std::map<std::string, std::pair<double, double>> at_largest;  // kind: bytes, seconds of its kernels
     nlohmann::json ks = nlohmann::json::array();
     for (const KernelSample& k : m.kernels) {
       const double gbps = k.bytes / k.seconds / 1e9;
-      if (k.bytes == largest[k.name]) best_by_kind[k.kind] = std::max(best_by_kind[k.kind], gbps);
+      if (k.bytes == largest[k.name]) {
+        at_largest[k.kind].first += k.bytes;
+        at_largest[k.kind].second += k.seconds;
+      }
       ks.push_back({{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6}, {"GBps", gbps},
                     {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}});
     }
+    std::map<std::string, double> gbps_by_kind;
+    for (const auto& [kind, bs] : at_largest) gbps_by_kind[kind] = bs.first / bs.second / 1e9;
     std::vector<double> eff;
     std::string per_kind;
-    for (const auto& [kind, gbps] : best_by_kind) {
+    for (const auto& [kind, gbps] : gbps_by_kind) {
       eff.push_back(gbps / base.gpu.hbm_GBps);
       per_kind += fmt::format("{}{} {}", per_kind.empty() ? "" : ", ", kind, pct(gbps / base.gpu.hbm_GBps));
       cal["memory_bound"]["by_kind"][kind] = gbps / base.gpu.hbm_GBps;
     }
     const double e = std::min(1.0, median(eff));
-    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the best kernel's (read + write) bandwidth at its largest size / {} GB/s: {}; "
-                                                 "calibration.memory_bound", num(base.gpu.hbm_GBps), per_kind));
+    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the kind's kernels' (read + write) bytes over their time at "
+                                                 "their largest size / {} GB/s: {}; calibration.memory_bound",
+                                                 num(base.gpu.hbm_GBps), per_kind));
     cal["memory_bound"]["kernels"] = ks;
-    // Per kind, the same figure for the kernels zsim prices as that kind (efficiency.hbm_by_kind).
-    for (const auto& [kind, gbps] : best_by_kind) {
+    // Per kind, the same figure for the kernels zsim prices as that kind (efficiency.hbm_by_kind): softmax for eager
+    // attention's scores, cross_entropy for the head's loss, quantization's kernels as quantize.
+    for (const auto& [kind, gbps] : gbps_by_kind) {
       const std::string key = kind == "quantization" ? "quantize" : kind;
+      std::string names;
+      for (const KernelSample& k : m.kernels)
+        if (k.kind == kind && k.bytes == largest[k.name] && names.find(k.name) == std::string::npos)
+          names += (names.empty() ? "" : ", ") + k.name;
       b.add("efficiency.hbm_by_kind." + key, num(std::min(1.0, gbps / base.gpu.hbm_GBps)),
-            fmt::format("best {} kernel's (read + write) bandwidth at its largest size / {} GB/s", kind,
-                        num(base.gpu.hbm_GBps)));
+            fmt::format("{} kernels ({}): (read + write) bytes over their time at their largest size / {} GB/s", kind,
+                        names, num(base.gpu.hbm_GBps)));
     }
   } else {
     b.keep("efficiency.hbm", num(base.efficiency.hbm), "no kernel measured");
@@ -239,6 +254,14 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   } else {
     b.keep("efficiency.pageable_pcie_fraction", num(base.efficiency.pageable_pcie_fraction), "not measured");
   }
+
+  // The fixed cost zsim charges per kernel launch of a compute op beyond its GEMM model's calls.
+  if (m.kernel_launch_s > 0)
+    b.add("efficiency.launch_us", num(m.kernel_launch_s * 1e6),
+          "an empty kernel launched back to back on one stream, launch to launch (median of 5 batches); "
+          "calibration.launch_overhead_us.empty_kernel");
+  else
+    b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
 
   auto model_entries = [&](const char* block, const GemmFit& f, const std::string& dtype) {
     const std::string src = fmt::format("{} cuBLASLt grid, {}; calibration.gemm.{}", dtype, residual_text(f.residual), dtype);

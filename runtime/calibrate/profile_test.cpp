@@ -45,6 +45,7 @@ Measurements synthetic(bool with_collectives) {
                                                              std::string(dt) == "fp32" ? 67 : 989, truth_model())});
   m.kernels = {{"rmsnorm.fwd", "norm", 1e9, 1e9 / 2.5e12}, {"swiglu.fwd", "activation", 1e9, 1e9 / 3.0e12},
                {"fused_adam", "adam", 1e9, 1e9 / 2.0e12}};
+  m.kernel_launch_s = 3.25e-6;
   for (double b = 65536; b <= (256 << 20); b *= 4) {
     m.h2d_pinned.push_back({b, 2e-6 + b / 50e9});
     m.d2h_pinned.push_back({b, 2e-6 + b / 54e9});
@@ -124,6 +125,77 @@ TEST(CalibratedProfile, WritesEachMeasuredKernelKindsHbmEfficiency) {
   EXPECT_NE(yaml.find("    hbm_by_kind:\n"), std::string::npos);
   EXPECT_NE(yaml.find("      norm: " ), std::string::npos);
   EXPECT_NE(yaml.find("      activation: " ), std::string::npos);
+}
+
+TEST(CalibratedProfile, AttentionSoftmaxAndCrossEntropyAreSeparateKinds) {
+  // The attention's causal softmax (kind softmax) and the loss over the vocabulary (kind cross_entropy) run at very
+  // different bandwidths; each gets its own key, which zsim uses for the scores and for the head's loss.
+  Measurements m = synthetic(true);
+  m.kernels.push_back({"attention.causal_softmax.fwd (s 1024)", "softmax", 1e9, 1e9 / 2.8e12});
+  m.kernels.push_back({"cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1e9, 1e9 / 0.6e12});
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-kinds", write_profile(d, "calib-kinds", build_profile(m, base, "h100-hgx-ib400")));
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.softmax, 2.8e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 0.6e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm, 2.5e12 / 3350e9, 1e-6);  // median of 0.6, 2.0, 2.5, 2.8, 3.0 TB/s
+}
+
+TEST(CalibratedProfile, AKindsFigureIsItsKernelsBytesOverTheirTimeAtTheirLargestSize) {
+  // The cross-entropy's forward (1 GB at 0.6 TB/s) and backward (2 GB at 2.4 TB/s): zsim charges the loss's
+  // forward and backward bytes at one figure, the pair's 3 GB over their 2.5 ms = 1.2 TB/s (not the faster one's).
+  // A smaller size of the same kernel (L2-resident, faster) does not count.
+  Measurements m = synthetic(true);
+  m.kernels.push_back({"cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1e9, 1e9 / 0.6e12});
+  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy", 2e9, 2e9 / 2.4e12});
+  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy", 2e6, 2e6 / 3.3e12});
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-pair", write_profile(d, "calib-pair", build_profile(m, base, "h100-hgx-ib400")));
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 1.2e12 / 3350e9, 1e-6);
+}
+
+TEST(CalibratedProfile, ARecordThatFiledTheCrossEntropyUnderSoftmaxIsReadAsCrossEntropy) {
+  // Records written before the attention softmax was measured: their "softmax" kernel is the vocab cross-entropy.
+  Measurements m = synthetic(true);
+  m.kernels.push_back({"cross_entropy.fwd (softmax over vocab)", "softmax", 1e9, 1e9 / 0.6e12});
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-old", build_profile(m, base, "h100-hgx-ib400"));
+  const Measurements back = measurements_from_profile((d.path / "calib-old.yaml").string());
+  bool found = false;
+  for (const KernelSample& k : back.kernels)
+    if (k.name.rfind("cross_entropy", 0) == 0) {
+      EXPECT_EQ(k.kind, "cross_entropy");
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  write_profile(d, "calib-refit", build_profile(back, base, "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-refit", d.path.string());
+  EXPECT_EQ(c.efficiency.hbm_by_kind.softmax, 0);  // no attention softmax measured: the scores run at efficiency.hbm
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 0.6e12 / 3350e9, 1e-6);
+}
+
+TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const CalibratedProfile p = build_profile(synthetic(true), base, "h100-hgx-ib400");
+  const zsim::ClusterSpec c = load_profile_cluster("calib-launch", write_profile(d, "calib-launch", p));
+  EXPECT_NEAR(c.efficiency.launch_us, 3.25, 1e-9);
+  EXPECT_NEAR(p.calibration["launch_overhead_us"]["empty_kernel"].get<double>(), 3.25, 1e-9);
+  // Not measured: the base profile's figure, marked not calibrated.
+  Measurements none = synthetic(true);
+  none.kernel_launch_s = 0;
+  const CalibratedProfile q = build_profile(none, base, "h100-hgx-ib400");
+  bool kept = false;
+  for (const ProfileEntry& e : q.cluster)
+    if (e.key == "efficiency.launch_us") {
+      EXPECT_NE(e.comment.find("not calibrated"), std::string::npos);
+      EXPECT_EQ(std::stod(e.value), base.efficiency.launch_us);
+      kept = true;
+    }
+  EXPECT_TRUE(kept);
+  EXPECT_GT(base.efficiency.launch_us, 0);  // the data-sheet profiles carry a default
 }
 
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {

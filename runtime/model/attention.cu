@@ -57,6 +57,26 @@ const char* at(const void* p, std::int64_t elems, std::int64_t es) { return stat
 char* at(void* p, std::int64_t elems, std::int64_t es) { return static_cast<char*>(p) + elems * es; }
 }  // namespace
 
+void causal_softmax_forward(DType dt, void* probs, std::int64_t matrices, std::int64_t seq, cudaStream_t s) {
+  if (matrices * seq == 0) return;
+  dispatch_dtype(dt, [&](auto z) {
+    using T = decltype(z);
+    causal_softmax<T><<<static_cast<unsigned>(matrices * seq), row_threads(seq), 0, s>>>(static_cast<T*>(probs), seq);
+  });
+  ZK_CUDA_CHECK_LAUNCH();
+}
+
+void causal_softmax_backward(DType dt, const void* probs, void* dprobs, std::int64_t matrices, std::int64_t seq,
+                             cudaStream_t s) {
+  if (matrices * seq == 0) return;
+  dispatch_dtype(dt, [&](auto z) {
+    using T = decltype(z);
+    softmax_backward<T><<<static_cast<unsigned>(matrices * seq), row_threads(seq), 0, s>>>(
+        static_cast<const T*>(probs), static_cast<T*>(dprobs), seq);
+  });
+  ZK_CUDA_CHECK_LAUNCH();
+}
+
 void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
                        void* probs, void* out, cudaStream_t s) {
   const std::int64_t d = a.head_dim, S = a.seq, group = a.heads / a.kv_heads;
@@ -74,12 +94,7 @@ void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q
       sc.batch = static_cast<int>(a.kv_heads);
       g.run(sc, dt, s);
     }
-  dispatch_dtype(dt, [&](auto z) {
-    using T = decltype(z);
-    causal_softmax<T><<<static_cast<unsigned>(a.batch * a.heads * S), row_threads(S), 0, s>>>(static_cast<T*>(probs),
-                                                                                                S);
-  });
-  ZK_CUDA_CHECK_LAUNCH();
+  causal_softmax_forward(dt, probs, a.batch * a.heads, S, s);
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
     for (std::int64_t r = 0; r < group; ++r) {
       const HeadOffsets o = offsets(a, bi, r);
@@ -119,12 +134,7 @@ void attention_backward(Gemm& g, DType dt, const AttentionShape& a, const void* 
       gv.batch = static_cast<int>(a.kv_heads);
       g.run(gv, dt, s);
     }
-  dispatch_dtype(dt, [&](auto z) {
-    using T = decltype(z);
-    softmax_backward<T><<<static_cast<unsigned>(a.batch * a.heads * S), row_threads(S), 0, s>>>(
-        static_cast<const T*>(probs), static_cast<T*>(dprobs), S);
-  });
-  ZK_CUDA_CHECK_LAUNCH();
+  causal_softmax_backward(dt, probs, dprobs, a.batch * a.heads, S, s);
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
     for (std::int64_t r = 0; r < group; ++r) {
       const HeadOffsets o = offsets(a, bi, r);

@@ -56,6 +56,13 @@ void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q
 void attention_backward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
                         const void* probs, const void* dout, void* dprobs, void* dq, void* dk, void* dv,
                         cudaStream_t s);
+// The two memory-bound kernels of the eager path on `matrices` (= batch x heads) s x s score matrices, in place:
+// the causal row softmax (probs <- softmax of each row's first i + 1 scores, 0 above the diagonal) and its
+// backward (dprobs <- probs * (dprobs - rowsum(probs * dprobs)) below the diagonal, 0 above). zrun calibrate
+// measures them as the `softmax` kernel kind.
+void causal_softmax_forward(DType dt, void* probs, std::int64_t matrices, std::int64_t seq, cudaStream_t s);
+void causal_softmax_backward(DType dt, const void* probs, void* dprobs, std::int64_t matrices, std::int64_t seq,
+                             cudaStream_t s);
 
 // flash_attention.cu. The same attention without the scores (FlashAttention-2 on tensor cores): bf16 / fp16,
 // head dim 64 or 128 (flash_attention_supported). lse: fp32 [b, heads, s], the natural-log log-sum-exp of

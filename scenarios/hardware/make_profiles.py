@@ -20,6 +20,15 @@ IB_SPEEDS = {100: "EDR/HDR100", 200: "HDR", 400: "NDR", 800: "XDR"}
 NVL_LAT = "per ring step inside a node; NCCL tuning.cc hwLat NVLink ring: 1.9 (LL128) - 3.4 (Simple) us"
 IB_LAT = "per ring step between nodes; NCCL tuning.cc hwLat network ring: 4.0 (LL128) - 9.6 (Simple) us"
 
+# Fixed cost of one kernel launch in a compute op (zsim charges it per launch the schedule gives the op beyond its
+# GEMM model's calls; docs/timing.md): the only measurement is zrun calibrate's on this workplace's H100, an empty
+# kernel launched back to back on one stream (host-side launch rate, set by the CPU and driver more than the GPU).
+LAUNCH_US = 3.4
+LAUNCH_MEASURED = ("empty kernel launch to launch, 3.42 us measured by zrun calibrate on this workplace's H100 "
+                   "(validate/results/h100/calibrated-h100.yaml, calibration.launch_overhead_us)")
+LAUNCH_ESTIMATE = ("estimate: the H100's measured empty-kernel launch to launch (3.42 us, zrun calibrate); "
+                   "not measured on this platform")
+
 PLATFORMS = {
     "v100-dgx2": dict(
         title="NVIDIA DGX-2: 16x V100-SXM3 32GB on NVSwitch",
@@ -58,6 +67,7 @@ PLATFORMS = {
                                                    "(ZeRO-Offload, arXiv 2101.06840; estimate)"),
             pageable_pcie_fraction=(0.5, "pageable copies stage through a pinned buffer: ~half of pinned "
                                          "(NVIDIA blog 'How to Optimize Data Transfers in CUDA C/C++')"),
+            launch_us=(LAUNCH_US, LAUNCH_ESTIMATE),
         ),
     ),
     "a100-hgx": dict(
@@ -96,6 +106,7 @@ PLATFORMS = {
             cpu_adam_params_per_s_per_core=(1.0e8, "DeepSpeedCPUAdam ~1e8 params/s per core (estimate)"),
             pageable_pcie_fraction=(0.4, "estimate: pageable copies are staged by the CPU at ~9-14 GB/s "
                                          "(measured on an H100 host here), ~0.4 of 24 GB/s pinned"),
+            launch_us=(LAUNCH_US, LAUNCH_ESTIMATE),
         ),
     ),
     "h100-hgx": dict(
@@ -133,6 +144,7 @@ PLATFORMS = {
             hbm=(0.9, "cudaMemcpy D2D of 1 GiB measured at 1509 GB/s copied = 3018 GB/s read+write of 3350 on an H100 here"),
             cpu_adam_params_per_s_per_core=(1.0e8, "DeepSpeedCPUAdam ~1e8 params/s per core (estimate)"),
             pageable_pcie_fraction=(0.2, "measured on an H100 here: pageable H2D 8.3-9.6, D2H 14.1-14.6 GB/s vs 55 pinned"),
+            launch_us=(LAUNCH_US, LAUNCH_MEASURED),
         ),
     ),
     "h200-hgx": dict(
@@ -169,6 +181,7 @@ PLATFORMS = {
             hbm=(0.875, "device-to-device copy measured at 4.2 of 4.8 TB/s on this workplace's H200"),
             cpu_adam_params_per_s_per_core=(1.0e8, "DeepSpeedCPUAdam ~1e8 params/s per core (estimate)"),
             pageable_pcie_fraction=(0.2, "as measured on an H100 host here: pageable ~9 (H2D) / ~14 (D2H) of 55 GB/s"),
+            launch_us=(LAUNCH_US, LAUNCH_ESTIMATE),
         ),
     ),
 }

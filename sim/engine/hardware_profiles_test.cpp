@@ -42,6 +42,7 @@ ClusterSpec read_cluster(const fs::path& p, int nodes) {
   const YAML::Node e = c["efficiency"];
   s.efficiency = {e["gemm"].as<double>(), e["hbm"].as<double>(), e["cpu_adam_params_per_s_per_core"].as<double>(),
                   e["pageable_pcie_fraction"].as<double>()};
+  s.efficiency.launch_us = e["launch_us"].as<double>();
   return s;
 }
 
@@ -65,7 +66,7 @@ TEST(HardwareProfiles, EveryValueLineNamesItsSource) {
       ++values;
       EXPECT_NE(line.find("  # "), std::string::npos) << p << ": " << line;
     }
-    EXPECT_EQ(values, 5 + 2 + 3 + 8 + 4 + 1) << p;  // gpu, host, nvme, links, efficiency, gpus_per_node
+    EXPECT_EQ(values, 5 + 2 + 3 + 8 + 5 + 1) << p;  // gpu, host, nvme, links, efficiency, gpus_per_node
   }
 }
 
@@ -85,6 +86,8 @@ TEST(HardwareProfiles, ValuesAreInRangeAndInfinibandMatchesTheName) {
       EXPECT_LE(f, 1.0) << p;
     }
     EXPECT_GE(c.links.ib_oversubscription, 1.0) << p;
+    EXPECT_GT(c.efficiency.launch_us, 1.0) << p;  // a kernel launch costs microseconds, not nothing
+    EXPECT_LT(c.efficiency.launch_us, 20.0) << p;
   }
 }
 

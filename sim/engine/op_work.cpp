@@ -122,9 +122,11 @@ std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
 
 // Which kind of memory-bound kernel a unit's hbm_bytes are (the schedule builder's convention,
 // docs/schedule-semantics.md "Compute figures"): the embedding lookup a gather (copy), a unit of vectors only a
-// norm, the attention core (attn.o, eager) the softmax over its scores.
+// norm, the head the loss's cross-entropy over the vocabulary, the attention core (attn.o, eager) the causal
+// softmax over its scores.
 HbmKind unit_hbm_kind(const ModelUnit& u) {
   if (u.name == "embedding") return HbmKind::copy;
+  if (u.name == "head") return HbmKind::cross_entropy;
   bool vectors_only = !u.tensors.empty();
   for (const ModelTensor& t : u.tensors) vectors_only &= t.cols == 0;
   return vectors_only ? HbmKind::norm : HbmKind::softmax;
@@ -163,20 +165,30 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   const double peak = fp32 ? c.gpu.peak_fp32_tflops : c.gpu.peak_tflops;
   double gemm_efficiency = c.efficiency.gemm;
   const GemmModel& model = fp32 ? c.efficiency.gemm_model_fp32 : c.efficiency.gemm_model;
+  int gemm_launches_priced = 0;  // GEMM calls whose launch the GEMM model's launch_us already charges
   if (model.present() && cp.flops > 0) {
-    const double e = gemm_model_efficiency(unit_gemms(op, s.model), fp32 ? 4 : 2, peak, model);
-    if (e > 0) gemm_efficiency = e;
+    const std::vector<GemmShape> gemms = unit_gemms(op, s.model);
+    const double e = gemm_model_efficiency(gemms, fp32 ? 4 : 2, peak, model);
+    if (e > 0) {
+      gemm_efficiency = e;
+      gemm_launches_priced = static_cast<int>(gemms.size());
+    }
   }
+  // Every other kernel launch of the op (elementwise kernels, the attention core's GEMM calls, memsets; without a
+  // GEMM model the GEMMs too) costs efficiency.launch_us: the op's kernels run one after the other on its stream.
+  const Seconds launches_s =
+      std::max(0, cp.kernel_launches - gemm_launches_priced) * c.efficiency.launch_us * 1e-6;
   // Forward, backward, recompute: the FLOPs are GEMMs and the bytes separate memory-bound kernels (norms, eager
   // attention's softmax) that the compute stream runs one after the other, so their times add. The other kinds
   // (optimizer step, quantize) are one fused elementwise kernel: the slower of its FLOPs and its bytes.
   const bool layer_work = cp.what == ComputeKind::forward || cp.what == ComputeKind::backward ||
                           cp.what == ComputeKind::recompute;
   if (layer_work) {
-    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c);
+    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c) + launches_s;
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
-    w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind));
+    w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +
+                launches_s;
   }
   return w;
 }

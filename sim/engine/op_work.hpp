@@ -26,7 +26,9 @@ struct OpWork {
 // The program timed is rank 0's: a copy with a `rank` other than 0 costs nothing. Compute (GPU): forward,
 // backward and recompute the GEMM time plus the memory-bound time of its hbm_bytes (separate kernels run one after
 // the other), other kinds the roofline; bytes run at efficiency.hbm_for(kind): norm, softmax (eager attention's
-// scores), copy (embedding, d2d), adam, quantize; CPU: Adam time; alloc/free: nothing.
+// scores), cross_entropy (the head's loss), copy (embedding, d2d), adam, quantize; plus efficiency.launch_us per
+// kernel launch of the op (ComputeOp::kernel_launches) beyond the GEMM calls whose launch the GEMM model prices;
+// CPU: Adam time; alloc/free: nothing.
 // GPU compute with a measured GEMM model in the cluster (efficiency.gemm_model / gemm_model_fp32) runs its FLOPs
 // at the model's efficiency for the GEMM shapes of its unit (cost_models/gemm_model.hpp), else at efficiency.gemm.
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.

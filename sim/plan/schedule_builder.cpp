@@ -9,6 +9,7 @@
 
 #include "sim/plan/attention_flops.hpp"
 #include "sim/plan/grad_reduction.hpp"
+#include "sim/plan/kernel_launches.hpp"
 #include "sim/plan/offload_uses.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
@@ -41,6 +42,8 @@ class Builder {
     for (const auto& u : p.units) {
       first_ordinal_.push_back(ordinal);
       ordinal += static_cast<int>(u.tensors.size());
+      const std::optional<ModelUnitKind> kind = model_unit_kind(u.name);
+      launches_.push_back(kind ? unit_kernel_launches(*kind, s.model, t) : UnitKernelLaunches{});
     }
     if (p.stage == 1 || p.stage == 2) plan_zero12_reductions();
   }
@@ -203,19 +206,25 @@ class Builder {
     return 2 * gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).backward : 0);
   }
   // Memory-bound units (embedding lookup, norms): read and write one activation each; backward twice that.
-  // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp).
+  // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp), the head its loss's.
   Bytes unit_hbm(int u) const {
     const FetchUnit& U = p_.units[u];
     bool vectors_only = !U.tensors.empty();
     for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
     return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
   }
+  // The loss over the logits (tokens x vocab), as a fused cross-entropy moves them (zrun's head_loss.cu): the
+  // forward reads them once (its per-row results are negligible), the backward reads them and writes their
+  // gradient in place.
+  Bytes logits_bytes() const { return tokens_ * s_.model.vocab * e_; }
   Bytes forward_hbm(int u) const {
-    return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0);
+    return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0) +
+           (p_.units[u].is_head ? logits_bytes() : 0);
   }
   Bytes backward_hbm(int u) const {
     return 2 * unit_hbm(u) +
-           (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0);
+           (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
+           (p_.units[u].is_head ? 2 * logits_bytes() : 0);
   }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;
@@ -1311,6 +1320,7 @@ class Builder {
         tied_grad_ = alloc("grads.tied" + tag(), Tier::gpu, MemCategory::grads, "tied", tied_bytes, ph, compute_);
       const OpId c = compute("bwd." + U.name, ComputeKind::backward, ph, deps, flops, hbm, 0, U.layer);
       sch_.ops[c].unit = u;
+      sch_.ops[c].compute.kernel_launches = launches_[u].backward;
       annotate(c);
       if (p_.stage >= 2)
         use(c, tied_grad_, 0, tied_bytes, Role::grad, Access::write, 0, 0);
@@ -1334,6 +1344,7 @@ class Builder {
                     ph, part == 0 ? deps : compute_deps({}), flops * share, static_cast<Bytes>(hbm * share), 0,
                     U.layer);
       sch_.ops[bwd].unit = u;
+      if (part == 0) sch_.ops[bwd].compute.kernel_launches = launches_[u].backward;  // zrun runs it all in the first
       annotate(bwd);
       use_grads(bwd, u, next_reduce_);
       if (U.is_embedding && tied_grad_ >= 0) use_whole(bwd, tied_grad_, Role::grad, Access::read);
@@ -1394,6 +1405,8 @@ class Builder {
                             p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
         c = compute("recompute." + name, ComputeKind::recompute, st.phase, deps, layer_forward_flops(layer),
                     layer_forward_hbm(layer), 0, layer);
+        for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u)
+          sch_.ops[c].compute.kernel_launches += launches_[u].recompute;
         for (int u : st.uses) use_params(c, u);
         use_whole(c, acts.at(layer), Role::activation, Access::read);
         use_whole(c, work[layer], Role::activation, Access::write);
@@ -1416,6 +1429,7 @@ class Builder {
                                   "forward_work", p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);
+        sch_.ops[c].compute.kernel_launches = launches_[st.unit].forward;
         annotate(c);
         if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
         if (layer >= 0 && p_.layers[layer].last == st.unit && fwd_work.count(layer)) {
@@ -1673,6 +1687,7 @@ class Builder {
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)
   bool sequential_calls_ = false;  // ZeRO-1/2 default path: a bucket's calls take its elements in order (offload d2h uses)
   std::vector<int> first_ordinal_;                   // per unit: its first tensor's ordinal in model order
+  std::vector<UnitKernelLaunches> launches_;         // per unit: kernels its forward / backward / recompute launch
   OpId tied_grad_ = -1;              // stages 2-3, tied head: the embedding weight's gradient until its bucket
   int compute_ = 0, comm_ = 0, rs_ = 0;
   int world_ = 0, hpz_ = 0, intra_ = 0, inter_ = 0;

@@ -82,6 +82,8 @@ const Entry kEntries[] = {
     {"cluster.efficiency.hbm_by_kind.adam", S, Y},
     {"cluster.efficiency.hbm_by_kind.quantize", S, Y},
     {"cluster.efficiency.hbm_by_kind.copy", S, Y},
+    {"cluster.efficiency.hbm_by_kind.cross_entropy", S, Y},
+    {"cluster.efficiency.launch_us", S, Y},
     {"cluster.efficiency.cpu_adam_params_per_s_per_core", S, Y},
     {"cluster.efficiency.pageable_pcie_fraction", S, Y},
     {"cluster.efficiency.gemm_model", M, Y},

@@ -97,10 +97,11 @@ struct LinkSpec {                 // per GPU, one direction
 };
 
 // Achieved / peak HBM bandwidth per kind of memory-bound kernel (zrun calibrate measures each kind); 0 = not
-// given, the kernel runs at efficiency.hbm.
-enum class HbmKind { norm, softmax, activation, adam, quantize, copy };
+// given, the kernel runs at efficiency.hbm. softmax: eager attention's causal row softmax over the s x s scores;
+// cross_entropy: the loss's softmax over the vocabulary (rows of `vocab` logits).
+enum class HbmKind { norm, softmax, activation, adam, quantize, copy, cross_entropy };
 struct HbmByKind {
-  double norm = 0, softmax = 0, activation = 0, adam = 0, quantize = 0, copy = 0;
+  double norm = 0, softmax = 0, activation = 0, adam = 0, quantize = 0, copy = 0, cross_entropy = 0;
   double& of(HbmKind k) {
     switch (k) {
       case HbmKind::norm: return norm;
@@ -109,14 +110,15 @@ struct HbmByKind {
       case HbmKind::adam: return adam;
       case HbmKind::quantize: return quantize;
       case HbmKind::copy: return copy;
+      case HbmKind::cross_entropy: return cross_entropy;
     }
     return copy;
   }
   double of(HbmKind k) const { return const_cast<HbmByKind*>(this)->of(k); }
   bool operator==(const HbmByKind&) const = default;
 };
-inline constexpr HbmKind kHbmKinds[] = {HbmKind::norm, HbmKind::softmax, HbmKind::activation,
-                                        HbmKind::adam, HbmKind::quantize, HbmKind::copy};
+inline constexpr HbmKind kHbmKinds[] = {HbmKind::norm, HbmKind::softmax,  HbmKind::activation,   HbmKind::adam,
+                                        HbmKind::quantize, HbmKind::copy, HbmKind::cross_entropy};
 constexpr const char* to_string(HbmKind k) {
   switch (k) {
     case HbmKind::norm: return "norm";
@@ -125,6 +127,7 @@ constexpr const char* to_string(HbmKind k) {
     case HbmKind::adam: return "adam";
     case HbmKind::quantize: return "quantize";
     case HbmKind::copy: return "copy";
+    case HbmKind::cross_entropy: return "cross_entropy";
   }
   return "?";
 }
@@ -142,6 +145,9 @@ struct EfficiencySpec {
   // efficiency the model gives their unit's GEMM shapes instead of `gemm`. 16-bit and fp32 training.
   GemmModel gemm_model{};
   GemmModel gemm_model_fp32{};
+  // Fixed cost of one kernel launch in a compute op (zrun calibrate: an empty kernel, launch to launch), charged
+  // per launch the op makes beyond the GEMMs the GEMM model prices (docs/timing.md); 0 = launches cost nothing.
+  double launch_us = 0;
 };
 
 struct ClusterSpec {

@@ -310,6 +310,7 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
     real(std::string("cluster.efficiency.hbm_by_kind.") + to_string(k), c.efficiency.hbm_by_kind.of(k));
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
+  real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {
     real(block + ".launch_us", g.launch_us);
     real(block + ".max_efficiency", g.max_efficiency);

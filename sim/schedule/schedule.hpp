@@ -49,6 +49,9 @@ struct ComputeOp {
   Elements elements = 0;    // elements processed (optimizer: parameters updated)
   // quantize / dequantize / dequant_reduce: the quantized element type (int8: qwZ weights, int4: qgZ gradients).
   DType dtype = DType::int8;
+  // GPU kernels the op launches (forward / backward / recompute: counted as zrun's model runs the unit,
+  // sim/plan/kernel_launches.hpp); the engine charges each the profile's efficiency.launch_us. 0: not given.
+  int kernel_launches = 0;
   bool operator==(const ComputeOp&) const = default;  // field-wise (serialisation round trip)
 };
 

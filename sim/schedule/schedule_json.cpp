@@ -292,7 +292,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   switch (op.kind) {
     case OpKind::compute:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "compute", "device",
-                   "flops", "hbm_bytes", "elements", "dtype"});
+                   "flops", "hbm_bytes", "elements", "dtype", "kernel_launches"});
       op.compute.what = n.key("compute").enumerated(kComputeKinds);
       if (is_quantization(op.compute.what)) {
         op.compute.dtype = n.key("dtype").enumerated(kDTypes);
@@ -305,6 +305,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       op.compute.flops = n.has("flops") ? n.key("flops").number() : 0;
       op.compute.hbm_bytes = opt_integer(n, "hbm_bytes", 0, 0);
       op.compute.elements = opt_integer(n, "elements", 0, 0);
+      op.compute.kernel_launches = n.has("kernel_launches") ? n.key("kernel_launches").small_int(0) : 0;
       break;
     case OpKind::collective: {
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "collective", "group",
@@ -386,6 +387,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["hbm_bytes"] = op.compute.hbm_bytes;
       j["elements"] = op.compute.elements;
       if (is_quantization(op.compute.what)) j["dtype"] = to_string(op.compute.dtype);
+      if (op.compute.kernel_launches > 0) j["kernel_launches"] = op.compute.kernel_launches;
       break;
     case OpKind::collective:
       j["collective"] = to_string(op.collective.what);

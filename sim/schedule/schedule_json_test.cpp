@@ -46,6 +46,8 @@ Schedule every_kind() {
     op.compute = {ck, ck == ComputeKind::optimizer ? Device::cpu : Device::gpu, 1.2345678901234567e15 + n,
                   1000 + n, 7'000'000'001 + n};
     if (ck == ComputeKind::dequant_reduce || ck == ComputeKind::dequantize) op.compute.dtype = DType::int4;  // not the default
+    if (ck == ComputeKind::forward || ck == ComputeKind::backward || ck == ComputeKind::recompute)
+      op.compute.kernel_launches = 10 + n;
     s.add(op);
   }
   for (CollectiveKind ck : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
@@ -178,6 +180,21 @@ TEST(ScheduleJson, AQuantizationOpCarriesItsQuantizedDtypeAndNoOtherComputeOpHas
   json extra = j;
   extra["ops"][0]["dtype"] = "int8";
   EXPECT_NE(error_of(extra).find("ops[0].dtype"), std::string::npos);
+}
+
+TEST(ScheduleJson, AComputeOpsKernelLaunchesAreOptionalAndWrittenOnlyWhenGiven) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["ops"][0]["kernel_launches"], 11);  // forward
+  EXPECT_EQ(j["ops"][3].count("kernel_launches"), 0u);  // the optimizer: none given
+  json absent = j;
+  absent["ops"][0].erase("kernel_launches");
+  EXPECT_EQ(schedule_from_json(absent).ops[0].compute.kernel_launches, 0);
+  json negative = j;
+  negative["ops"][0]["kernel_launches"] = -1;
+  EXPECT_NE(error_of(negative).find("key 'ops[0].kernel_launches': must be >= 0"), std::string::npos);
+  json on_a_copy = j;
+  on_a_copy["ops"][12]["kernel_launches"] = 2;
+  EXPECT_NE(error_of(on_a_copy).find("ops[12].kernel_launches"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
