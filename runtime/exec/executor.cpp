@@ -391,10 +391,9 @@ StepResult Executor::run_step(std::int64_t step) {
   float mean = 0;
   for (float l : losses) mean += l / static_cast<float>(ga);
   // The mean over ranks: one all-reduce on the world group.
-  const int world_group = world_group_;
-  if (world_group >= 0 && s_.meta.world_size > 1) {
+  if (world_group_ >= 0 && s_.meta.world_size > 1) {
     ZRUN_CUDA_CHECK(cudaMemcpy(losses_, &mean, 4, cudaMemcpyHostToDevice));
-    comms_.all_reduce_sum(losses_, 1, world_group, streams_[0]);
+    comms_.all_reduce_sum(losses_, 1, world_group_, streams_[0]);
     ZRUN_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
     ZRUN_CUDA_CHECK(cudaMemcpy(&mean, losses_, 4, cudaMemcpyDeviceToHost));
     mean /= static_cast<float>(s_.meta.world_size);
@@ -540,13 +539,9 @@ void Executor::run_zeropp(const Op& op, cudaStream_t s) {
       },
       s);
   for (const std::string& t : scratch) gpu_.free(t, s);
-  if (metered && op.compute.what == ComputeKind::dequant_reduce) {
-    std::map<std::pair<int, int>, int> outputs;
-    for (const BufferUse& u : op.uses) outputs[{u.unit, u.tensor}] += u.role == Role::output;
-    for (const BufferUse& u : op.uses)
-      if (u.role == Role::output && outputs[{u.unit, u.tensor}] == 1)  // the final one: the reduced partition
-        qgz_meter_->compare({u.unit, u.tensor}, buffers_.at(u, rank_), u.bytes / plan_.elem_bytes, s);
-  }
+  if (metered)
+    for (const BufferUse* u : qgz_reduced_partitions(op))
+      qgz_meter_->compare({u->unit, u->tensor}, buffers_.at(*u, rank_), u->bytes / plan_.elem_bytes, s);
 }
 
 double Executor::qgz_accumulated_error() {
@@ -715,14 +710,18 @@ void Executor::run_collective(const Op& op, cudaStream_t s) {
 // order and the output's block j comes from member j; every pair of the op in one NCCL group (send / receive).
 void Executor::run_all_to_all(const Op& op, ncclComm_t comm, int n, cudaStream_t s) {
   if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
-  ZRUN_NCCL_CHECK(ncclGroupStart());
-  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {  // checked before the NCCL group opens
     const BufferUse& in = op.uses[i];
     const BufferUse& out = op.uses[i + 1];
     if (in.role != Role::input || out.role != Role::output || in.bytes != out.bytes || in.bytes % n || in.blocks > 1 ||
         out.blocks > 1)
       throw std::logic_error(fmt::format("op '{}': an all-to-all takes (input, output) pairs of one contiguous size "
                                          "that divides by the group's {} members", op.name, n));
+  }
+  ZRUN_NCCL_CHECK(ncclGroupStart());
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+    const BufferUse& in = op.uses[i];
+    const BufferUse& out = op.uses[i + 1];
     const std::size_t block = in.bytes / n;
     const std::byte* src = buffers_.at(in, rank_);
     std::byte* dst = buffers_.at(out, rank_);

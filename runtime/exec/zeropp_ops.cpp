@@ -196,6 +196,16 @@ void qgz_dequant_reduce(const Op& op, const ZeroppContext& c, const TensorUses& 
 
 }  // namespace
 
+std::vector<const BufferUse*> qgz_reduced_partitions(const Op& op) {
+  std::vector<const BufferUse*> v;
+  if (op.kind != zsim::OpKind::compute || op.compute.what != ComputeKind::dequant_reduce ||
+      op.compute.dtype != zsim::DType::int4)
+    return v;
+  for (const TensorUses& t : by_tensor(op))
+    if (t.out.size() == 1) v.push_back(t.out[0]);
+  return v;
+}
+
 void run_zeropp_op(const Op& op, const ZeroppContext& c, const UsePointer& at, const Scratch& scratch, cudaStream_t s) {
   if (op.compute.dtype == zsim::DType::int8) {
     if (op.compute.what == ComputeKind::quantize) qwz_quantize(op, c, at, s);

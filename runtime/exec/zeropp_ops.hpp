@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -30,5 +31,9 @@ using Scratch = std::function<std::byte*(zsim::Bytes)>;
 // uses are not what its kind and dtype need.
 void run_zeropp_op(const zsim::Op& op, const ZeroppContext& c, const UsePointer& at, const Scratch& scratch,
                    cudaStream_t stream);
+
+// qgZ's final dequant-reduce: each tensor's reduced partition (its only output), in the op's order; empty for any other
+// op (the requantizing dequant-reduce has two outputs per tensor).
+std::vector<const zsim::BufferUse*> qgz_reduced_partitions(const zsim::Op& op);
 
 }  // namespace zrun
