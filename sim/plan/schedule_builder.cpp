@@ -390,9 +390,15 @@ class Builder {
   // offload_param: where tensor k of unit u starts in the unit's staged partition (its gathered tensors' chunks, in
   // order, as params.partition has them).
   Elements staged_offset(int u, int k) const {
+    return gathered_before(u, k, [&](const TensorShape& t) { return partition_numel(t.numel(), p_.dp); });
+  }
+  // The elements `per_tensor` gives the gathered tensors of unit u before tensor k (a tensor's place in a buffer that
+  // holds one piece of each gathered tensor, in order).
+  template <class PerTensor>
+  Elements gathered_before(int u, int k, const PerTensor& per_tensor) const {
     Elements at = 0;
     for (int j = 0; j < k; ++j)
-      if (layout_.gathered[u][j] >= 0) at += partition_numel(p_.units[u].tensors[j].numel(), p_.dp);
+      if (layout_.gathered[u][j] >= 0) at += per_tensor(p_.units[u].tensors[j]);
     return at;
   }
   // This rank's partition of tensor (u, k) in params.partition.
@@ -406,9 +412,7 @@ class Builder {
     if (c.staged.count(u))  // offload_param: the partition's copy on the GPU
       return use(op, c.staged.at(u), e_ * staged_offset(u, k), e_ * c.chunk[i], role, access, u, k);
     if (!c.sec) return use_partition(op, u, k, role, access);
-    Elements at = 0;  // the tensor's offset in its unit's secondary buffer (the unit's gathered tensors, in order)
-    for (int j = 0; j < k; ++j)
-      if (layout_.gathered[u][j] >= 0) at += secondary_numel(p_.units[u].tensors[j]);
+    const Elements at = gathered_before(u, k, [&](const TensorShape& t) { return secondary_numel(t); });
     use(op, hpz_buffers_.at(u), e_ * at, e_ * c.chunk[i], role, access, u, k);
   }
 
