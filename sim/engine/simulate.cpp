@@ -1,9 +1,11 @@
 #include "sim/engine/simulate.hpp"
 
 #include <algorithm>
+#include <span>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "sim/engine/op_work.hpp"
 #include "sim/topology/max_min_fair.hpp"
@@ -56,50 +58,99 @@ void check_shape(const ClusterSpec& c, const Schedule& s) {
       throw std::invalid_argument("process group '" + g.name + "' does not fit the cluster");
 }
 
+// The cost inputs of an op (SimProgram::work_class): equal keys, equal op_work.
+struct WorkKey {
+  OpKind kind = OpKind::compute;
+  int unit = -1, layer = -1;
+  ComputeOp compute;
+  CollectiveOp collective;
+  CopyOp copy;
+  bool operator==(const WorkKey&) const = default;
+};
+
+struct WorkKeyHash {
+  std::size_t operator()(const WorkKey& k) const {
+    std::size_t h = static_cast<std::size_t>(k.kind);
+    auto mix = [&](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+    mix(static_cast<std::uint64_t>(k.unit));
+    mix(static_cast<std::uint64_t>(k.layer));
+    mix(static_cast<std::uint64_t>(k.compute.what));
+    mix(static_cast<std::uint64_t>(k.compute.flops));
+    mix(static_cast<std::uint64_t>(k.compute.hbm_bytes));
+    mix(static_cast<std::uint64_t>(k.collective.group));
+    mix(static_cast<std::uint64_t>(k.collective.bytes));
+    mix(static_cast<std::uint64_t>(k.copy.what));
+    mix(static_cast<std::uint64_t>(k.copy.bytes));
+    return h;
+  }
+};
+
+void assign_work_classes(const Schedule& s, std::vector<int>& work_class, std::vector<OpId>& class_op) {
+  work_class.assign(s.ops.size(), 0);
+  class_op.assign(1, -1);  // class 0: alloc / free
+  std::unordered_map<WorkKey, int, WorkKeyHash> classes;
+  for (const Op& op : s.ops) {
+    WorkKey key;
+    key.kind = op.kind;
+    switch (op.kind) {
+      case OpKind::alloc:
+      case OpKind::free: continue;
+      case OpKind::compute:
+        key.unit = op.unit;
+        key.layer = op.layer;
+        key.compute = op.compute;
+        break;
+      case OpKind::collective: key.collective = op.collective; break;
+      case OpKind::copy: key.copy = op.copy; break;
+    }
+    const auto [it, added] = classes.try_emplace(key, static_cast<int>(class_op.size()));
+    if (added) class_op.push_back(op.id);
+    work_class[op.id] = it->second;
+  }
+}
+
 class Engine {
  public:
-  Engine(const ClusterSpec& c, const Schedule& s, const SimOptions& o) : s_(s) {
+  Engine(const ClusterSpec& c, const SimProgram& p, const SimOptions& o) : s_(*p.schedule), p_(p) {
     if (o.limit_gpu_memory && c.gpu.hbm_bytes > 0) gpu_capacity_ = c.gpu.hbm_bytes;
     r_.links = rank_links(Topology(c));
-    const size_t n = s.ops.size();
-    work_.reserve(n);
-    for (const Op& op : s.ops) work_.push_back(op_work(op, s, c, r_.links, o));
+    const size_t n = s_.ops.size();
+    // What each work class costs on this cluster (class 0, alloc / free: nothing), in class order, which is
+    // program order of the classes' first ops: the first op to throw is the one an op-by-op pass would find.
+    const size_t classes = p.class_op.size();
+    fixed_s_.assign(classes, 0.0);
+    flow_bytes_.assign(classes, 0.0);
+    route_begin_.assign(classes + 1, 0);
+    for (size_t k = 1; k < classes; ++k) {
+      const OpWork w = op_work(s_.ops[p.class_op[k]], s_, c, r_.links, o);
+      fixed_s_[k] = w.fixed_s;
+      flow_bytes_[k] = w.flow_bytes;
+      route_uses_.insert(route_uses_.end(), w.route.begin(), w.route.end());
+      route_begin_[k + 1] = route_uses_.size();
+    }
     r_.ops.assign(n, {});
-    r_.stream_busy_s.assign(s.streams.size(), 0.0);
+    r_.stream_busy_s.assign(s_.streams.size(), 0.0);
     r_.link_bytes.assign(r_.links.bytes_per_s.size(), 0.0);
     state_.assign(n, State::waiting);
     waited_.assign(n, 0);
-    pending_.resize(n);
+    pending_ = p.deps;
     link_pending_.assign(n, 0);
-    link_dependents_.resize(n);
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
-    queue_.resize(s.streams.size());
-    head_.assign(s.streams.size(), 0);
-    busy_.assign(s.streams.size(), 0);
-    stream_of_.resize(n);
-    gpu_mem_.assign(n, GpuMem::none);
-    gpu_mem_bytes_.assign(n, 0);
-    for (const Op& op : s.ops) {
-      stream_of_[op.id] = op.stream;
-      if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu) {
-        gpu_mem_[op.id] = op.kind == OpKind::alloc ? GpuMem::alloc : GpuMem::free;
-        gpu_mem_bytes_[op.id] = op.mem.bytes;
-      }
-      pending_[op.id] = static_cast<int>(op.deps.size());
-      for (OpId d : op.deps) edges_.push_back({d, op.id});
-      queue_[op.stream].push_back(op.id);
-    }
+    head_.assign(s_.streams.size(), 0);
+    for (size_t st = 0; st < s_.streams.size(); ++st) head_[st] = p.queue_begin[st];
+    busy_.assign(s_.streams.size(), 0);
     if (o.share == SharePolicy::ordered) order_transfers_per_link();
-    build_dependents(n);
+    else link_dependents_begin_.assign(n + 1, 0);
   }
 
   TimingResult run() {
-    for (size_t st = 0; st < queue_.size(); ++st)
-      if (!queue_[st].empty()) candidates_.push_back(queue_[st][0]);
+    for (size_t st = 0; st + 1 < p_.queue_begin.size(); ++st)
+      if (p_.queue_begin[st] < p_.queue_begin[st + 1]) candidates_.push_back(p_.queue[p_.queue_begin[st]]);
     Seconds t = 0;
     size_t done = 0;
+    std::vector<OpId> finished;
     for (;;) {
       done += start_ready(t);
       // Ops in link_wait make no progress of their own: if only they run, the transfer they wait for is
@@ -126,7 +177,7 @@ class Engine {
         else if (state_[id] == State::flowing) next = std::min(next, t + remaining_[id] / rate_[id]);
       }
       const Seconds dt = next - t;
-      std::vector<OpId> finished;
+      finished.clear();
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
@@ -135,13 +186,13 @@ class Engine {
         if (state_[id] != State::flowing) continue;
         const bool ends = t + remaining_[id] / rate_[id] <= next;
         const double moved = ends ? remaining_[id] : rate_[id] * dt;
-        for (FlowUse u : work_[id].route) r_.link_bytes[u.link] += moved * u.coefficient;
+        for (FlowUse u : route(id)) r_.link_bytes[u.link] += moved * u.coefficient;
         remaining_[id] -= moved;
         if (ends) finished.push_back(id);
       }
       t = next;
       for (OpId id : finished) {
-        if (state_[id] == State::fixed && work_[id].flow_bytes > 0) {
+        if (state_[id] == State::fixed && flow_bytes_[p_.work_class[id]] > 0) {
           begin_flow_when_links_free(id);
         } else {
           finish(id, t);
@@ -153,7 +204,8 @@ class Engine {
     if (done != s_.ops.size())
       throw std::logic_error("schedule deadlocks: " + std::to_string(s_.ops.size() - done) + " ops never ran");
     r_.makespan_s = t;
-    r_.step_of_op = find_steps(s_, &r_.steps);
+    r_.step_of_op = p_.step_of_op;
+    r_.steps = p_.steps;
     for (StepSpan& sp : r_.steps) {
       sp.start_s = std::numeric_limits<double>::infinity();
       sp.end_s = 0;
@@ -167,6 +219,11 @@ class Engine {
   }
 
  private:
+  std::span<const FlowUse> route(OpId id) const {
+    const int k = p_.work_class[id];
+    return {route_uses_.data() + route_begin_[k], route_uses_.data() + route_begin_[k + 1]};
+  }
+
   // Starts every op whose deps are done and that heads an idle stream, cascading through zero-time ops.
   // Returns how many ops completed instantly.
   size_t start_ready(Seconds t) {
@@ -174,21 +231,20 @@ class Engine {
     while (!candidates_.empty()) {
       std::sort(candidates_.begin(), candidates_.end());
       candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
-      std::vector<OpId> batch;
-      batch.swap(candidates_);
-      for (OpId id : batch) {
-        const int st = stream_of_[id];
+      batch_.clear();
+      batch_.swap(candidates_);
+      for (OpId id : batch_) {
+        const int st = p_.stream_of[id];
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
-        if (head_[st] >= queue_[st].size() || queue_[st][head_[st]] != id) continue;
+        if (head_[st] >= p_.queue_begin[st + 1] || p_.queue[head_[st]] != id) continue;
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
-        const OpWork& w = work_[id];
-        if (w.fixed_s > 0) {
+        if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
-          fixed_end_[id] = t + w.fixed_s;
+          fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
           running_.push_back(id);
-        } else if (w.flow_bytes > 0) {
+        } else if (flow_bytes_[p_.work_class[id]] > 0) {
           begin_flow_when_links_free(id);
           running_.push_back(id);
         } else {
@@ -203,10 +259,10 @@ class Engine {
 
   // Tracks the rank's live GPU bytes; an alloc that does not fit waits for a free (limit_gpu_memory).
   bool admit_memory(OpId id) {
-    const GpuMem kind = gpu_mem_[id];
-    if (kind == GpuMem::none) return true;
-    const Bytes bytes = gpu_mem_bytes_[id];
-    if (kind == GpuMem::free) {
+    const char kind = p_.gpu_mem[id];
+    if (kind == kNoGpuMem) return true;
+    const Bytes bytes = p_.gpu_mem_bytes[id];
+    if (kind == kGpuFree) {
       live_gpu_ -= bytes;
       for (OpId b : blocked_) candidates_.push_back(b);
       blocked_.clear();
@@ -229,21 +285,30 @@ class Engine {
   // a copy's setup) run as soon as the op starts, concurrently with other transfers, as on real hardware
   // where a link is idle during another collective's latency steps.
   void order_transfers_per_link() {
+    const size_t n = s_.ops.size();
     std::vector<OpId> last(r_.links.bytes_per_s.size(), -1);
-    for (const Op& op : s_.ops) {
-      if (work_[op.id].flow_bytes <= 0) continue;
-      std::vector<OpId> before;
-      for (FlowUse u : work_[op.id].route) {
+    std::vector<std::pair<OpId, OpId>> edges;  // (earlier transfer, later transfer)
+    std::vector<OpId> before;
+    for (OpId id = 0; id < static_cast<OpId>(n); ++id) {
+      if (flow_bytes_[p_.work_class[id]] <= 0) continue;
+      before.clear();
+      for (FlowUse u : route(id)) {
         if (last[u.link] >= 0) before.push_back(last[u.link]);
-        last[u.link] = op.id;
+        last[u.link] = id;
       }
       std::sort(before.begin(), before.end());
       before.erase(std::unique(before.begin(), before.end()), before.end());
       for (OpId b : before) {
-        ++link_pending_[op.id];
-        link_dependents_[b].push_back(op.id);
+        ++link_pending_[id];
+        edges.push_back({b, id});
       }
     }
+    link_dependents_begin_.assign(n + 1, 0);
+    for (const auto& [from, to] : edges) ++link_dependents_begin_[from + 1];
+    for (size_t i = 0; i < n; ++i) link_dependents_begin_[i + 1] += link_dependents_begin_[i];
+    link_dependents_.resize(edges.size());
+    std::vector<std::size_t> next(link_dependents_begin_.begin(), link_dependents_begin_.end() - 1);
+    for (const auto& [from, to] : edges) link_dependents_[next[from]++] = to;
   }
 
   void begin_flow_when_links_free(OpId id) {
@@ -253,70 +318,61 @@ class Engine {
 
   void begin_flow(OpId id) {
     state_[id] = State::flowing;
-    remaining_[id] = work_[id].flow_bytes;
+    remaining_[id] = flow_bytes_[p_.work_class[id]];
     flows_changed_ = true;
   }
 
   void finish(OpId id, Seconds t) {
     if (state_[id] == State::flowing) flows_changed_ = true;
-    for (OpId d : link_dependents_[id])
-      if (--link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
+    for (std::size_t k = link_dependents_begin_[id]; k < link_dependents_begin_[id + 1]; ++k)
+      if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
     r_.ops[id].end_s = t;
-    const int st = stream_of_[id];
+    const int st = p_.stream_of[id];
     r_.stream_busy_s[st] += t - r_.ops[id].start_s;
     busy_[st] = 0;
-    if (++head_[st] < queue_[st].size()) candidates_.push_back(queue_[st][head_[st]]);
-    for (std::size_t k = dependents_begin_[id]; k < dependents_begin_[id + 1]; ++k)
-      if (const OpId d = dependents_[k]; --pending_[d] == 0) candidates_.push_back(d);
-  }
-
-  // Turns edges_ into the flat dependents_ lists, keeping each op's dependents in the order found.
-  void build_dependents(std::size_t n) {
-    dependents_begin_.assign(n + 1, 0);
-    for (const auto& [from, to] : edges_) ++dependents_begin_[from + 1];
-    for (std::size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
-    dependents_.resize(edges_.size());
-    std::vector<std::size_t> next(dependents_begin_.begin(), dependents_begin_.end() - 1);
-    for (const auto& [from, to] : edges_) dependents_[next[from]++] = to;
-    edges_ = {};
+    if (++head_[st] < p_.queue_begin[st + 1]) candidates_.push_back(p_.queue[head_[st]]);
+    for (std::size_t k = p_.dependents_begin[id]; k < p_.dependents_begin[id + 1]; ++k)
+      if (const OpId d = p_.dependents[k]; --pending_[d] == 0) candidates_.push_back(d);
   }
 
   void recompute_rates() {
-    std::vector<FlowPath> paths;
-    std::vector<OpId> ids;
+    flow_ids_.clear();
+    flow_routes_.clear();
     for (OpId id : running_)
       if (state_[id] == State::flowing) {
-        ids.push_back(id);
-        paths.push_back(work_[id].route);
+        flow_ids_.push_back(id);
+        flow_routes_.push_back(route(id));
       }
-    const std::vector<double> rates = max_min_fair_rates(paths, r_.links.bytes_per_s);
-    for (size_t i = 0; i < ids.size(); ++i) rate_[ids[i]] = rates[i];
+    max_min_fair_rates(flow_routes_, r_.links.bytes_per_s, rates_, scratch_);
+    for (size_t i = 0; i < flow_ids_.size(); ++i) rate_[flow_ids_[i]] = rates_[i];
     flows_changed_ = false;
   }
 
+  static constexpr char kNoGpuMem = 0, kGpuAlloc = 1, kGpuFree = 2;
+
   const Schedule& s_;
+  const SimProgram& p_;
   TimingResult r_;
-  std::vector<OpWork> work_;
+  // What each work class costs on this cluster (op_work), flat: a fixed part, then flow bytes over its route
+  // route_uses_[route_begin_[k] .. route_begin_[k + 1]).
+  std::vector<Seconds> fixed_s_;
+  std::vector<double> flow_bytes_;
+  std::vector<std::size_t> route_begin_;
+  std::vector<FlowUse> route_uses_;
   std::vector<State> state_;
   std::vector<int> pending_;
-  // Compact copies of what the hot loops need, so that they do not touch the (large) ops.
-  enum class GpuMem : char { none, alloc, free };
-  std::vector<int> stream_of_;     // s.ops[id].stream
-  std::vector<GpuMem> gpu_mem_;    // whether s.ops[id] allocates or frees GPU memory
-  std::vector<Bytes> gpu_mem_bytes_;  // and how much (s.ops[id].mem.bytes)
-  // Who waits for whom, as one flat array per op (CSR): dependents_[dependents_begin_[i] ..
-  // dependents_begin_[i + 1]) wait for op i, in the order the edges were found.
-  std::vector<std::pair<OpId, OpId>> edges_;  // (op, dependent), while constructing
-  std::vector<std::size_t> dependents_begin_;
-  std::vector<OpId> dependents_;
   std::vector<int> link_pending_;                   // ordered: earlier transfers on its links not yet done
-  std::vector<std::vector<OpId>> link_dependents_;  // ordered: later transfers waiting for this one's links
+  std::vector<std::size_t> link_dependents_begin_;  // ordered, CSR: later transfers waiting for this one's links
+  std::vector<OpId> link_dependents_;
   std::vector<double> remaining_, fixed_end_, rate_;
-  std::vector<std::vector<OpId>> queue_;
-  std::vector<size_t> head_;
+  std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue
   std::vector<char> busy_;
-  std::vector<OpId> candidates_, running_;
+  std::vector<OpId> candidates_, batch_, running_;
+  std::vector<OpId> flow_ids_;                      // recompute_rates' buffers, reused
+  std::vector<std::span<const FlowUse>> flow_routes_;
+  std::vector<double> rates_;
+  MaxMinScratch scratch_;
   bool flows_changed_ = false;
   Bytes gpu_capacity_ = std::numeric_limits<Bytes>::max();
   Bytes live_gpu_ = 0;
@@ -327,10 +383,50 @@ class Engine {
 
 }  // namespace
 
+SimProgram::SimProgram(const Schedule& s) : schedule(&s) {
+  const size_t n = s.ops.size();
+  stream_of.resize(n);
+  deps.resize(n);
+  gpu_mem.assign(n, 0);
+  gpu_mem_bytes.assign(n, 0);
+  dependents_begin.assign(n + 1, 0);
+  queue_begin.assign(s.streams.size() + 1, 0);
+  for (const Op& op : s.ops) {
+    stream_of[op.id] = op.stream;
+    if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == Tier::gpu) {
+      gpu_mem[op.id] = op.kind == OpKind::alloc ? 1 : 2;
+      gpu_mem_bytes[op.id] = op.mem.bytes;
+    }
+    deps[op.id] = static_cast<int>(op.deps.size());
+    for (OpId d : op.deps) ++dependents_begin[d + 1];
+    ++queue_begin[op.stream + 1];
+  }
+  for (size_t i = 0; i < n; ++i) dependents_begin[i + 1] += dependents_begin[i];
+  for (size_t st = 0; st < s.streams.size(); ++st) queue_begin[st + 1] += queue_begin[st];
+  dependents.resize(dependents_begin[n]);
+  queue.resize(n);
+  std::vector<std::size_t> next_dependent(dependents_begin.begin(), dependents_begin.end() - 1);
+  std::vector<std::size_t> next_in_queue(queue_begin.begin(), queue_begin.end() - 1);
+  for (const Op& op : s.ops) {
+    for (OpId d : op.deps) dependents[next_dependent[d]++] = op.id;
+    queue[next_in_queue[op.stream]++] = op.id;
+  }
+  step_of_op = find_steps(s, &steps);
+  assign_work_classes(s, work_class, class_op);
+}
+
+TimingResult simulate(const ClusterSpec& cluster, const SimProgram& program, const SimOptions& options) {
+  const Schedule& schedule = *program.schedule;
+  if (!options.schedule_checked) check_schedule(schedule);
+  check_shape(cluster, schedule);
+  return Engine(cluster, program, options).run();
+}
+
 TimingResult simulate(const ClusterSpec& cluster, const Schedule& schedule, const SimOptions& options) {
   if (!options.schedule_checked) check_schedule(schedule);
   check_shape(cluster, schedule);
-  return Engine(cluster, schedule, options).run();
+  const SimProgram program(schedule);
+  return Engine(cluster, program, options).run();
 }
 
 }  // namespace zsim

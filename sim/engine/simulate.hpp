@@ -45,9 +45,36 @@ struct TimingResult {
   Seconds window_begin_s() const;
 };
 
+// The engine's view of a schedule that depends on no cluster figure: each op's stream, dependency count and
+// GPU alloc / free bytes, who waits for whom, each stream's queue, the step segmentation. simulate() builds one per
+// call; a caller timing one schedule under many clusters (a sweep's group, sim/cli/sweep_groups.hpp) builds it
+// once. Refers to the schedule, which must outlive it.
+struct SimProgram {
+  explicit SimProgram(const Schedule& s);
+  const Schedule* schedule = nullptr;
+  std::vector<int> stream_of;               // by op id
+  std::vector<int> deps;                    // by op id: how many ops it waits for
+  std::vector<char> gpu_mem;                // by op id: 0 none, 1 GPU alloc, 2 GPU free
+  std::vector<Bytes> gpu_mem_bytes;         // by op id: the alloc's or free's bytes
+  std::vector<std::size_t> dependents_begin;  // CSR: dependents[dependents_begin[i] .. [i + 1]) wait for op i,
+  std::vector<OpId> dependents;               // in the order their deps list them in program order
+  std::vector<std::size_t> queue_begin;     // CSR by stream: queue[queue_begin[s] .. [s + 1]) its ops in order
+  std::vector<OpId> queue;
+  std::vector<StepSpan> steps;              // find_steps' spans (times 0)
+  std::vector<int> step_of_op;              // find_steps
+  // Ops whose cost inputs are equal (kind; a compute op's unit, layer and ComputeOp; a collective's CollectiveOp;
+  // a copy's CopyOp: a superset of what op_work reads) share a work class, so that each run prices a class once
+  // (a micro-step repeats every op of the one before). Class 0: alloc / free (no work). class_op[c]: the class's
+  // first op in program order.
+  std::vector<int> work_class;              // by op id
+  std::vector<OpId> class_op;
+};
+
 // Throws std::invalid_argument when the schedule's shape does not match the cluster (world size, nodes,
 // GPUs per node) or an op needs a link or unit with zero capacity; std::logic_error on a malformed schedule.
 TimingResult simulate(const ClusterSpec& cluster, const Schedule& schedule, const SimOptions& options = {});
+// The same with the schedule's program already built (program.schedule is the schedule timed).
+TimingResult simulate(const ClusterSpec& cluster, const SimProgram& program, const SimOptions& options = {});
 
 // The step segmentation simulate() uses (exposed for tests and the report).
 std::vector<int> find_steps(const Schedule& s, std::vector<StepSpan>* spans);

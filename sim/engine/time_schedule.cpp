@@ -13,7 +13,8 @@ TimeOutputs time_schedule(const Scenario& scenario, const Schedule& schedule, co
   options.share = request.share;
   options.schedule_checked = request.schedule_checked;
   TimeOutputs out;
-  out.result = simulate(scenario.cluster, schedule, options);
+  out.result = request.program ? simulate(scenario.cluster, *request.program, options)
+                               : simulate(scenario.cluster, schedule, options);
   if (request.throughput_only) {
     out.report = summarize_throughput(schedule, out.result);
     return out;

@@ -21,6 +21,7 @@ struct TimeRequest {
   int top_contributors = 5;
   bool throughput_only = false;  // report = summarize_throughput() only; no terminal / JSON (sweeps)
   bool schedule_checked = false; // SimOptions::schedule_checked
+  const SimProgram* program = nullptr;  // the schedule's SimProgram when the caller keeps one (else built here)
 };
 
 struct TimeOutputs {
@@ -32,7 +33,8 @@ struct TimeOutputs {
   std::string csv;             // per-op CSV, when want_csv
 };
 
-// Uses scenario.cluster and scenario.training.precision. Throws what simulate() throws.
+// Uses scenario.cluster and scenario.training.precision. Throws what simulate() throws. request.program, when
+// given, must be the program of `schedule`.
 TimeOutputs time_schedule(const Scenario& scenario, const Schedule& schedule, const TimeRequest& request = {});
 
 }  // namespace zsim

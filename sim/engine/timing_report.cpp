@@ -170,8 +170,10 @@ namespace {
 
 void throughput(const Schedule& s, const TimingResult& t, TimingReport& r) {
   const int last = static_cast<int>(t.steps.size()) - 1;
-  for (const Op& op : s.ops) {
-    if (last < 0 || op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
+  // The last step's ops all lie in its span [first, last] (find_steps); the init ops inside it are skipped.
+  for (OpId id = last < 0 ? 0 : t.steps[last].first; last >= 0 && id <= t.steps[last].last; ++id) {
+    const Op& op = s.ops[id];
+    if (op.kind != OpKind::compute || t.step_of_op[op.id] != last) continue;
     const ComputeKind w = op.compute.what;
     if (w == ComputeKind::forward || w == ComputeKind::backward) r.model_flops_per_gpu += op.compute.flops;
     if (w == ComputeKind::forward || w == ComputeKind::backward || w == ComputeKind::recompute)

@@ -6,12 +6,16 @@
 
 namespace zsim {
 
-std::vector<double> max_min_fair_rates(const std::vector<FlowPath>& flows, const std::vector<double>& capacity) {
+void max_min_fair_rates(std::span<const std::span<const FlowUse>> flows, const std::vector<double>& capacity,
+                        std::vector<double>& rate, MaxMinScratch& scratch) {
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> rate(flows.size(), 0.0);
-  std::vector<char> frozen(flows.size(), 0);
-  std::vector<double> residual = capacity;
-  std::vector<double> weight(capacity.size());
+  rate.assign(flows.size(), 0.0);
+  std::vector<char>& frozen = scratch.frozen;
+  frozen.assign(flows.size(), 0);
+  std::vector<double>& residual = scratch.residual;
+  residual = capacity;
+  std::vector<double>& weight = scratch.weight;
+  weight.resize(capacity.size());
   size_t active = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
     for (const FlowUse& u : flows[f]) {
@@ -25,6 +29,7 @@ std::vector<double> max_min_fair_rates(const std::vector<FlowPath>& flows, const
       ++active;
     }
   }
+  std::vector<char>& full = scratch.full;
   while (active > 0) {
     std::fill(weight.begin(), weight.end(), 0.0);
     for (size_t f = 0; f < flows.size(); ++f)
@@ -35,7 +40,7 @@ std::vector<double> max_min_fair_rates(const std::vector<FlowPath>& flows, const
       if (weight[l] > 0) delta = std::min(delta, std::max(residual[l], 0.0) / weight[l]);
     for (size_t f = 0; f < flows.size(); ++f)
       if (!frozen[f]) rate[f] += delta;
-    std::vector<char> full(capacity.size(), 0);
+    full.assign(capacity.size(), 0);
     for (size_t l = 0; l < capacity.size(); ++l) {
       if (weight[l] <= 0) continue;
       residual[l] -= weight[l] * delta;
@@ -51,6 +56,13 @@ std::vector<double> max_min_fair_rates(const std::vector<FlowPath>& flows, const
         }
     }
   }
+}
+
+std::vector<double> max_min_fair_rates(const std::vector<FlowPath>& flows, const std::vector<double>& capacity) {
+  std::vector<std::span<const FlowUse>> spans(flows.begin(), flows.end());
+  std::vector<double> rate;
+  MaxMinScratch scratch;
+  max_min_fair_rates(spans, capacity, rate, scratch);
   return rate;
 }
 
