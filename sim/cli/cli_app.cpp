@@ -12,6 +12,7 @@
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"
 #include "sim/scenario/yaml_document.hpp"
+#include "sim/cli/sweep_groups.hpp"
 #include "sim/sweep/progress_bar.hpp"
 #include "sim/sweep/sweep.hpp"
 #include "sim/sweep/sweep_csv.hpp"
@@ -88,16 +89,22 @@ int run_sweep_command(const Arguments& a, std::ostream& out, std::ostream& err) 
   for (const auto& g : a.grid) axes.push_back(parse_grid_axis(g));
   PipelineOptions o;
   o.steps = a.steps;
-  const SweepEvaluator evaluate = [&](const std::vector<std::string>& point) {
+  const auto parse_point = [&](const std::vector<std::string>& point) {
     std::vector<std::string> overrides = a.overrides;
     overrides.insert(overrides.end(), point.begin(), point.end());
-    return evaluate_sweep_point(parse(overrides), o);
+    return parse(overrides);
+  };
+  // Points that differ only in what the timing reads share one schedule (sweep_groups.hpp).
+  SweepGroups groups(o);
+  const SweepGrouper group = [&](const std::vector<std::string>& point) { return groups.add_point(parse_point(point)); };
+  const SweepEvaluator evaluate = [&](const std::vector<std::string>& point) {
+    return groups.evaluate(parse_point(point));
   };
   const unsigned threads = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
   const SweepShard shard = a.shard.empty() ? SweepShard{} : parse_shard(a.shard);
   ProgressBar bar;
   const SweepResult r =
-      run_sweep(axes, evaluate, threads, [&](std::size_t d, std::size_t n) { bar.update(d, n); }, shard);
+      run_sweep(axes, evaluate, threads, [&](std::size_t d, std::size_t n) { bar.update(d, n); }, shard, group);
   const bool all_invalid = std::none_of(r.points.begin(), r.points.end(), [](auto& p) { return p.valid; });
   if (all_invalid && !r.points.empty()) {
     err << "zsim sweep: no point of the grid is a valid scenario; the first says:\n"

@@ -32,12 +32,12 @@ PipelineResult run_pipeline(const Scenario& scenario, const PipelineOptions& opt
   return r;
 }
 
-namespace {
-
-bool prices_repeats_once(const Scenario& scenario, const PipelineOptions& options) {
+bool tries_repeated_micro_steps(const Scenario& scenario, const PipelineOptions& options) {
   return options.repeat_from_micro_steps > 0 && scenario.training.grad_accum >= options.repeat_from_micro_steps &&
          !options.want_trace && !options.want_csv;
 }
+
+namespace {
 
 RepeatOptions repeat_options(const PipelineOptions& options) {
   RepeatOptions o;
@@ -51,7 +51,7 @@ RepeatOptions repeat_options(const PipelineOptions& options) {
 ReportOutputs scenario_to_report(const Scenario& scenario, const PipelineOptions& options) {
   ReportOutputs out;
   Report report;
-  if (auto fast = prices_repeats_once(scenario, options)
+  if (auto fast = tries_repeated_micro_steps(scenario, options)
                       ? report_by_repeated_micro_steps(scenario, repeat_options(options))
                       : std::nullopt) {
     report = std::move(fast->report);
@@ -100,7 +100,7 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
   // Prune before timing: the memory walk alone decides whether the point fits. A point that does not fit
   // is neither walked for communication nor simulated (its step figures stay 0); one that fits gets the
   // same figures as run_pipeline (bench/fast_paths_test.cpp).
-  if (prices_repeats_once(scenario, options)) {
+  if (tries_repeated_micro_steps(scenario, options)) {
     if (auto fast = report_by_repeated_micro_steps(scenario, repeat_options(options))) {
       SweepPoint p = sweep_point_from(fast->report.memory);
       if (!p.fits) return p;
@@ -114,13 +114,21 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
   const Plan plan = make_plan(scenario);
   const Schedule schedule = make_schedule(scenario, plan, options.steps);
   check_schedule(schedule);
-  SweepPoint p = sweep_point_from(walk_memory(schedule, capacity_of(scenario)));
+  return sweep_point_of_schedule(scenario, schedule, walk_memory(schedule, capacity_of(scenario)), options);
+}
+
+SweepPoint sweep_point_of_schedule(const Scenario& scenario, const Schedule& schedule, const MemoryWalk& memory,
+                                   const PipelineOptions& options, std::optional<Bytes> cross_node_bytes_per_gpu,
+                                   const SimProgram* program) {
+  SweepPoint p = sweep_point_from(memory);
   if (!p.fits) return p;
-  p.cross_node_bytes_per_gpu = walk_comm(schedule).cross_node_per_gpu.total();
+  p.cross_node_bytes_per_gpu =
+      cross_node_bytes_per_gpu ? *cross_node_bytes_per_gpu : walk_comm(schedule).cross_node_per_gpu.total();
   TimeRequest request;
   request.share = options.share;
   request.throughput_only = true;  // a point needs step time, tokens/s and TFLOPS, not the full timing report
   request.schedule_checked = true;
+  request.program = program;
   const TimeOutputs time = time_schedule(scenario, schedule, request);
   p.step_s = time.report.step_s;
   p.tokens_per_s = time.report.tokens_per_s;

@@ -2,9 +2,11 @@
 // The CLI and the sweep call only these functions; nothing here writes files (the CLI writes what they
 // return, atomically).
 #pragma once
+#include <optional>
 #include <string>
 
 #include "sim/engine/time_schedule.hpp"
+#include "sim/report/memory_walk.hpp"
 #include "sim/report/report.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/schedule/schedule.hpp"
@@ -48,5 +50,18 @@ std::string scenario_to_schedule_json(const Scenario& scenario, int steps = 1);
 
 // One sweep point: the scenario (already loaded with the point's overrides) through the pipeline.
 SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions& options = {});
+
+// Whether scenario_to_report / evaluate_sweep_point try pricing the repeated micro-steps once (grad_accum at least
+// options.repeat_from_micro_steps, no trace or CSV asked for) rather than running the unrolled program.
+bool tries_repeated_micro_steps(const Scenario& scenario, const PipelineOptions& options);
+
+// The unrolled path of evaluate_sweep_point, from the point's checked schedule and its memory walk: a point that
+// does not fit gets the walk's figures only; one that fits gets the cross-node bytes (`cross_node_bytes_per_gpu`,
+// computed by walk_comm when the caller has not) and is timed. sim/cli/sweep_groups.hpp shares the schedule and
+// walks between points.
+// `program`, when given, is the schedule's SimProgram, kept by the caller for many points.
+SweepPoint sweep_point_of_schedule(const Scenario& scenario, const Schedule& schedule, const MemoryWalk& memory,
+                                   const PipelineOptions& options, std::optional<Bytes> cross_node_bytes_per_gpu = {},
+                                   const SimProgram* program = nullptr);
 
 }  // namespace zsim

@@ -32,6 +32,7 @@ struct MemoryCapacity {
   Bytes gpu = 0;
   Bytes cpu = 0;
   Bytes nvme = 0;
+  bool operator==(const MemoryCapacity&) const = default;
 };
 MemoryCapacity capacity_of(const Scenario& s);  // gpu.hbm_bytes, host.memory_bytes, nvme.bytes
 

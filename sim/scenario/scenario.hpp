@@ -53,6 +53,7 @@ struct ModelSpec {
   Attention attention = Attention::flash;
   double attention_dropout = 0.0;      // dropout on the attention probabilities; 0 = no mask kept
   double hidden_dropout = 0.0;         // dropout after the attention and MLP outputs; 0 = no masks kept
+  bool operator==(const ModelSpec&) const = default;
 };
 
 struct TrainingSpec {
@@ -64,6 +65,7 @@ struct TrainingSpec {
   // dtype, engine.py DeepSpeedEngine.communication_data_type).
   std::optional<Precision> communication_data_type;
   Checkpointing activation_checkpointing = Checkpointing::full;
+  bool operator==(const TrainingSpec&) const = default;
 };
 
 struct GpuSpec {
@@ -168,6 +170,7 @@ struct OffloadOptimizerConfig {
   std::string nvme_path;
   int buffer_count = 4;
   double ratio = 1.0;             // fraction of the optimizer step done on the CPU
+  bool operator==(const OffloadOptimizerConfig&) const = default;
 };
 
 struct OffloadParamConfig {
@@ -177,12 +180,14 @@ struct OffloadParamConfig {
   int buffer_count = 5;
   Elements buffer_size = 100'000'000;
   Elements max_in_cpu = 1'000'000'000;
+  bool operator==(const OffloadParamConfig&) const = default;
 };
 
 struct LocoConfig {
   bool enabled = false;           // true when zeropp_loco_param is given
   double err_beta = 0.8;
   int reset_T = 1024;
+  bool operator==(const LocoConfig&) const = default;
 };
 
 // DeepSpeed's zero_optimization block; same names, same meanings, sizes in elements as DeepSpeed has them.
@@ -208,6 +213,7 @@ struct ZeroConfig {
   LocoConfig zeropp_loco_param;
   bool stage3_allgather_sequential = false;
   bool stage3_use_all_reduce_for_fetch_params = false;  // fetch by all-reduce of a zero-padded buffer
+  bool operator==(const ZeroConfig&) const = default;
 };
 
 struct Scenario {

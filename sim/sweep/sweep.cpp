@@ -11,16 +11,44 @@
 
 namespace zsim {
 
+namespace {
+
+// The order to evaluate the shard's points in (positions into `indices`): grid order, or group by group.
+std::vector<std::size_t> evaluation_order(const std::vector<GridAxis>& axes, const std::vector<std::size_t>& indices,
+                                          unsigned threads, const SweepGrouper& group) {
+  std::vector<std::size_t> order(indices.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  if (!group) return order;
+  constexpr std::size_t kAlone = static_cast<std::size_t>(-1);
+  const std::vector<std::size_t> ids = parallel_map<std::size_t>(indices.size(), threads, [&](std::size_t k) {
+    try {
+      return group(grid_point(axes, indices[k]));
+    } catch (const std::exception&) {
+      return kAlone;
+    }
+  });
+  std::map<std::size_t, std::size_t> first;  // group id -> position of its first point
+  std::vector<std::size_t> rank(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k)
+    rank[k] = ids[k] == kAlone ? k : first.try_emplace(ids[k], k).first->second;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
+  return order;
+}
+
+}  // namespace
+
 SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& evaluate, unsigned threads,
-                      const std::function<void(std::size_t, std::size_t)>& progress, const SweepShard& shard) {
+                      const std::function<void(std::size_t, std::size_t)>& progress, const SweepShard& shard,
+                      const SweepGrouper& group) {
   SweepResult r;
   r.axes = axes;
   const std::vector<std::size_t> indices = shard_indices(grid_size(axes), shard);
   const std::size_t n = indices.size();
-  r.points = parallel_map<SweepPoint>(
+  const std::vector<std::size_t> order = evaluation_order(axes, indices, threads, group);
+  std::vector<SweepPoint> evaluated = parallel_map<SweepPoint>(
       n, threads,
       [&](std::size_t k) {
-        const std::size_t i = indices[k];
+        const std::size_t i = indices[order[k]];
         auto overrides = grid_point(axes, i);
         try {
           SweepPoint p = evaluate(overrides);
@@ -39,6 +67,8 @@ SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& e
       [&](std::size_t done) {
         if (progress) progress(done, n);
       });
+  r.points.resize(n);
+  for (std::size_t k = 0; k < n; ++k) r.points[order[k]] = std::move(evaluated[k]);
   return r;
 }
 

@@ -32,6 +32,12 @@ struct SweepPoint {
 
 using SweepEvaluator = std::function<SweepPoint(const std::vector<std::string>& overrides)>;
 
+// Optional: the group a point belongs to. Points of one group are evaluated one after another (groups in the
+// order of their first point, grid order inside a group), so that an evaluator can build what they share once and
+// drop it when the group is done (sim/cli/sweep_groups.hpp). Results are the same in any order; a point whose
+// grouper throws is evaluated on its own.
+using SweepGrouper = std::function<std::size_t(const std::vector<std::string>& overrides)>;
+
 struct SweepResult {
   std::vector<GridAxis> axes;
   std::vector<SweepPoint> points;      // in grid order (a shard: its points only)
@@ -39,10 +45,10 @@ struct SweepResult {
 
 // Evaluates every grid point of `shard` (default: the whole grid) with `threads` workers; an exception from the
 // evaluator marks that point invalid with its message. `progress(done, total)` is called after each point
-// (serialised), total being the shard's points.
+// (serialised), total being the shard's points. With a grouper, the points are evaluated group by group.
 SweepResult run_sweep(const std::vector<GridAxis>& axes, const SweepEvaluator& evaluate, unsigned threads,
                       const std::function<void(std::size_t, std::size_t)>& progress = {},
-                      const SweepShard& shard = {});
+                      const SweepShard& shard = {}, const SweepGrouper& group = {});
 
 // Indices of the points that fit, best first: tokens/s descending, ties broken by grid order.
 std::vector<std::size_t> rank_fitting(const SweepResult& r);

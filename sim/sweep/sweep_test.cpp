@@ -81,6 +81,34 @@ TEST(Sweep, InvalidPointsAreRecordedNotFatal) {
   EXPECT_NE(r.points[1].invalid_reason.find("stage must be 0-3"), std::string::npos);
 }
 
+TEST(Sweep, AGrouperMakesEachGroupsPointsRunOneAfterAnotherAndChangesNoResult) {
+  const std::vector<GridAxis> axes = {{"stage", {"1", "2", "9", "3"}}, {"bucket", {"5", "7", "8"}}};
+  std::vector<std::string> order;  // the bucket of each point as evaluated (one thread)
+  const auto recording = [&](const std::vector<std::string>& o) {
+    order.push_back(o[1]);
+    return fake_evaluate(o);
+  };
+  // Group by bucket; stage 9's grouper throws (evaluated on its own, still marked invalid by the evaluator).
+  const SweepGrouper by_bucket = [](const std::vector<std::string>& o) -> std::size_t {
+    if (o[0] == "stage=9") throw std::runtime_error("no group");
+    return std::stoul(o[1].substr(o[1].find('=') + 1));
+  };
+  const SweepResult grouped = run_sweep(axes, recording, 1, {}, {}, by_bucket);
+  const SweepResult plain = run_sweep(axes, fake_evaluate, 3);
+  ASSERT_EQ(grouped.points.size(), plain.points.size());
+  for (std::size_t i = 0; i < plain.points.size(); ++i) {
+    EXPECT_EQ(grouped.points[i].index, i);
+    EXPECT_EQ(grouped.points[i].overrides, plain.points[i].overrides);
+    EXPECT_EQ(grouped.points[i].valid, plain.points[i].valid);
+    EXPECT_EQ(grouped.points[i].tokens_per_s, plain.points[i].tokens_per_s);
+  }
+  // Groups in the order of their first point, grid order inside: bucket 5's three points, then 7's, then 8's;
+  // a point without a group ranks by its own position (the stage-9 points, 6th to 8th in the grid).
+  EXPECT_EQ(order, (std::vector<std::string>{"bucket=5", "bucket=5", "bucket=5", "bucket=7", "bucket=7", "bucket=7",
+                                             "bucket=8", "bucket=8", "bucket=8", "bucket=5", "bucket=7",
+                                             "bucket=8"}));
+}
+
 TEST(Sweep, RankingKeepsOnlyFittingPointsBestFirst) {
   auto r = run_sweep({{"stage", {"0", "1", "3", "2"}}, {"bucket", {"5", "7"}}}, fake_evaluate, 3);
   auto ranked = rank_fitting(r);
