@@ -36,12 +36,20 @@ void require_capacity(const Op& op, const FlowPath& route, const RankLinks& link
                                   links.names[u.link] + ", which has zero bandwidth in the cluster spec");
 }
 
-OpWork collective_work(const Op& op, const Schedule& s, const RankLinks& links) {
+OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
   const CollectiveOp& col = op.collective;
   const ProcessGroup& g = s.groups.at(col.group);
   const int n = g.size;
-  if (n <= 1 || col.bytes <= 0) return w;
+  if (col.bytes <= 0) return w;
+  if (n <= 1) {
+    // NCCL's one-rank path (src/enqueue.cc: nRanks == 1 -> ncclLaunchOneRank): an out-of-place call copies the
+    // buffer, an averaging one (ncclAvg: PreMulSum) runs a kernel over it; only an in-place plain sum is free, and
+    // DeepSpeed's reductions then divide the gradients by the world size in a kernel of their own. Each reads and
+    // writes the bytes once in HBM: a device copy.
+    w.fixed_s = device_copy_s(col.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
+    return w;
+  }
   const double S = static_cast<double>(col.bytes);
   const int k = g.nodes_spanned();
   Seconds inter_latency = links.nvlink_latency_s;  // a group on one node has no network steps
@@ -205,7 +213,7 @@ double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o) {
   switch (op.kind) {
     case OpKind::compute: return compute_work(op, s, c, o);
-    case OpKind::collective: return collective_work(op, s, links);
+    case OpKind::collective: return collective_work(op, s, c, links);
     case OpKind::copy: return copy_work(op, c, links);
     case OpKind::alloc:
     case OpKind::free: return {};

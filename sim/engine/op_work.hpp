@@ -23,6 +23,7 @@ struct OpWork {
 // NVLink the rest, and the leaf uplink the part of the NIC traffic that leaves the leaf. Copies: PCIe
 // latency then bytes over PCIe (pageable: 1/pageable_pcie_fraction link bytes per byte); NVMe reads and
 // writes over the node's NVMe share; device copies (d2d) read and write their bytes in HBM (transfer_cost.hpp).
+// A collective of a one-rank group: a device copy of its bytes (NCCL's one-rank path copies or averages the buffer).
 // The program timed is rank 0's: a copy with a `rank` other than 0 costs nothing. Compute (GPU): forward,
 // backward and recompute the GEMM time plus the memory-bound time of its hbm_bytes (separate kernels run one after
 // the other), other kinds the roofline; bytes run at efficiency.hbm_for(kind): norm, softmax (eager attention's

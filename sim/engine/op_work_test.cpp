@@ -3,6 +3,7 @@
 
 #include "cost_models/compute_cost.hpp"
 #include "cost_models/gemm_model.hpp"
+#include "cost_models/transfer_cost.hpp"
 #include "sim/engine/simulate.hpp"
 #include "sim/engine/test_schedules.hpp"
 
@@ -55,6 +56,21 @@ TEST(OpWork, WithoutPerKindKeysEveryMemoryBoundKindRunsAtEfficiencyHbm) {
   EXPECT_DOUBLE_EQ(step(c, ComputeKind::quantize), at_hbm);  // its own kind not given: efficiency.hbm
   c.efficiency.hbm_by_kind.quantize = 0.2;
   EXPECT_DOUBLE_EQ(step(c, ComputeKind::quantize), memory_bound_s(bytes, c.gpu.hbm_GBps, 0.2));
+}
+
+// NCCL with one rank (enqueue.cc -> ncclLaunchOneRank) copies an out-of-place buffer or runs its averaging kernel
+// over it: every collective of a one-rank group reads and writes its bytes once, as a device copy.
+TEST(OpWork, AOneRankCollectiveCostsADeviceCopyOfItsBytes) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.copy = 0.5;
+  const double expected = device_copy_s(1'000'000'000, c.gpu.hbm_GBps, 0.5);
+  for (const CollectiveKind what : {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                    CollectiveKind::reduce_scatter}) {
+    ScheduleBuilder b(c);
+    const int one = b.group("one", 1, 1);
+    b.collective("c", Phase::backward, what, one, 1'000'000'000);
+    EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
+  }
 }
 
 TEST(OpWork, ADeviceCopyRunsAtTheCopyKindsEfficiency) {
