@@ -154,8 +154,8 @@ class Builder {
         persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
                             e_ * p_.persistent_params, ph, compute_);
       if (p_.param_device == OffloadDevice::nvme && !p_.sub_groups.empty()) {
-        // DeepSpeed's partitioned_swap_buffer (stage3.py `_configure_tensor_swapping` ->
-        // partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
+        // DeepSpeed's partitioned_swap_buffer (stage3.py, building the 16-bit sub-groups:
+        // `should_create_fp16_flat_reuse_buffer` -> partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
         // run, into which `swap_out_partitioned_params` writes each sub-group's updated weights before their NVMe
         // writes. Sized here to the largest sub-group (DeepSpeed sums the io-aligned numels of that sub-group's
         // params, see docs/schedule-semantics.md "Offload").
