@@ -284,17 +284,27 @@ class Stage3World {
 
   void run() {
     for (const Op& op : sch_.ops) {
-      // The step must gather the persistent tensors anew: forget them when it begins.
-      if (op.phase == Phase::step && !step_begun_ && persistent_ >= 0) {
-        step_begun_ = true;
-        for (auto& rank : mem_[persistent_]) std::fill(rank.begin(), rank.end(), 0);
+      // Each step must gather the persistent tensors anew: forget them when its optimizer phase begins.
+      if (op.phase == Phase::step && !in_step_) {
+        in_step_ = true;
+        ++steps_begun_;
+        if (persistent_ >= 0)
+          for (auto& rank : mem_[persistent_]) std::fill(rank.begin(), rank.end(), 0);
+      }
+      if (op.phase != Phase::step && op.phase != Phase::init && in_step_) {
+        // A new step: grads.partition starts it at zero (its partition copies add; docs/schedule-semantics.md).
+        in_step_ = false;
+        if (grad_partition_ >= 0 && grad_esz_ == 2 * e_)
+          for (auto& rank : mem_[grad_partition_]) std::fill(rank.begin(), rank.end(), 0);
       }
       switch (op.kind) {
         case OpKind::alloc: {
           for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(2 * op.mem.bytes, 0));
           if (op.mem.buffer == "params.partition") init_partition(op.id);
           if (op.mem.buffer == "params.persistent") init_persistent(op.id);
-          if (op.mem.buffer == "grads.partition") grad_partition_ = op.id;
+          if (op.mem.buffer == "optimizer") init_master(op.id);
+          if (op.mem.buffer == "grads.partition") grad_partition_ = op.id, grad_esz_ = 2 * e_;
+          if (op.mem.buffer == "grads.fp32") grad_partition_ = op.id, grad_esz_ = 8;  // the CPU optimizer's, fp32
           break;
         }
         case OpKind::free: break;  // the check_schedule test covers liveness
@@ -305,8 +315,10 @@ class Stage3World {
     }
   }
 
-  // After run(): rank r's grads.partition chunk of tensor (u, k) holds, per element, the sum over ranks of their
-  // gradient, times the micro-steps; params.persistent holds every persistent tensor whole.
+  // After run(): rank r's grads.partition (or, with the optimizer offloaded, grads.fp32) chunk of tensor (u, k) holds,
+  // per element, the sum over ranks of their gradient, times the micro-steps; params.partition holds each rank's
+  // chunk of every weight as the steps' optimizers left it, and params.persistent every persistent tensor whole, as
+  // the last step's optimizer left it.
   void expect_results(int micro_steps) const {
     ASSERT_GE(grad_partition_, 0);
     Elements at = 0;  // DeepSpeed's flat partition: every tensor's chunk, model order
@@ -317,8 +329,11 @@ class Stage3World {
           for (Elements j = 0; j < c && r * c + j < numel; ++j) {
             std::int64_t want = 0;
             for (int q = 0; q < n_; ++q) want += micro_steps * grad(r * c + j, q);
-            ASSERT_EQ(mem_.at(grad_partition_)[r][2 * e_ * (at + j)], want)
+            ASSERT_EQ(mem_.at(grad_partition_)[r][grad_esz_ * (at + j)], want)
                 << p_.units[u].name << "#" << k << " rank " << r << " element " << r * c + j;
+            ASSERT_EQ(mem_.at(partition_)[r][2 * e_ * (at + j)], updated(static_cast<int>(u), static_cast<int>(k), r * c + j))
+                << "params.partition after the step: " << p_.units[u].name << "#" << k << " rank " << r << " element "
+                << r * c + j;
           }
         at += c;
       }
@@ -328,11 +343,17 @@ class Stage3World {
         if (!persistent_tensor(u, k)) continue;
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < p_.units[u].tensors[k].numel(); ++i)
-            ASSERT_EQ(mem_.at(persistent_)[r][2 * e_ * (off + i)], weight(u, k, i)) << p_.units[u].name << "#" << k;
+            ASSERT_EQ(mem_.at(persistent_)[r][2 * e_ * (off + i)], updated(static_cast<int>(u), static_cast<int>(k), i))
+                << p_.units[u].name << "#" << k;
         off += p_.units[u].tensors[k].numel();
       }
   }
   int weight_checks() const { return weight_checks_; }
+  int steps() const { return steps_begun_; }
+  // What each optimizer step adds to a weight (and its fp32 master): the interpreter's stand-in for Adam.
+  static constexpr std::int64_t kUpdate = 7;
+  // Element i of tensor (u, k) after the steps begun so far.
+  std::int64_t updated(int u, int k, Elements i) const { return weight(u, k, i) + kUpdate * steps_begun_; }
 
  private:
   bool persistent_tensor(size_t u, size_t k) const {
@@ -352,7 +373,28 @@ class Stage3World {
         off += p_.units[u].tensors[k].numel();
       }
   }
+  // The optimizer buffer: per sub-group [fp32 master | exp_avg | exp_avg_sq] of its elements of this rank's partition;
+  // the master starts as the partition's weights (DeepSpeed clones them).
+  void init_master(OpId id) {
+    std::vector<std::vector<std::int64_t>> part(n_);
+    Elements at = 0;
+    for (size_t u = 0; u < p_.units.size(); ++u)
+      for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
+        const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
+        for (int r = 0; r < n_; ++r)
+          for (Elements j = 0; j < c; ++j)
+            part[r].push_back(r * c + j < numel ? weight(static_cast<int>(u), static_cast<int>(k), r * c + j) : 0);
+        at += c;
+      }
+    Elements first = 0;
+    for (Elements sub : p_.sub_groups) {
+      for (int r = 0; r < n_; ++r)
+        for (Elements j = 0; j < sub; ++j) mem_[id][r][2 * (12 * first + 4 * j)] = part[r][first + j];
+      first += sub;
+    }
+  }
   void init_partition(OpId id) {
+    partition_ = id;
     Elements at = 0;
     for (size_t u = 0; u < p_.units.size(); ++u)
       for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
@@ -433,10 +475,22 @@ class Stage3World {
   }
   void copy(const Op& op) {
     ASSERT_EQ(op.uses.size() % 2, 0u) << op.name;
+    ASSERT_FALSE(op.uses.empty()) << op.name << " has no uses";
     for (size_t i = 0; i < op.uses.size(); i += 2)
       for (int r = 0; r < n_; ++r) {
+        if (op.copy.rank >= 0 && op.copy.rank != r) continue;
         int index = r;  // a copy's rank_stride counts the rank in its group (hpZ's secondary copy), else the world
         if (op.copy.group >= 0) members(sch_.groups[op.copy.group], r, &index);
+        const BufferUse &in = op.uses[i], &out = op.uses[i + 1];
+        if (op.copy.what == CopyKind::d2h && e_ < 4 && out.bytes == 4 * (in.bytes / e_)) {
+          // The CPU optimizer's gradients: 16-bit elements in, fp32 out (written, or added when read_write).
+          for (Elements j = 0; j < in.total_bytes() / e_; ++j) {
+            const std::int64_t v = at(in, r, j, 2 * e_, index);
+            if (out.access == Access::read_write) at(out, r, j, 8, index) += v;
+            else at(out, r, j, 8, index) = v;
+          }
+          continue;
+        }
         for (Elements j = 0; j < op.uses[i + 1].total_bytes() / e_; ++j) {
           const std::int64_t v = at(op.uses[i], r, j, 2 * e_, index);
           if (op.uses[i + 1].access == Access::read_write) at(op.uses[i + 1], r, j, 2 * e_, index) += v;
@@ -445,7 +499,19 @@ class Stage3World {
       }
   }
   void compute(const Op& op) {
-    if (op.compute.what == ComputeKind::optimizer) return;  // the weights stay as they are in this check
+    if (op.compute.what == ComputeKind::optimizer) {  // master += kUpdate; the 16-bit weights out = the master
+      const BufferUse* state = use_of(op, Role::state);
+      const BufferUse* param = use_of(op, Role::param);
+      ASSERT_TRUE(state && param && use_of(op, Role::grad)) << op.name;
+      ASSERT_EQ(state->bytes, 12 * (param->bytes / e_)) << op.name;
+      for (int r = 0; r < n_; ++r)
+        for (Elements j = 0; j < param->total_bytes() / e_; ++j) {
+          std::int64_t& master = at(*state, r, j, 8);
+          master += kUpdate;
+          at(*param, r, j) = master;
+        }
+      return;
+    }
     if (op.compute.dtype == DType::int4 && (op.compute.what == ComputeKind::quantize ||
                                             op.compute.what == ComputeKind::dequant_reduce))
       return qgz(op);
@@ -469,7 +535,7 @@ class Stage3World {
       if (u.role == Role::param && u.unit >= 0) {
         for (int r = 0; r < n_; ++r)
           for (Elements i = 0; i < u.bytes / e_; ++i)
-            ASSERT_EQ(at(u, r, i), weight(u.unit, u.tensor, i))
+            ASSERT_EQ(at(u, r, i), updated(u.unit, u.tensor, i))
                 << op.name << " reads " << p_.units[u.unit].name << "#" << u.tensor << " element " << i << " rank " << r;
         ++weight_checks_;
       }
@@ -530,8 +596,10 @@ class Stage3World {
   std::vector<std::vector<std::int64_t>> ids_;
   std::int64_t next_id_ = 1;
   std::map<OpId, std::vector<std::vector<std::int64_t>>> mem_;  // alloc -> per rank, per element
-  OpId persistent_ = -1, grad_partition_ = -1;
-  bool step_begun_ = false;
+  OpId persistent_ = -1, grad_partition_ = -1, partition_ = -1;
+  Bytes grad_esz_ = 0;     // nibbles per element of the gradient partition (16-bit, or fp32 with the optimizer offloaded)
+  bool in_step_ = false;
+  int steps_begun_ = 0;
   int weight_checks_ = 0;
 };
 
@@ -572,6 +640,77 @@ TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesW
       }
 }
 
+
+// ZeRO-Infinity's parameter offload on 8 ranks over 2 steps (docs/schedule-format.md, "offload_param"): with
+// offload_param cpu or nvme and the optimizer on the GPU, the CPU or NVMe, every fetch path, with and without
+// persistent tensors and with sub-groups that cut tensors, the interpreter above follows every rank's weight bytes
+// from params.partition (NVMe: through a nvme_read into a pinned param_swap buffer) by h2d into the GPU staging buffer,
+// through the gathers into the tensors the compute ops read (the second step reads the first step's update), and
+// after each step from the optimizer back into params.partition (NVMe: through the pinned write-back buffer and a
+// param_nvme_write), exactly; the persistent tensors are gathered anew from the updated partitions.
+TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGatheredTensorsAndBackOn8Ranks) {
+  int nvme_runs = 0;
+  for (const char* param : {"cpu", "nvme"})
+    for (const char* optimizer : {"none", "cpu", "nvme"})
+      for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
+                                "deepspeed.zero_optimization.stage3_allgather_sequential=true",
+                                "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
+                                "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
+        for (const char* persist : {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
+                                    "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"})
+          for (const char* sub : {"deepspeed.zero_optimization.sub_group_size=1000000000",
+                                  "deepspeed.zero_optimization.sub_group_size=777"}) {
+            const Scenario s = tiny_world8(
+                {fetch, persist, sub, "cluster.host.memory_bytes=1TiB", "cluster.host.cores=16",
+                 "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",
+                 std::string("deepspeed.zero_optimization.offload_param.device=") + param,
+                 std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
+            const Plan p = make_plan(s);
+            ASSERT_EQ(p.dp, 8);
+            const Schedule sch = make_schedule(s, p, 2);
+            SCOPED_TRACE(std::string("offload_param ") + param + ", offload_optimizer " + optimizer + ", " + fetch +
+                         " " + persist + " " + sub);
+            ASSERT_NO_THROW(check_schedule(sch));
+            Stage3World w(sch, p, 8);
+            w.run();
+            ASSERT_EQ(w.steps(), 2);
+            w.expect_results(s.training.grad_accum);
+            EXPECT_GT(w.weight_checks(), 0);
+            // The path itself: on NVMe every h2d of weights reads a pinned param_swap buffer that a nvme_read of
+            // params.partition filled, and every weight written back goes to params.partition by a nvme_write.
+            if (std::string(param) != "nvme") continue;
+            ++nvme_runs;
+            OpId partition = -1;
+            int reads = 0, writes = 0, h2d = 0;
+            for (const Op& op : sch.ops) {
+              if (op.kind == OpKind::alloc && op.mem.buffer == "params.partition") {
+                partition = op.id;
+                EXPECT_EQ(op.mem.tier, Tier::nvme);
+              }
+              if (op.kind != OpKind::copy) continue;
+              const std::string where = op.name;
+              if (op.copy.what == CopyKind::nvme_read && op.uses.front().alloc == partition) {
+                ++reads;
+                for (size_t i = 0; i < op.uses.size(); i += 2)
+                  EXPECT_EQ(sch.ops[op.uses[i + 1].alloc].mem.detail, "param_swap") << where;
+              }
+              if (op.copy.what == CopyKind::nvme_write && op.uses[1].alloc == partition) {
+                ++writes;
+                EXPECT_EQ(sch.ops[op.uses[0].alloc].mem.tier, Tier::cpu) << where;
+              }
+              if (op.copy.what == CopyKind::h2d && op.name.find("param") == std::string::npos &&
+                  op.name.find(".h2d") != std::string::npos && sch.ops[op.uses[1].alloc].mem.detail == "prefetch") {
+                ++h2d;
+                for (size_t i = 0; i < op.uses.size(); i += 2)
+                  EXPECT_EQ(sch.ops[op.uses[i].alloc].mem.detail, "param_swap") << where;
+              }
+            }
+            EXPECT_GT(reads, 0);
+            EXPECT_EQ(reads, h2d);
+            EXPECT_EQ(writes, 2 * static_cast<int>(p.sub_groups.size()));
+          }
+  EXPECT_EQ(nvme_runs, 48);
+}
 
 // qgZ on 8 ranks as 2 nodes x 4, 4 x 2 and 8 x 1 GPUs (intra-node and inter-node groups of every shape), with and
 // without LoCo and qwZ: each rank's grads.partition ends with the sum over ranks of its chunk of every gradient, the

@@ -73,21 +73,27 @@ void refuse_not_built(const ZrunArgs& args, const zsim::Plan& p) {
       throw InputError({args.scenario, 0, 0, std::string("deepspeed.zero_optimization.") + key},
                        fmt::format("{} is not built into zrun yet (issue 14)", what));
   };
-  refuse(p.param_device == zsim::OffloadDevice::nvme, "offload_param.device", "offload_param on NVMe");
   refuse(p.param_device != zsim::OffloadDevice::none && p.hpz_enabled, "zero_hpz_partition_size",
          "hpZ with offload_param");
 }
 
-// NVMe offload: the directory exists, is writable and has room for the swap files of every rank of the node.
+// NVMe offload: the directory exists, is writable and has room for the swap files of every rank of the node. Every
+// NVMe buffer of the rank (optimizer state, parameter partitions) goes into one directory: --nvme-dir, else
+// offload_optimizer.nvme_path when the optimizer is on NVMe, else offload_param.nvme_path.
 std::string nvme_directory(const ZrunArgs& args, const zsim::Scenario& s, const zsim::Schedule& sch) {
   const bool from_args = !args.nvme_dir.empty();
-  const std::string dir = from_args ? args.nvme_dir : s.zero.offload_optimizer.nvme_path;
+  const bool optimizer = s.zero.offload_optimizer.device == zsim::OffloadDevice::nvme;
+  const std::string dir = from_args ? args.nvme_dir
+                          : optimizer ? s.zero.offload_optimizer.nvme_path
+                                      : s.zero.offload_param.nvme_path;
   try {
     NvmeStore::check_directory(dir);
     NvmeStore::check_space(dir, nvme_bytes_per_rank(sch) * s.cluster.gpus_per_node);
   } catch (const NvmeError& e) {
     throw InputError({from_args ? std::string("--nvme-dir") : args.scenario, 0, 0,
-                      from_args ? "" : "deepspeed.zero_optimization.offload_optimizer.nvme_path"},
+                      from_args   ? ""
+                      : optimizer ? "deepspeed.zero_optimization.offload_optimizer.nvme_path"
+                                  : "deepspeed.zero_optimization.offload_param.nvme_path"},
                      e.what());
   }
   return dir;
@@ -134,7 +140,8 @@ Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
   if (!job.fits && !args.force)
     throw InputError({args.scenario, 0, 0, ""},
                      "zsim predicts this does not fit: " + job.fit_summary + "; --force runs it anyway");
-  if (zsim::make_plan(scenario).optimizer_device == zsim::OffloadDevice::nvme)
+  const zsim::Plan plan = zsim::make_plan(scenario);
+  if (plan.optimizer_device == zsim::OffloadDevice::nvme || plan.param_device == zsim::OffloadDevice::nvme)
     job.nvme_dir = nvme_directory(args, scenario, job.schedule);
   job.scenario = std::move(scenario);
   return job;

@@ -39,7 +39,7 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   app.add_option("--trace", a.trace_file, "write a Chrome trace of the measured steps to FILE");
   app.add_option("--csv", a.csv_file, "write one CSV row per executed op to FILE");
   app.add_option("--nvme-dir", a.nvme_dir, "NVMe offload: directory of the swap files (default: the scenario's "
-                                           "offload_optimizer.nvme_path)");
+                                           "offload_optimizer.nvme_path, or offload_param.nvme_path)");
   app.add_flag("--force", a.force, "run even if zsim predicts the scenario does not fit in memory");
   app.add_option("--schedule", a.schedule_file, "run this schedule JSON (zsim plan --emit-schedule) instead of "
                                                 "planning one from the scenario");

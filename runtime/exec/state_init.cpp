@@ -61,7 +61,6 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
   auto refuse = [](const std::string& what) {
     throw std::runtime_error(fmt::format("ZeRO stage 3 with {} is not built into zrun yet (issue 14)", what));
   };
-  if (plan.param_device == zsim::OffloadDevice::nvme) refuse("offload_param on NVMe");
   if (plan.param_device != zsim::OffloadDevice::none && plan.hpz_enabled) refuse("offload_param with hpZ");
   const Stage3States st = stage3_states(plan, cfg, rank);
   zsim::OpId partition = -1, persistent = -1, optimizer = -1;

@@ -60,6 +60,7 @@ void NvmeStore::check_directory(const std::string& dir) {
 }
 
 std::vector<NvmeRange> NvmeStore::ranges(int id) const {
+  if (files_.at(id).flat) return {{0, files_.at(id).end}};
   std::vector<NvmeRange> r;
   for (const auto& [range, at] : files_.at(id).at) r.push_back(range);
   return r;
@@ -72,10 +73,35 @@ NvmeStore::~NvmeStore() {
   }
 }
 
-zsim::Bytes NvmeStore::file_bytes(const std::vector<NvmeRange>& ranges) {
-  zsim::Bytes total = 0;
-  for (const NvmeRange& r : ranges) total += aligned(r.bytes);
-  return total;
+namespace {
+
+void sort_unique(std::vector<NvmeRange>& ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  ranges.erase(std::unique(ranges.begin(), ranges.end(),
+                           [](const NvmeRange& a, const NvmeRange& b) { return a.offset == b.offset && a.bytes == b.bytes; }),
+               ranges.end());
+}
+
+}  // namespace
+
+bool NvmeStore::overlapping(std::vector<NvmeRange> ranges) {
+  sort_unique(ranges);
+  zsim::Bytes end = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && ranges[i].offset < end) return true;
+    end = std::max(end, ranges[i].offset + ranges[i].bytes);
+  }
+  return false;
+}
+
+zsim::Bytes NvmeStore::file_bytes(std::vector<NvmeRange> ranges) {
+  sort_unique(ranges);
+  zsim::Bytes total = 0, end = 0;
+  for (const NvmeRange& r : ranges) {
+    total += aligned(r.bytes);
+    end = std::max(end, r.offset + r.bytes);
+  }
+  return overlapping(ranges) ? aligned(end) : total;
 }
 
 void NvmeStore::check_space(const std::string& dir, zsim::Bytes bytes) {
@@ -91,17 +117,17 @@ void NvmeStore::check_space(const std::string& dir, zsim::Bytes bytes) {
 int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
   File f;
   f.path = fmt::format("{}/zrun.{}.{}", dir_, tag_, name);
-  std::sort(ranges.begin(), ranges.end());
-  ranges.erase(std::unique(ranges.begin(), ranges.end(),
-                           [](const NvmeRange& a, const NvmeRange& b) { return a.offset == b.offset && a.bytes == b.bytes; }),
-               ranges.end());
+  sort_unique(ranges);
   zsim::Bytes at = 0;
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    if (i > 0 && ranges[i].offset < ranges[i - 1].offset + ranges[i - 1].bytes)
-      throw NvmeError(fmt::format("NVMe buffer '{}': ranges [{}, +{}) and [{}, +{}) overlap (not built into zrun)", name,
-                                  ranges[i - 1].offset, ranges[i - 1].bytes, ranges[i].offset, ranges[i].bytes));
-    f.at[ranges[i]] = at;
-    at += aligned(ranges[i].bytes);
+  if (overlapping(ranges)) {  // the file mirrors the buffer
+    f.flat = true;
+    for (const NvmeRange& r : ranges) f.end = std::max(f.end, r.offset + r.bytes);
+    at = aligned(f.end);
+  } else {
+    for (const NvmeRange& r : ranges) {
+      f.at[r] = at;
+      at += aligned(r.bytes);
+    }
   }
   f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
   if (f.fd < 0 && errno == EINVAL) {  // tmpfs and some overlay file systems refuse O_DIRECT
@@ -120,6 +146,12 @@ int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
 }
 
 zsim::Bytes NvmeStore::place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const {
+  if (f.flat) {
+    if (offset < 0 || bytes < 0 || offset + bytes > f.end)
+      throw NvmeError(fmt::format("op '{}': range [{}, +{}) is outside NVMe file '{}' (its ranges end at byte {})", op,
+                                  offset, bytes, f.path, f.end));
+    return offset;
+  }
   const auto it = f.at.find({offset, bytes});
   if (it == f.at.end())
     throw NvmeError(fmt::format("op '{}': range [{}, +{}) is not one of NVMe file '{}''s ranges", op, offset, bytes, f.path));
@@ -146,28 +178,45 @@ void NvmeStore::transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* bu
   if (::fstat(f.fd, &st) != 0) throw error(std::strerror(errno));
   if (st.st_nlink == 0) throw error("the file was removed (its directory deleted?)");
   if (fault_ && fault_->first == op) throw error(std::string(std::strerror(fault_->second)) + " (injected by ZRUN_NVME_FAULT)");
-  // Whole 4096-byte blocks straight from / into an aligned buffer; the tail (or an unaligned buffer) via a bounce.
-  const bool aligned_buf = reinterpret_cast<std::uintptr_t>(buf) % kAlignBytes == 0;
-  const zsim::Bytes direct_bytes = aligned_buf ? bytes / kAlignBytes * kAlignBytes : 0;
+  // Whole 4096-byte blocks straight from / into the caller's buffer where the file position and the pointer are both
+  // aligned; everything else through an aligned bounce buffer of whole blocks (at most kBounceBytes at a time). A
+  // partial block is read first when written (overlapping layout: read-modify-write keeps a neighbouring range's
+  // bytes; disjoint layout: the extent's tail is its own and is written zero-padded).
+  constexpr zsim::Bytes kBounceBytes = zsim::Bytes{8} << 20;
+  char* const base = static_cast<char*>(buf);
+  const zsim::Bytes end = pos + bytes;
+  std::unique_ptr<char, FreeDeleter> bounce;
+  zsim::Bytes bounce_bytes = 0;
   try {
-    if (direct_bytes > 0) {
-      if (write) io_.write(f.fd, pos, direct_bytes, buf);
-      else io_.read(f.fd, pos, direct_bytes, buf);
-    }
-    const zsim::Bytes rest = bytes - direct_bytes;
-    if (rest > 0) {
-      const zsim::Bytes span = aligned(rest);
-      std::unique_ptr<char, FreeDeleter> bounce(static_cast<char*>(std::aligned_alloc(kAlignBytes, span)));
-      if (!bounce) throw error("out of host memory for the bounce buffer");
-      char* b = static_cast<char*>(buf) + direct_bytes;
-      if (write) {
-        std::memset(bounce.get() + rest, 0, span - rest);
-        std::memcpy(bounce.get(), b, rest);
-        io_.write(f.fd, pos + direct_bytes, span, bounce.get());
-      } else {
-        io_.read(f.fd, pos + direct_bytes, span, bounce.get());
-        std::memcpy(b, bounce.get(), rest);
+    for (zsim::Bytes p = pos; p < end;) {
+      char* const b = base + (p - pos);
+      if (p % kAlignBytes == 0 && reinterpret_cast<std::uintptr_t>(b) % kAlignBytes == 0 && end - p >= kAlignBytes) {
+        const zsim::Bytes n = (end - p) / kAlignBytes * kAlignBytes;
+        if (write) io_.write(f.fd, p, n, b);
+        else io_.read(f.fd, p, n, b);
+        p += n;
+        continue;
       }
+      const zsim::Bytes first = p / kAlignBytes * kAlignBytes;
+      const zsim::Bytes last = std::min(aligned(end), first + kBounceBytes);
+      const zsim::Bytes piece_end = std::min(end, last), span = last - first;
+      if (span > bounce_bytes) {
+        bounce.reset(static_cast<char*>(std::aligned_alloc(kAlignBytes, span)));
+        if (!bounce) throw error("out of host memory for the bounce buffer");
+        bounce_bytes = span;
+      }
+      char* const d = bounce.get() + (p - first);
+      if (write) {
+        const bool partial = p > first || piece_end < last;
+        if (partial && f.flat) io_.read(f.fd, first, span, bounce.get());
+        else if (partial) std::memset(bounce.get(), 0, span);
+        std::memcpy(d, b, piece_end - p);
+        io_.write(f.fd, first, span, bounce.get());
+      } else {
+        io_.read(f.fd, first, span, bounce.get());
+        std::memcpy(b, d, piece_end - p);
+      }
+      p = piece_end;
     }
   } catch (const IoError& e) {
     throw error(e.what());

@@ -1,8 +1,17 @@
 // The NVMe tier of one rank (ZeRO-Infinity's swap files): one file per schedule buffer of tier `nvme`, in a
 // directory given by --nvme-dir or the scenario's nvme_path, created at init and removed when the store goes (also
-// when the job fails). Each range the schedule reads or writes (an optimizer sub-group's state) gets its own extent
-// of the file, starting at a multiple of 4096 bytes, so every transfer is O_DIRECT-aligned; the extents are
-// allocated in full up front (posix_fallocate), so a directory without room fails before training starts.
+// when the job fails). Two layouts:
+// - disjoint ranges (an optimizer's sub-groups): each range the schedule reads or writes gets its own extent of the
+//   file, starting at a multiple of 4096 bytes, so every transfer starts O_DIRECT-aligned; the tail block of an
+//   extent is its own (written zero-padded).
+// - overlapping ranges (params.partition: per-tensor chunk reads, optimizer sub-group writes that span and cut
+//   tensors): the file mirrors the buffer (file offset = buffer offset). A transfer moves whole 4096-byte blocks
+//   directly where both the file position and the host pointer are aligned; a partial block at either end is
+//   read-modify-written through an aligned bounce buffer, so the bytes of a neighbouring range in that block are
+//   kept. This needs one file's transfers not to run concurrently: the schedule puts every NVMe op on its one `nvme`
+//   stream, whose host functions run in order.
+// Either way the file is allocated in full up front (posix_fallocate), so a directory without room fails before
+// training starts.
 // Reads and writes go through UringFileIo. Before each transfer the file is checked to be still linked (a removed
 // directory is an error naming the file and the op, not silent writes into an unlinked inode).
 // Fault hook for kill-tests: ZRUN_NVME_FAULT="op=NAME,errno=ENOSPC|EIO" makes the transfers of op NAME fail with
@@ -39,23 +48,29 @@ class NvmeStore {
   NvmeStore(const NvmeStore&) = delete;
   NvmeStore& operator=(const NvmeStore&) = delete;
 
-  // The bytes the files of these buffers take (extents rounded up to 4096).
-  static zsim::Bytes file_bytes(const std::vector<NvmeRange>& ranges);
+  // The bytes the file of a buffer with these ranges takes: the extents rounded up to 4096 (disjoint ranges), or the
+  // buffer's bytes up to the last range's end rounded up to 4096 (overlapping ranges).
+  static zsim::Bytes file_bytes(std::vector<NvmeRange> ranges);
+  // Whether some of these ranges overlap (after dropping duplicates).
+  static bool overlapping(std::vector<NvmeRange> ranges);
   // Throws NvmeError naming `dir` unless it is a writable directory.
   static void check_directory(const std::string& dir);
   // Throws NvmeError unless the directory's file system has `bytes` free (statvfs f_bavail).
   static void check_space(const std::string& dir, zsim::Bytes bytes);
   void check_space(zsim::Bytes bytes) const { check_space(dir_, bytes); }
 
-  // Creates the file of buffer `name` holding `ranges` (disjoint; the schedule's uses of it). Returns its id.
+  // Creates the file of buffer `name` holding `ranges` (the schedule's uses of it). Returns its id.
   int create(const std::string& name, std::vector<NvmeRange> ranges);
-  // Reads / writes range [offset, offset + bytes) of buffer `id`, which must be one of its ranges, for op `op`.
-  // `buf` at a multiple of 4096 is transferred directly, anything else through an aligned bounce buffer.
+  // Reads / writes range [offset, offset + bytes) of buffer `id` for op `op`: one of its ranges (disjoint layout), or
+  // any range inside [0, end of its last range) (overlapping layout). Whole 4096-byte blocks at an aligned `buf` go
+  // directly, anything else through an aligned bounce buffer.
   void read(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, const std::string& op);
   void write(int id, zsim::Bytes offset, zsim::Bytes bytes, const void* buf, const std::string& op);
 
   const std::string& path(int id) const { return files_.at(id).path; }
+  // The ranges of buffer `id` (overlapping layout: the one range [0, end of its last range)).
   std::vector<NvmeRange> ranges(int id) const;
+  bool flat(int id) const { return files_.at(id).flat; }
   bool direct() const { return direct_; }  // O_DIRECT accepted by the directory's file system
   const UringFileIo& io() const { return io_; }
   const std::string& dir() const { return dir_; }
@@ -64,7 +79,9 @@ class NvmeStore {
   struct File {
     std::string path;
     int fd = -1;
-    std::map<NvmeRange, zsim::Bytes> at;  // range -> file offset
+    std::map<NvmeRange, zsim::Bytes> at;  // disjoint layout: range -> file offset
+    bool flat = false;                    // overlapping layout: file offset = buffer offset
+    zsim::Bytes end = 0;                  // overlapping layout: the end of the last range
   };
   zsim::Bytes place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const;
   void transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write, const std::string& op);

@@ -3,7 +3,10 @@
 // with exactly CPU offload's, and the NVMe kill-tests (the directory removed mid-run, an injected ENOSPC) end the
 // job naming the file and the op, leaving no swap file behind. offload_param cpu (the 16-bit partitions in pinned host
 // memory, staged to the GPU before each gather) gives exactly the master weights of the run without it, with the
-// optimizer on the GPU or on the CPU.
+// optimizer on the GPU or on the CPU. offload_param nvme (the partitions in a swap file, read per tensor into pinned
+// buffers before each gather, written back per sub-group after the optimizer) gives exactly offload_param cpu's master
+// weights, and its kill-tests (the directory removed mid-run, an injected ENOSPC on a parameter write) end the job
+// naming the file and the op, leaving no file behind.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +61,8 @@ std::vector<float> master_after(int stage, const std::string& device, int steps,
   const fs::path dir = scratch("master_" + device);
   const std::string offload =
       " --set deepspeed.zero_optimization.offload_optimizer.device=" + (device == "gpu" ? "none" : device);
-  const std::string nvme = device == "nvme" ? " --nvme-dir " + (dir / "swap").string() : "";
+  const bool on_nvme = device == "nvme" || more.find("offload_param.device=nvme") != std::string::npos;
+  const std::string nvme = on_nvme ? " --nvme-dir " + (dir / "swap").string() : "";
   fs::create_directories(dir / "swap");
   const ZrunRun r = zrun("ZRUN_DUMP_MASTER=" + (dir / "master").string(), stage,
                      "--steps " + std::to_string(steps) + " --warmup 0" + offload + nvme + " " + more);
@@ -172,6 +176,82 @@ TEST(ZrunOffloadGpu, AnInjectedEnospcEndsTheJobNamingTheFileAndTheOpAndLeavesNoF
   EXPECT_NE(r.out.find(swap.string() + "/zrun."), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_empty(swap)) << "swap files left behind";
   fs::remove_all(swap);
+}
+
+// offload_param nvme moves the same 16-bit bytes as offload_param cpu, through the swap file: each fetch reads every
+// tensor's chunk into a pinned buffer and copies it up, the step's persistent gathers read theirs too, and each
+// sub-group's updated weights go through the pinned write-back buffer into the file (writes that span and cut
+// tensors, reads of single tensors: the store's mirrored layout). After 10 steps the master weights are bitwise
+// offload_param cpu's, with the optimizer on the GPU, on the CPU and on NVMe; with two micro-steps, and with
+// sub-groups that cut tensors.
+TEST(ZrunOffloadGpu, ParamOffloadToNvmeGivesExactlyTheMasterWeightsOfParamOffloadToCpu) {
+  REQUIRE_GPU();
+  for (const std::string optimizer : {"gpu", "cpu", "nvme"})
+    for (const std::string more : {std::string(""), std::string("--set training.micro_batch=1 --set training.grad_accum=2"),
+                                   std::string("--set deepspeed.zero_optimization.sub_group_size=300000")}) {
+      const std::vector<float> cpu =
+          master_after(3, optimizer, 10, nullptr, more + " --set deepspeed.zero_optimization.offload_param.device=cpu");
+      std::string out;
+      const std::vector<float> nvme =
+          master_after(3, optimizer, 10, &out, more + " --set deepspeed.zero_optimization.offload_param.device=nvme");
+      ASSERT_EQ(cpu.size(), nvme.size()) << out;
+      ASSERT_FALSE(cpu.empty());
+      EXPECT_EQ(std::memcmp(cpu.data(), nvme.data(), cpu.size() * sizeof(float)), 0)
+          << "optimizer on " << optimizer << " " << more << ": relative difference " << relative_difference(nvme, cpu);
+    }
+}
+
+// The parameters' swap directory is deleted while the job trains (CPU Adam, parameters on NVMe): the next parameter
+// transfer (a fetch's nvme_read or a sub-group's param_nvme_write) names the removed file and its op, the job exits
+// non-zero, and nothing is left in the scratch directory but the log.
+TEST(ZrunOffloadGpu, RemovingTheParamNvmeDirectoryMidRunEndsTheJobNamingTheFileAndTheOp) {
+  REQUIRE_GPU();
+  const fs::path dir = scratch("kill_rm_param");
+  const fs::path swap = dir / "swap", log = dir / "out.txt";
+  fs::create_directories(swap);
+  const std::string cmd = "bash -c '" + zrun_bin() +
+                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
+                          "deepspeed.zero_optimization.offload_param.device=nvme --nvme-dir " + swap.string() +
+                          " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
+                          log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +
+                          "; wait $pid; exit $?'";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = slurp(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_LT(s, 60) << out;
+  EXPECT_NE(out.find("was removed"), std::string::npos) << out;
+  EXPECT_NE(out.find(swap.string() + "/zrun."), std::string::npos) << out;
+  EXPECT_NE(out.find("params.partition"), std::string::npos) << out;  // the parameters' file
+  EXPECT_TRUE(out.find(".nvme_read'") != std::string::npos || out.find(".param_nvme_write'") != std::string::npos)
+      << out;  // the op
+  EXPECT_FALSE(fs::exists(swap));
+  std::size_t left = 0;
+  for (const auto& e : fs::directory_iterator(dir)) left += e.path() != log;
+  EXPECT_EQ(left, 0u) << "stray files in " << dir;
+  fs::remove_all(dir);
+}
+
+// A full disk on a parameter write (the fault hook): the first sub-group's param_nvme_write fails with ENOSPC naming
+// the parameters' file and the op; the job exits non-zero and removes its files. With the GPU optimizer (the weights
+// come down by param_d2h first) and with CPU Adam.
+TEST(ZrunOffloadGpu, AnInjectedEnospcOnAParamWriteEndsTheJobNamingTheFileAndTheOpAndLeavesNoFiles) {
+  REQUIRE_GPU();
+  for (const std::string optimizer : {"none", "cpu"}) {
+    const fs::path swap = scratch("kill_enospc_param_" + optimizer);
+    const ZrunRun r = zrun("ZRUN_NVME_FAULT=op=step.sub0.param_nvme_write,errno=ENOSPC", 3,
+                           "--steps 3 --warmup 0 --set deepspeed.zero_optimization.offload_param.device=nvme "
+                           "--set deepspeed.zero_optimization.offload_optimizer.device=" + optimizer +
+                           " --nvme-dir " + swap.string());
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("step.sub0.param_nvme_write"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(swap.string() + "/zrun."), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("params.partition"), std::string::npos) << r.out;
+    EXPECT_TRUE(fs::is_empty(swap)) << optimizer << ": swap files left behind";
+    fs::remove_all(swap);
+  }
 }
 
 }  // namespace

@@ -153,6 +153,15 @@ class Builder {
       if (p_.persistent_params > 0)
         persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
                             e_ * p_.persistent_params, ph, compute_);
+      if (p_.param_device == OffloadDevice::nvme && !p_.sub_groups.empty()) {
+        // DeepSpeed's partitioned_swap_buffer (stage3.py, building the 16-bit sub-groups:
+        // `should_create_fp16_flat_reuse_buffer` -> partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
+        // run, into which `swap_out_partitioned_params` writes each sub-group's updated weights before their NVMe
+        // writes. Sized here to the largest sub-group (DeepSpeed sums the io-aligned numels of that sub-group's
+        // params, see docs/schedule-semantics.md "Offload").
+        param_swap_out_ = alloc("params16.swap_out", Tier::cpu, MemCategory::buffers, "param_swap",
+                                e_ * *std::max_element(p_.sub_groups.begin(), p_.sub_groups.end()), ph, compute_);
+      }
     }
     // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
     // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
@@ -382,11 +391,9 @@ class Builder {
       if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
     return ids;
   }
-  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, and offload_param cpu without
-  // hpZ; offload_param nvme, and hpZ's gathers with offloaded params, stay without (issue 14) and zrun refuses them.
-  bool fetch_uses(const Call& c) const {
-    return p_.param_device == OffloadDevice::none || (p_.param_device == OffloadDevice::cpu && !c.sec);
-  }
+  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, and offload_param (cpu or nvme)
+  // without hpZ; hpZ's gathers with offloaded params stay without (issue 14) and zrun refuses them.
+  bool fetch_uses(const Call& c) const { return p_.param_device == OffloadDevice::none || !c.sec; }
   // offload_param: where tensor k of unit u starts in the unit's staged partition (its gathered tensors' chunks, in
   // order, as params.partition has them).
   Elements staged_offset(int u, int k) const {
@@ -455,22 +462,34 @@ class Builder {
         std::vector<OpId> d{after};
         std::optional<OpId> cpu_swap;
         if (p_.param_device == OffloadDevice::nvme) {
+          // partitioned_param_swapper.py `swap_in`: each parameter's partition is read from its swap file into a
+          // pinned swap buffer (`_allocate_and_return_buffers_for_swap_in`), from which `ds_tensor.to(device)` copies
+          // it up. One read per tensor chunk, into the unit's chunks in order.
           cpu_swap = alloc("param_swap." + what, Tier::cpu, MemCategory::buffers, "param_swap", part_bytes, ph,
                            stream("nvme"), d, U.layer);
           d = {copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"),
                     {*cpu_swap}, U.layer)};
+          if (uses)
+            for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
+              if (layout_.gathered[m.unit][k] >= 0) {
+                use_partition(d[0], m.unit, k, Role::input, Access::read);
+                use(d[0], *cpu_swap, e_ * staged_offset(m.unit, k), sch_.ops[d[0]].uses.back().bytes, Role::output,
+                    Access::write, m.unit, k);
+              }
         }
         staging.push_back(alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", part_bytes, ph,
                                 stream("h2d"), d, U.layer));
         d = {copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph,
                   stream("h2d"), {staging.back()}, U.layer)};
-        if (uses && !cpu_swap) {
+        if (uses) {  // each gathered tensor's chunk: params.partition (cpu) or the swap buffer (nvme) -> the staging
           c.staged[m.unit] = staging.back();
           for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
             if (layout_.gathered[m.unit][k] >= 0) {
-              use_partition(d[0], m.unit, k, Role::input, Access::read);
-              use(d[0], staging.back(), e_ * staged_offset(m.unit, k), sch_.ops[d[0]].uses.back().bytes, Role::output,
-                  Access::write, m.unit, k);
+              const Elements at = staged_offset(m.unit, k);
+              const Bytes bytes = e_ * partition_numel(U.tensors[k].numel(), p_.dp);
+              if (cpu_swap) use(d[0], *cpu_swap, e_ * at, bytes, Role::input, Access::read, m.unit, k);
+              else use_partition(d[0], m.unit, k, Role::input, Access::read);
+              use(d[0], staging.back(), e_ * at, bytes, Role::output, Access::write, m.unit, k);
             }
         }
         if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), d);
@@ -1514,7 +1533,7 @@ class Builder {
         const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
                                  sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
         if (up >= 0) release(up, ph, compute_, {opt});
-        if (w16 >= 0 && p_.param_device == OffloadDevice::cpu) {
+        if (w16 >= 0) {
           use(opt, grad_partition_, e_ * sub_first, e_ * sub, Role::grad, Access::read);
           use(opt, optimizer_, p_.optimizer_bytes_per_param * sub_first, p_.optimizer_bytes_per_param * sub, Role::state,
               Access::read_write);
@@ -1545,13 +1564,7 @@ class Builder {
           sch_.ops[opt].uses.push_back({params_, 0, part, Role::param, Access::write, -1, -1, part});
         }
         param_ready.push_back(opt);
-        if (p_.param_device != OffloadDevice::none) {
-          param_ready.back() = write_back_params(name, sub, opt);
-          if (p_.param_device == OffloadDevice::cpu)  // the GPU's 16-bit weights -> this sub-group's partition range
-            use_copy(sch_.ops[param_ready.back()], whole(sch_.ops[w16], Role::input, Access::read),
-                     {partition_, e_ * sub_first, e_ * sub});
-          release(w16, ph, stream("d2h"), {param_ready.back()});
-        }
+        if (p_.param_device != OffloadDevice::none) param_ready.back() = write_back_params(name, sub_first, sub, opt, w16);
         continue;
       }
       std::vector<OpId> deps = ready;
@@ -1568,18 +1581,22 @@ class Builder {
       }
       // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
       // GPU (DeepSpeed: the fp32 -> 16-bit copy_ converts on the CPU, then copies).
-      const bool offload_uses = p_.param_device != OffloadDevice::nvme;
       const OpId weights16 = p_.param_device == OffloadDevice::none
                                  ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu,
                                          MemCategory::buffers, "param_h2d", e_ * sub, ph, stream("cpu"), deps)
                                  : -1;
-      OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, deps, 10.0 * sub, 0, sub, -1, Device::cpu,
+      // offload_param nvme: CPU Adam's 16-bit weights go into the write-back buffer, which the previous sub-group's
+      // NVMe write must have left (swap_out_partitioned_params: synchronize_writes() before reusing the pool).
+      std::vector<OpId> adam_deps = deps;
+      if (p_.param_device == OffloadDevice::nvme && last_param_write_ >= 0) adam_deps.push_back(last_param_write_);
+      OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, adam_deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                          stream("cpu"));
       // With offload_param cpu the partition itself is in host memory: CPU Adam writes its 16-bit weights there.
-      if (offload_uses)
-        use_cpu_adam(sch_.ops[opt], grads_fp32_, sub_first, sub, state_use,
-                     weights16 >= 0 ? whole(sch_.ops[weights16], Role::param, Access::write)
-                                    : BufferUse{partition_, e_ * sub_first, e_ * sub, Role::param, Access::write});
+      use_cpu_adam(sch_.ops[opt], grads_fp32_, sub_first, sub, state_use,
+                   weights16 >= 0 ? whole(sch_.ops[weights16], Role::param, Access::write)
+                   : p_.param_device == OffloadDevice::nvme
+                       ? BufferUse{param_swap_out_, 0, e_ * sub, Role::param, Access::write}
+                       : BufferUse{partition_, e_ * sub_first, e_ * sub, Role::param, Access::write});
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[w], whole(sch_.ops[*swap], Role::input, Access::read),
@@ -1596,8 +1613,14 @@ class Builder {
           use_copy(sch_.ops[opt], whole(sch_.ops[weights16], Role::input, Access::read), to);
           release(weights16, ph, stream("h2d"), {opt});
         }
-      } else if (p_.param_device == OffloadDevice::nvme)
+      } else if (p_.param_device == OffloadDevice::nvme) {
+        // stage3.py `_partitioned_params_swap_out` -> swap_out_partitioned_params: the sub-group's weights to the
+        // params' swap files (here: the sub-group's range of params.partition on the NVMe tier).
         opt = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {opt});
+        use_copy(sch_.ops[opt], {param_swap_out_, 0, e_ * sub, Role::input, Access::read},
+                 {partition_, e_ * sub_first, e_ * sub});
+        last_param_write_ = opt;
+      }
       param_ready.push_back(opt);
     }
     if (p_.stage == 1 || p_.stage == 2) {
@@ -1635,19 +1658,31 @@ class Builder {
         const std::string what = p_.units[u].name + "." + t.name;
         const OpId buf = alloc("persistent_gather." + what + ".s" + std::to_string(step_), Tier::gpu,
                                MemCategory::buffers, "gathered", e_ * chunk * p_.dp, ph, comm_, after, p_.units[u].layer);
-        const bool uses = p_.param_device != OffloadDevice::nvme;
-        // Offloaded params: the updated partition comes to the GPU first (`ds_tensor.to(device)`).
-        std::optional<OpId> staged;
+        const bool uses = true;
+        // Offloaded params: the updated partition comes to the GPU first (`ds_tensor.to(device)`); on NVMe it is read
+        // into a pinned host buffer first, as every other partition (zsim keeps every partition on the offload tier;
+        // DeepSpeed keeps a persistent parameter's partition on the GPU: docs/schedule-semantics.md "Offload").
+        std::optional<OpId> staged, swap;
         std::vector<OpId> deps{buf};
         if (p_.param_device != OffloadDevice::none) {
+          std::vector<OpId> d = after;
+          if (p_.param_device == OffloadDevice::nvme) {
+            swap = alloc("persistent_swap." + what + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
+                         "param_swap", e_ * chunk, ph, stream("nvme"), after, p_.units[u].layer);
+            const OpId rd = copy("step.persistent." + what + ".nvme_read", CopyKind::nvme_read, e_ * chunk, true, ph,
+                                 stream("nvme"), {*swap}, p_.units[u].layer);
+            use_partition(rd, u, k, Role::input, Access::read);
+            use(rd, *swap, 0, e_ * chunk, Role::output, Access::write, u, k);
+            d = {rd};
+          }
           staged = alloc("persistent_h2d." + what + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers,
-                         "prefetch", e_ * chunk, ph, stream("h2d"), after, p_.units[u].layer);
+                         "prefetch", e_ * chunk, ph, stream("h2d"), d, p_.units[u].layer);
           const OpId h = copy("step.persistent." + what + ".h2d", CopyKind::h2d, e_ * chunk,
                               s_.zero.offload_param.pin_memory, ph, stream("h2d"), {*staged}, p_.units[u].layer);
-          if (uses) {
-            use_partition(h, u, k, Role::input, Access::read);
-            use(h, *staged, 0, e_ * chunk, Role::output, Access::write, u, k);
-          }
+          if (swap) use(h, *swap, 0, e_ * chunk, Role::input, Access::read, u, k);
+          else use_partition(h, u, k, Role::input, Access::read);
+          use(h, *staged, 0, e_ * chunk, Role::output, Access::write, u, k);
+          if (swap) release(*swap, ph, stream("h2d"), {h});
           deps.push_back(h);
         }
         const OpId ag = collective("step.persistent." + what + ".all_gather", CollectiveKind::all_gather, world_,
@@ -1668,12 +1703,25 @@ class Builder {
       }
   }
 
-  // GPU optimizer with offloaded params: the updated 16-bit partition goes back to CPU / NVMe.
-  OpId write_back_params(const std::string& name, Elements sub, OpId opt) {
-    OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, Phase::step,
-                  stream("d2h"), {opt});
-    if (p_.param_device == OffloadDevice::nvme)
-      d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, Phase::step, stream("nvme"), {d});
+  // GPU optimizer with offloaded params: the updated 16-bit weights of sub-group [first, first + sub) (in the GPU
+  // buffer w16) go back to the CPU partition, or (NVMe) into the write-back buffer and from there to the swap file
+  // (stage3.py `_partitioned_params_swap_out`: the fp32 master narrowed per parameter, copied into the pinned 16-bit
+  // pool of swap_out_partitioned_params, then written). Frees w16 after its copy.
+  OpId write_back_params(const std::string& name, Elements first, Elements sub, OpId opt, OpId w16) {
+    const Phase ph = Phase::step;
+    std::vector<OpId> deps{opt};
+    if (p_.param_device == OffloadDevice::nvme && last_param_write_ >= 0) deps.push_back(last_param_write_);
+    OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, ph, stream("d2h"),
+                  deps);
+    const BufferUse to_host = p_.param_device == OffloadDevice::nvme ? BufferUse{param_swap_out_, 0, e_ * sub}
+                                                                     : BufferUse{partition_, e_ * first, e_ * sub};
+    use_copy(sch_.ops[d], whole(sch_.ops[w16], Role::input, Access::read), to_host);
+    release(w16, ph, stream("d2h"), {d});
+    if (p_.param_device == OffloadDevice::nvme) {
+      d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {d});
+      use_copy(sch_.ops[d], {param_swap_out_, 0, e_ * sub, Role::input, Access::read}, {partition_, e_ * first, e_ * sub});
+      last_param_write_ = d;
+    }
     return d;
   }
 
@@ -1684,6 +1732,8 @@ class Builder {
   Schedule sch_;
   OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
   OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
+  OpId param_swap_out_ = -1;    // offload_param nvme: init alloc of the pinned 16-bit write-back buffer
+  OpId last_param_write_ = -1;  // offload_param nvme: the last param_nvme_write (the write-back buffer is free after it)
   OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
   OpId loco_ = -1;                             // LoCo: init alloc of the error-feedback buffers
   std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error
