@@ -202,8 +202,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
       std::cout << fmt::format("    of it DMA (the rest: fp32 conversion on the host) {:.3f} ms, {:.2f} GB/s\n",
                                off.d2h.dma_seconds * 1e3, off.d2h.dma_GBps());
     line("h2d (16-bit weights up)", off.h2d, predicted_off.h2d);
-    line("nvme_read (optimizer state)", off.nvme_read, predicted_off.nvme_read);
-    line("nvme_write (optimizer state)", off.nvme_write, predicted_off.nvme_write);
+    line("nvme_read (state, params)", off.nvme_read, predicted_off.nvme_read);
+    line("nvme_write (state, params)", off.nvme_write, predicted_off.nvme_write);
     if (off.cpu_optimizer.ops > 0)
       std::cout << fmt::format("  {:<34} {:>4} {:>9} par. {:>9.3f} ms {:>7.3g} par/s {:>8.3f} ms\n", "CPU Adam",
                                off.cpu_optimizer.ops, off.cpu_optimizer.elements, off.cpu_optimizer.seconds * 1e3,

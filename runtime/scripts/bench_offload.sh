@@ -25,13 +25,17 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.3f", b / s / 1e9; else printf "0" }'; }
 
 # DEVS: which runs (cpu: offload_optimizer cpu; nvme: offload_optimizer nvme; param: offload_optimizer and
-# offload_param cpu, the partitions' h2d staging before each gather counted with the h2d piece).
-for dev in ${DEVS:-cpu nvme param}; do
+# offload_param cpu, the partitions' h2d staging before each gather counted with the h2d piece; pnvme:
+# offload_optimizer cpu and offload_param nvme, each fetch's chunk reads and the step's 16-bit writes counted with the
+# NVMe pieces).
+for dev in ${DEVS:-cpu nvme param pnvme}; do
   extra=()
-  [ $dev = nvme ] && extra=(--nvme-dir "$NVME_DIR")
+  opt=cpu
+  [ $dev = nvme ] && { opt=nvme; extra=(--nvme-dir "$NVME_DIR"); }
   [ $dev = param ] && extra=(--set deepspeed.zero_optimization.offload_param.device=cpu)
-  echo "== zrun, offload_optimizer ${dev/param/cpu}${extra:+ (${extra[*]})}"
-  "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=${dev/param/cpu} "${extra[@]}" \
+  [ $dev = pnvme ] && extra=(--set deepspeed.zero_optimization.offload_param.device=nvme --nvme-dir "$NVME_DIR")
+  echo "== zrun, offload_optimizer $opt${extra:+ (${extra[*]})}"
+  "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=$opt "${extra[@]}" \
       --steps 3 --warmup 1 --json "$OUT/offload_$dev.json" 2>&1 | tee "$OUT/offload_$dev.log" | grep -vE "^step " 
   J=$OUT/offload_$dev.json
   [ -s "$J" ] || { echo "no JSON from zrun ($dev)"; continue; }
