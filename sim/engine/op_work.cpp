@@ -133,6 +133,12 @@ std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
 // norm, the head the loss's cross-entropy over the vocabulary, the attention core (attn.o, eager) the causal
 // softmax over its scores.
 HbmKind unit_hbm_kind(const ModelUnit& u) {
+  if (u.hbm_kind == "copy") return HbmKind::copy;
+  if (u.hbm_kind == "norm") return HbmKind::norm;
+  if (u.hbm_kind == "softmax") return HbmKind::softmax;
+  if (u.hbm_kind == "activation") return HbmKind::activation;
+  if (u.hbm_kind == "cross_entropy") return HbmKind::cross_entropy;
+  // Not given (a schedule file written before the key): by the unit.
   if (u.name == "embedding") return HbmKind::copy;
   if (u.name == "head") return HbmKind::cross_entropy;
   bool vectors_only = !u.tensors.empty();
@@ -149,12 +155,21 @@ Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c) {
   auto at = [&](HbmKind k, Bytes b) { return memory_bound_s(b, c.gpu.hbm_GBps, c.efficiency.hbm_for(k)); };
   if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) return at(unit_hbm_kind(m.units[op.unit]), bytes);
   if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
-    const Bytes norm_unit = 2 * m.micro_batch * m.seq_len * m.hidden * dtype_bits(m.dtype) / 8;
-    Bytes norms = 0;
-    for (const ModelUnit& u : m.units)
-      if (u.layer == op.layer && unit_hbm_kind(u) == HbmKind::norm) norms += norm_unit;
+    const Bytes e = dtype_bits(m.dtype) / 8;
+    const Bytes norm_unit = 2 * m.micro_batch * m.seq_len * m.hidden * e;
+    // The MLP activation's forward (schedule_builder.cpp activation_hbm): SwiGLU reads gate and up and writes act,
+    // GeLU reads up and writes act.
+    const Bytes activation_forward = (m.gated_mlp ? 3 : 2) * m.micro_batch * m.seq_len * m.ffn_hidden * e;
+    Bytes norms = 0, activation = 0;
+    for (const ModelUnit& u : m.units) {
+      if (u.layer != op.layer) continue;
+      if (unit_hbm_kind(u) == HbmKind::norm) norms += norm_unit;
+      if (u.hbm_kind == "activation") activation = activation_forward;
+    }
     norms = std::min(norms, bytes);
-    return at(HbmKind::norm, norms) + at(HbmKind::softmax, bytes - norms);
+    activation = std::min(activation, bytes - norms);
+    return at(HbmKind::norm, norms) + at(HbmKind::activation, activation) +
+           at(HbmKind::softmax, bytes - norms - activation);
   }
   return at(HbmKind::norm, bytes);
 }

@@ -90,7 +90,8 @@ ScheduleModel small_model() {
   m.units = {{"L0.attn.norm", 0, {{"attn.norm", 512, 0}}},
              {"L0.attn.q", 0, {{"attn.q", 512, 512}}},
              {"L0.attn.o", 0, {{"attn.o", 512, 512}}},
-             {"head", -1, {{"head.out", 512, 1000}}}};
+             {"head", -1, {{"head.out", 512, 1000}}},
+             {"L0.mlp.up", 0, {{"mlp.up", 512, 1024}}, "activation"}};
   return m;
 }
 
@@ -132,6 +133,33 @@ TEST(OpWork, TheGemmCallsTheGemmModelPricesAreNotChargedALaunchAgain) {
   c.efficiency.gemm_model.max_efficiency = 0;
   const double constant = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
   EXPECT_NEAR(unit_op_s(c, 2, flops, 0, 10), constant + 10 * 3e-6, constant * 1e-9);
+}
+
+TEST(OpWork, AnActivationUnitsBytesRunAtTheActivationKind) {
+  ClusterSpec c = test_cluster(1, 1);
+  const Bytes bytes = 2'000'000'000;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 4, 0, bytes, 0), memory_bound_s(bytes, c.gpu.hbm_GBps, c.efficiency.hbm));
+  c.efficiency.hbm_by_kind.activation = 0.3;
+  c.efficiency.hbm_by_kind.softmax = 0.6;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 4, 0, bytes, 0), memory_bound_s(bytes, c.gpu.hbm_GBps, 0.3));
+}
+
+// A recompute runs its layer's forward: the norms' bytes (2 x tokens x hidden x e each) at `norm`, the MLP
+// activation's forward (SwiGLU: 3 x tokens x ffn x e) at `activation`, the rest (eager scores) at `softmax`.
+TEST(OpWork, ARecomputeSplitsItsBytesIntoNormsActivationAndScores) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.norm = 0.5;
+  c.efficiency.hbm_by_kind.activation = 0.3;
+  c.efficiency.hbm_by_kind.softmax = 0.6;
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  const Bytes norms = 2 * 2048 * 512 * 2, activation = 3 * 2048 * 1024 * 2, scores = 100'000'000;
+  const OpId id = b.compute("recompute", Phase::backward, 0, {}, "compute", ComputeKind::recompute);
+  b.s.ops[id].layer = 0;
+  b.s.ops[id].compute.hbm_bytes = norms + activation + scores;
+  const double expected = memory_bound_s(norms, c.gpu.hbm_GBps, 0.5) + memory_bound_s(activation, c.gpu.hbm_GBps, 0.3) +
+                          memory_bound_s(scores, c.gpu.hbm_GBps, 0.6);
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
 }
 
 TEST(OpWork, ScoresRunAtTheSoftmaxKindAndTheHeadsLossAtTheCrossEntropyKind) {

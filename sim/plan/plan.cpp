@@ -220,6 +220,8 @@ Plan make_plan(const Scenario& s) {
     for (const auto& [mod, tensors] : layer_modules) {
       p.units.push_back(make_unit("L" + std::to_string(l) + "." + mod, l, tensors, s, p.dp));
       p.units.back().attention_core = mod == "attn.o";
+      if (mod == "mlp.up") p.units.back().activation = FetchUnit::ActivationPart::up;
+      if (mod == "mlp.gate") p.units.back().activation = FetchUnit::ActivationPart::gate;
     }
     lu.last = static_cast<int>(p.units.size()) - 1;
     p.layers.push_back(lu);

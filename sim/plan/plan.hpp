@@ -29,6 +29,10 @@ struct FetchUnit {
   Elements partition = 0;            // stage 3: this rank's share of `gathered` (sum of ceil(numel / dp))
   std::vector<TensorShape> gathered_tensors;  // the tensors behind `gathered`
   bool attention_core = false;       // the attention itself (scores, softmax, values) runs before this unit
+  // The MLP's elementwise activation (runtime/model/mlp.cu): mlp.up runs it after its GEMM (SwiGLU's silu(gate) * up,
+  // or GeLU) and the backward's up half (GeLU: all of it); with SwiGLU, mlp.gate runs the backward's gate half.
+  enum class ActivationPart { none, up, gate };
+  ActivationPart activation = ActivationPart::none;
   bool is_head = false;              // the output projection (tied: no tensors of its own, uses the embedding)
   bool is_embedding = false;
 };

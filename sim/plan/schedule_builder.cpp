@@ -226,14 +226,27 @@ class Builder {
   // forward reads them once (its per-row results are negligible), the backward reads them and writes their
   // gradient in place.
   Bytes logits_bytes() const { return tokens_ * s_.model.vocab * e_; }
+  // The MLP's activation kernels (runtime/model/mlp.cu), in units of tokens x ffn_hidden elements of e bytes:
+  // forward SwiGLU reads gate and up and writes act (3), GeLU reads up and writes act (2); backward the up half
+  // reads d(act) and gate (GeLU: up) and writes d(up) (3), SwiGLU's gate half reads d(act), gate and up and writes
+  // d(gate) (4).
+  Bytes activation_hbm(int u, bool backward) const {
+    const Bytes tf = tokens_ * s_.model.ffn_hidden * e_;
+    switch (p_.units[u].activation) {
+      case FetchUnit::ActivationPart::up: return (backward ? 3 : s_.model.mlp == MlpKind::gated ? 3 : 2) * tf;
+      case FetchUnit::ActivationPart::gate: return backward ? 4 * tf : 0;
+      case FetchUnit::ActivationPart::none: return 0;
+    }
+    return 0;
+  }
   Bytes forward_hbm(int u) const {
     return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0) +
-           (p_.units[u].is_head ? logits_bytes() : 0);
+           (p_.units[u].is_head ? logits_bytes() : 0) + activation_hbm(u, false);
   }
   Bytes backward_hbm(int u) const {
     return 2 * unit_hbm(u) +
            (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
-           (p_.units[u].is_head ? 2 * logits_bytes() : 0);
+           (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);
   }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;

@@ -157,6 +157,10 @@ struct ModelUnit {
   std::string name;         // "embedding", "L3.attn.q", "final.norm", "head"
   int layer = -1;
   std::vector<ModelTensor> tensors;  // its own tensors (a tied head has none and uses the embedding's)
+  // The kind of memory-bound kernels its ops' hbm_bytes are (efficiency.hbm_by_kind): "copy" (the embedding
+  // lookup), "norm", "softmax" (eager attention's scores), "activation" (the MLP's), "cross_entropy" (the head's
+  // loss); "" none given (the engine then goes by the unit: docs/schedule-format.md).
+  std::string hbm_kind;
   bool operator==(const ModelUnit&) const = default;
 };
 struct ScheduleModel {

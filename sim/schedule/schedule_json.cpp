@@ -193,10 +193,16 @@ ScheduleModel read_model(const Node& n) {
   const Node units = n.key("units");
   for (size_t i = 0, e = units.array_size(); i < e; ++i) {
     const Node u = units.at(i);
-    u.only_keys({"name", "layer", "tensors"});
+    u.only_keys({"name", "layer", "tensors", "hbm_kind"});
     ModelUnit unit;
     unit.name = u.key("name").str();
     unit.layer = u.has("layer") ? u.key("layer").small_int(-1) : -1;
+    if (u.has("hbm_kind")) {
+      unit.hbm_kind = u.key("hbm_kind").str();
+      if (unit.hbm_kind != "copy" && unit.hbm_kind != "norm" && unit.hbm_kind != "softmax" &&
+          unit.hbm_kind != "activation" && unit.hbm_kind != "cross_entropy")
+        u.key("hbm_kind").fail("must be one of copy, norm, softmax, activation, cross_entropy");
+    }
     const Node ts = u.key("tensors");
     for (size_t k = 0, te = ts.array_size(); k < te; ++k) {
       const Node t = ts.at(k);
@@ -468,6 +474,7 @@ ordered_json model_to_json(const ScheduleModel& m) {
     ordered_json tensors = ordered_json::array();
     for (const ModelTensor& t : u.tensors) tensors.push_back({{"name", t.name}, {"rows", t.rows}, {"cols", t.cols}});
     units.push_back({{"name", u.name}, {"layer", u.layer}, {"tensors", std::move(tensors)}});
+    if (!u.hbm_kind.empty()) units.back()["hbm_kind"] = u.hbm_kind;
   }
   return j;
 }

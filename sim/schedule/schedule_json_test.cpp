@@ -91,7 +91,7 @@ Schedule every_kind() {
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
              {{"embedding", -1, {{"embedding", 128, 64}, {"positions", 32, 64}}},
-              {"L0.attn.norm", 0, {{"attn.norm", 64, 0}, {"attn.norm.bias", 64, 0}}}}};
+              {"L0.attn.norm", 0, {{"attn.norm", 64, 0}, {"attn.norm.bias", 64, 0}}, "norm"}}};
   Op a = base(OpKind::alloc, compute);
   a.mem = {"live", Tier::gpu, MemCategory::activations, "", 4096};
   const OpId live = s.add(a);
@@ -164,6 +164,16 @@ TEST(ScheduleJson, CarriesTheModelAndBufferUsesByName) {
   EXPECT_EQ(last["uses"][0]["buffer"], "live");
   EXPECT_EQ(last["uses"][0]["role"], "state");
   EXPECT_EQ(last["uses"][0]["access"], "read_write");
+}
+
+TEST(ScheduleJson, AUnitsMemoryBoundKernelKindIsOptionalAndOneOfTheKnownKinds) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["model"]["units"][1]["hbm_kind"], "norm");
+  EXPECT_EQ(j["model"]["units"][0].count("hbm_kind"), 0u);
+  EXPECT_EQ(schedule_from_json(j).model.units[1].hbm_kind, "norm");
+  j["model"]["units"][1]["hbm_kind"] = "adam";
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("key 'model.units[1].hbm_kind'"), std::string::npos) << e;
 }
 
 TEST(ScheduleJson, AQuantizationOpCarriesItsQuantizedDtypeAndNoOtherComputeOpHasOne) {
