@@ -1,6 +1,7 @@
 #include "sim/engine/simulate.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <span>
 #include <limits>
 #include <stdexcept>
@@ -75,7 +76,7 @@ struct WorkKeyHash {
     mix(static_cast<std::uint64_t>(k.unit));
     mix(static_cast<std::uint64_t>(k.layer));
     mix(static_cast<std::uint64_t>(k.compute.what));
-    mix(static_cast<std::uint64_t>(k.compute.flops));
+    mix(std::bit_cast<std::uint64_t>(k.compute.flops));
     mix(static_cast<std::uint64_t>(k.compute.hbm_bytes));
     mix(static_cast<std::uint64_t>(k.collective.group));
     mix(static_cast<std::uint64_t>(k.collective.bytes));
