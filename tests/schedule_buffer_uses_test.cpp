@@ -612,13 +612,17 @@ Scenario tiny_world8(const std::vector<std::string>& more) {
                            more);
 }
 
+// Stage 3's fetch paths (coalesced, sequential, all-reduce, no prefetch) and persistence (none, the small tensors).
+const char* const kFetchPaths[] = {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
+                                   "deepspeed.zero_optimization.stage3_allgather_sequential=true",
+                                   "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
+                                   "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"};
+const char* const kPersistence[] = {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
+                                    "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"};
+
 TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesWhereTheRuleSaysOn8Ranks) {
-  for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
-                            "deepspeed.zero_optimization.stage3_allgather_sequential=true",
-                            "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
-                            "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
-    for (const char* persist : {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
-                                "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"})
+  for (const char* fetch : kFetchPaths)
+    for (const char* persist : kPersistence)
       for (const char* bucket : {"deepspeed.zero_optimization.reduce_bucket_size=500000000",
                                  "deepspeed.zero_optimization.reduce_bucket_size=1000"})
         for (const char* qwz : {"deepspeed.zero_optimization.zero_quantized_weights=false",
@@ -652,12 +656,8 @@ TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGat
   int nvme_runs = 0;
   for (const char* param : {"cpu", "nvme"})
     for (const char* optimizer : {"none", "cpu", "nvme"})
-      for (const char* fetch : {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
-                                "deepspeed.zero_optimization.stage3_allgather_sequential=true",
-                                "deepspeed.zero_optimization.stage3_use_all_reduce_for_fetch_params=true",
-                                "deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"})
-        for (const char* persist : {"deepspeed.zero_optimization.stage3_param_persistence_threshold=0",
-                                    "deepspeed.zero_optimization.stage3_param_persistence_threshold=100"})
+      for (const char* fetch : kFetchPaths)
+        for (const char* persist : kPersistence)
           for (const char* sub : {"deepspeed.zero_optimization.sub_group_size=1000000000",
                                   "deepspeed.zero_optimization.sub_group_size=777"}) {
             const Scenario s = tiny_world8(

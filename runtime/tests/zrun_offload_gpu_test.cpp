@@ -136,25 +136,39 @@ TEST(ZrunOffloadGpu, NvmeOffloadGivesExactlyTheCpuOffloadsMasterWeights) {
   }
 }
 
+// The tiny offload scenario with `zero_key` (under deepspeed.zero_optimization) set and its swap files in `swap`,
+// which is deleted once the job has logged its third step: the job's exit status, how long it ran, its log.
+struct KilledRun {
+  int status = 0;
+  double seconds = 0;
+  std::string out;
+};
+KilledRun remove_swap_directory_mid_run(const std::string& zero_key, const fs::path& swap, const fs::path& log) {
+  fs::create_directories(swap);
+  const std::string cmd = "bash -c '" + zrun_bin() +
+                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
+                          "deepspeed.zero_optimization." + zero_key + " --nvme-dir " + swap.string() +
+                          " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
+                          log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +
+                          "; wait $pid; exit $?'";
+  const auto t0 = std::chrono::steady_clock::now();
+  KilledRun run;
+  run.status = std::system(cmd.c_str());
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run.out = slurp(log);
+  return run;
+}
+
 // The swap directory is deleted while the job trains: the next NVMe transfer names the removed file and its op, the
 // job exits non-zero, and nothing is left (the directory is gone with its files).
 TEST(ZrunOffloadGpu, RemovingTheNvmeDirectoryMidRunEndsTheJobNamingTheFileAndTheOp) {
   REQUIRE_GPU();
   const fs::path dir = scratch("kill_rm");
-  const fs::path swap = dir / "swap", log = dir / "out.txt";
-  fs::create_directories(swap);
-  const std::string cmd = "bash -c '" + zrun_bin() +
-                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
-                          "deepspeed.zero_optimization.offload_optimizer.device=nvme --nvme-dir " + swap.string() +
-                          " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
-                          log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +
-                          "; wait $pid; exit $?'";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string out = slurp(log);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
-  EXPECT_LT(s, 60) << out;
+  const fs::path swap = dir / "swap";
+  const KilledRun run = remove_swap_directory_mid_run("offload_optimizer.device=nvme", swap, dir / "out.txt");
+  const std::string& out = run.out;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0) << out;
+  EXPECT_LT(run.seconds, 60) << out;
   EXPECT_NE(out.find("was removed"), std::string::npos) << out;
   EXPECT_NE(out.find(swap.string() + "/zrun."), std::string::npos) << out;
   EXPECT_NE(out.find("nvme_"), std::string::npos) << out;  // the op: step.sub0.nvme_read or _write
@@ -208,19 +222,10 @@ TEST(ZrunOffloadGpu, RemovingTheParamNvmeDirectoryMidRunEndsTheJobNamingTheFileA
   REQUIRE_GPU();
   const fs::path dir = scratch("kill_rm_param");
   const fs::path swap = dir / "swap", log = dir / "out.txt";
-  fs::create_directories(swap);
-  const std::string cmd = "bash -c '" + zrun_bin() +
-                          " runtime/scenarios/tiny-zero3-offload-1xh100.yaml --here --steps 1000 --warmup 0 --set "
-                          "deepspeed.zero_optimization.offload_param.device=nvme --nvme-dir " + swap.string() +
-                          " >" + log.string() + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q \"step    3\" " +
-                          log.string() + " && break; sleep 0.05; done; rm -rf " + swap.string() +
-                          "; wait $pid; exit $?'";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string out = slurp(log);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
-  EXPECT_LT(s, 60) << out;
+  const KilledRun run = remove_swap_directory_mid_run("offload_param.device=nvme", swap, log);
+  const std::string& out = run.out;
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0) << out;
+  EXPECT_LT(run.seconds, 60) << out;
   EXPECT_NE(out.find("was removed"), std::string::npos) << out;
   EXPECT_NE(out.find(swap.string() + "/zrun."), std::string::npos) << out;
   EXPECT_NE(out.find("params.partition"), std::string::npos) << out;  // the parameters' file
