@@ -164,7 +164,7 @@ Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c) {
     for (const ModelUnit& u : m.units) {
       if (u.layer != op.layer) continue;
       if (unit_hbm_kind(u) == HbmKind::norm) norms += norm_unit;
-      if (u.hbm_kind == "activation") activation = activation_forward;
+      if (unit_hbm_kind(u) == HbmKind::activation) activation = activation_forward;
     }
     norms = std::min(norms, bytes);
     activation = std::min(activation, bytes - norms);

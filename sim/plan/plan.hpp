@@ -35,6 +35,12 @@ struct FetchUnit {
   ActivationPart activation = ActivationPart::none;
   bool is_head = false;              // the output projection (tied: no tensors of its own, uses the embedding)
   bool is_embedding = false;
+  // Vectors only (a norm's weight and bias): its work is one memory-bound kernel over an activation.
+  bool vectors_only() const {
+    bool only = !tensors.empty();
+    for (const TensorShape& t : tensors) only &= !t.is_matrix();
+    return only;
+  }
 };
 
 // First and last unit (forward order) of each transformer layer.

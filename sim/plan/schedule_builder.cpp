@@ -218,9 +218,7 @@ class Builder {
   // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp), the head its loss's.
   Bytes unit_hbm(int u) const {
     const FetchUnit& U = p_.units[u];
-    bool vectors_only = !U.tensors.empty();
-    for (const auto& t : U.tensors) vectors_only &= !t.is_matrix();
-    return U.is_embedding || vectors_only ? 2 * tokens_ * s_.model.hidden * e_ : 0;
+    return U.is_embedding || U.vectors_only() ? 2 * tokens_ * s_.model.hidden * e_ : 0;
   }
   // The loss over the logits (tokens x vocab), as a fused cross-entropy moves them (zrun's head_loss.cu): the
   // forward reads them once (its per-row results are negligible), the backward reads them and writes their

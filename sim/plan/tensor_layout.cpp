@@ -56,13 +56,11 @@ ScheduleModel schedule_model(const Scenario& s, const Plan& p) {
   for (const FetchUnit& u : p.units) {
     ModelUnit mu{u.name, u.layer, {}, {}};
     for (const TensorShape& t : u.tensors) mu.tensors.push_back({t.name, t.rows, t.cols});
-    bool vectors_only = !u.tensors.empty();
-    for (const TensorShape& t : u.tensors) vectors_only &= !t.is_matrix();
     // The memory-bound kernels of its ops (schedule_builder.cpp's hbm_bytes): the lookup, a norm, eager attention's
     // softmax over the scores, the MLP's activation, the head's loss.
     if (u.is_embedding) mu.hbm_kind = "copy";
     else if (u.is_head) mu.hbm_kind = "cross_entropy";
-    else if (vectors_only) mu.hbm_kind = "norm";
+    else if (u.vectors_only()) mu.hbm_kind = "norm";
     else if (u.attention_core && s.model.attention == Attention::eager) mu.hbm_kind = "softmax";
     else if (u.activation != FetchUnit::ActivationPart::none) mu.hbm_kind = "activation";
     out.units.push_back(std::move(mu));
