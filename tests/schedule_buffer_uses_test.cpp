@@ -482,19 +482,14 @@ class Stage3World {
         int index = r;  // a copy's rank_stride counts the rank in its group (hpZ's secondary copy), else the world
         if (op.copy.group >= 0) members(sch_.groups[op.copy.group], r, &index);
         const BufferUse &in = op.uses[i], &out = op.uses[i + 1];
-        if (op.copy.what == CopyKind::d2h && e_ < 4 && out.bytes == 4 * (in.bytes / e_)) {
-          // The CPU optimizer's gradients: 16-bit elements in, fp32 out (written, or added when read_write).
-          for (Elements j = 0; j < in.total_bytes() / e_; ++j) {
-            const std::int64_t v = at(in, r, j, 2 * e_, index);
-            if (out.access == Access::read_write) at(out, r, j, 8, index) += v;
-            else at(out, r, j, 8, index) = v;
-          }
-          continue;
-        }
-        for (Elements j = 0; j < op.uses[i + 1].total_bytes() / e_; ++j) {
-          const std::int64_t v = at(op.uses[i], r, j, 2 * e_, index);
-          if (op.uses[i + 1].access == Access::read_write) at(op.uses[i + 1], r, j, 2 * e_, index) += v;
-          else at(op.uses[i + 1], r, j, 2 * e_, index) = v;
+        // Element by element, of the training dtype, or of the cast's two dtypes (e.g. 16-bit in, fp32 out).
+        const Bytes ein = 2 * (op.copy.cast ? dtype_bits(op.copy.cast_from) / 8 : e_),
+                    eout = 2 * (op.copy.cast ? dtype_bits(op.copy.cast_to) / 8 : e_);
+        if (op.copy.cast) ASSERT_EQ(count(in, ein), count(out, eout)) << op.name;  // else: the output's elements
+        for (Elements j = 0; j < count(out, eout); ++j) {
+          const std::int64_t v = at(in, r, j, ein, index);
+          if (out.access == Access::read_write) at(out, r, j, eout, index) += v;
+          else at(out, r, j, eout, index) = v;
         }
       }
   }

@@ -73,14 +73,6 @@ ElemType elem_type(zsim::DType d) {
 
 zk::Half16 half_fmt(zsim::DType d) { return d == zsim::DType::fp16 ? zk::Half16::fp16 : zk::Half16::bf16; }
 
-// A copy down to the CPU optimizer's fp32 gradients: 16-bit ranges in, fp32 ranges (twice the bytes) out.
-bool converts_to_fp32(const Op& op) {
-  if (op.kind != OpKind::copy || op.copy.what != zsim::CopyKind::d2h) return false;
-  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2)
-    if (op.uses[i + 1].bytes != op.uses[i].bytes) return true;
-  return false;
-}
-
 }  // namespace
 
 Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Communicators& comms, Arena& gpu,
@@ -139,9 +131,6 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
       waited[st] = 0;
       ZRUN_CUDA_CHECK(cudaEventCreate(&end_events_[id]));
     }
-    dma_events_.assign(s.ops.size(), nullptr);
-    for (OpId id : step_ops_)
-      if (converts_to_fp32(s.ops[id])) ZRUN_CUDA_CHECK(cudaEventCreate(&dma_events_[id]));
   }
   // What the executor itself holds on the device: tokens and targets of every micro-step and their losses (the
   // schedule has no buffer for them).
@@ -172,17 +161,6 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     if (op.kind == OpKind::collective && op.collective.what == CollectiveKind::all_reduce)
       if (const BufferUse* p = find_use(op, Role::param)) zero_on_alloc_[p->alloc] = 1;
   }
-  // Pinned staging for the 16-bit gradients a d2h copy brings down before the host converts them to fp32 (the
-  // schedule's copy moves 16-bit bytes; its fp32 output is the CPU optimizer's gradient buffer).
-  zsim::Bytes staging = 0;
-  for (const Op& op : s.ops)
-    if (converts_to_fp32(op)) {
-      zsim::Bytes in = 0;
-      for (std::size_t i = 0; i < op.uses.size(); i += 2) in += op.uses[i].bytes;
-      staging = std::max(staging, in);
-    }
-  if (staging > 0)
-    fp32_staging_ = cpu.alloc("zrun.d2h_staging", MemCategory::grads, kBeyondSchedule, 0, "init", staging);
   for (std::size_t g = 0; g < s.groups.size(); ++g)
     if (s.groups[g].size == s.meta.world_size) world_group_ = static_cast<int>(g);
   if (o_.qgz_error && plan.qgz)
@@ -201,8 +179,6 @@ Executor::~Executor() {
   for (cudaEvent_t e : start_events_)
     if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : end_events_)
-    if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : dma_events_)
     if (e) cudaEventDestroy(e);
   for (cudaStream_t st : streams_) cudaStreamDestroy(st);
 }
@@ -236,8 +212,9 @@ void Executor::run_init() {
   for (OpId id : init_ops_)
     if (s_.ops[id].mem.detail == "loco_error")
       ZRUN_CUDA_CHECK(cudaMemset(buffers_.base(id), 0, s_.ops[id].mem.bytes));
-  // The CPU optimizer's fp32 gradients start at zero once: every step's first copy down writes each range (later
-  // micro-steps add), and the padding of a flat partition stays zero.
+  // Host gradient buffers start at zero once: the CPU optimizer's fp32 gradients (every step's boundary writes each
+  // gradient range; the padding of a flat partition stays zero) and the 16-bit accumulation buffers (ZeRO-1 adds its
+  // never-written copy, as DeepSpeed adds its zeros).
   for (OpId id : init_ops_)
     if (s_.ops[id].mem.category == MemCategory::grads && s_.ops[id].mem.tier == zsim::Tier::cpu)
       std::memset(buffers_.base(id), 0, s_.ops[id].mem.bytes);
@@ -413,12 +390,6 @@ StepResult Executor::run_step(std::int64_t step) {
       if (start_events_[id]) ZRUN_CUDA_CHECK(cudaEventElapsedTime(&a, t0, start_events_[id]));
       ZRUN_CUDA_CHECK(cudaEventElapsedTime(&b, t0, end_events_[id]));
       r.ops[id] = {start_events_[id] ? a * 1e-3 : stream_end[st], b * 1e-3};
-      const Op& op = s_.ops[id];
-      if (!dma_events_.empty() && dma_events_[id] && (op.copy.rank < 0 || op.copy.rank == rank_)) {
-        float m = 0;
-        ZRUN_CUDA_CHECK(cudaEventElapsedTime(&m, t0, dma_events_[id]));
-        r.ops[id].dma_end_s = m * 1e-3;
-      }
       stream_end[st] = b * 1e-3;
     }
   }
@@ -780,42 +751,11 @@ void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
   }
 }
 
-// Reduced 16-bit gradients down to the CPU optimizer's fp32 gradients: each input range is copied to pinned
-// staging (the schedule's 16-bit bytes over PCIe), then a host function converts and adds it into its output range.
-void Executor::run_copy_to_fp32(const Op& op, cudaStream_t s) {
-  struct Piece {
-    const std::uint16_t* from;
-    float* to;
-    std::int64_t n;
-    bool add;
-  };
-  std::vector<Piece> pieces;
-  zsim::Bytes at = 0;
-  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
-    const BufferUse& in = op.uses[i];
-    const BufferUse& out = op.uses[i + 1];
-    const std::int64_t n = in.bytes / plan_.elem_bytes;
-    if (in.blocks > 1 || out.blocks > 1 || out.bytes != 4 * n || s_.ops[out.alloc].mem.tier != zsim::Tier::cpu)
-      throw std::logic_error(fmt::format("op '{}': a converting d2h copy takes contiguous 16-bit ranges into fp32 "
-                                         "host ranges", op.name));
-    ZRUN_CUDA_CHECK(cudaMemcpyAsync(fp32_staging_ + at, buffers_.at(in, rank_index(op)), in.bytes, cudaMemcpyDeviceToHost, s));
-    pieces.push_back({reinterpret_cast<const std::uint16_t*>(fp32_staging_ + at),
-                      reinterpret_cast<float*>(buffers_.at(out, rank_)), n, out.access == Access::read_write});
-    at += in.bytes;
-  }
-  if (!dma_events_.empty() && dma_events_[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(dma_events_[op.id], s));
-  const bool bf16 = plan_.dtype == zsim::DType::bf16;
-  host_.enqueue(s, op.name, [pieces, bf16] {
-    for (const Piece& p : pieces) zk::half16_to_fp32(p.from, p.to, p.n, bf16 ? zk::Half16::bf16 : zk::Half16::fp16, p.add);
-  });
-}
-
 void Executor::run_copy(const Op& op, cudaStream_t s) {
   if (op.copy.rank >= 0 && op.copy.rank != rank_) return;  // a copy that only one rank runs
   if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
   if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
     return run_nvme_copy(op, s);
-  if (converts_to_fp32(op)) return run_copy_to_fp32(op, s);
   for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
     const BufferUse& in = op.uses[i];
     const BufferUse& out = op.uses[i + 1];

@@ -45,7 +45,6 @@ struct ExecOptions {
 
 struct OpTime {
   double start_s = 0, end_s = 0;  // from the step's start
-  double dma_end_s = 0;           // a d2h converting on the host: when its DMA ended (else 0)
 };
 
 struct StepResult {
@@ -86,7 +85,6 @@ class Executor {
   void run_optimizer(const zsim::Op& op, cudaStream_t s);
   void run_cpu_optimizer(const zsim::Op& op, cudaStream_t s);
   void run_nvme_copy(const zsim::Op& op, cudaStream_t s);
-  void run_copy_to_fp32(const zsim::Op& op, cudaStream_t s);
   void put_state(zsim::OpId alloc, const void* data, std::size_t bytes);  // init data into a buffer of any tier
   void run_collective(const zsim::Op& op, cudaStream_t s);
   void run_all_to_all(const zsim::Op& op, ncclComm_t comm, int n, cudaStream_t s);
@@ -112,7 +110,6 @@ class Executor {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> dep_events_;        // by op id, for ops others wait for
   std::vector<cudaEvent_t> start_events_, end_events_;  // by op id, with time_ops
-  std::vector<cudaEvent_t> dma_events_;        // by op id, with time_ops: a converting d2h's DMA end
   std::vector<zsim::OpId> step_ops_, init_ops_;
   model::SyntheticData data_;
   std::int32_t* tokens_ = nullptr;             // device [grad_accum][T]: this step's tokens, then targets
@@ -133,7 +130,6 @@ class Executor {
   HostOps host_;                                    // CPU ops queued on the streams
   std::unique_ptr<NvmeStore> nvme_;                 // the NVMe tier's swap files (NVMe offload only)
   std::map<zsim::OpId, int> nvme_file_;             // alloc op of tier nvme -> its file in nvme_
-  std::byte* fp32_staging_ = nullptr;               // pinned: 16-bit gradients copied down, before their conversion
   std::unique_ptr<QgzErrorMeter> qgz_meter_;        // ExecOptions::qgz_error
   int world_group_ = -1;                            // the schedule's group of every rank
 };

@@ -57,7 +57,6 @@ OffloadFigures offload_figures(const zsim::Schedule& s, const std::vector<zsim::
       ++p.ops;
       p.bytes += op.copy.bytes;
       p.seconds += d;
-      p.dma_seconds += t.dma_end_s > 0 ? std::max(0.0, t.dma_end_s - t.start_s) : d;
       offload.push_back({t.start_s, t.end_s});
       continue;
     }

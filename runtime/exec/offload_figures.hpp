@@ -11,7 +11,6 @@ namespace zrun {
 
 struct OpInterval {
   double start_s = 0, end_s = 0;  // end_s 0: the op did not run (or was not timed)
-  double dma_end_s = 0;           // a d2h that converts on the host after its DMA: when the DMA ended (else 0)
 };
 
 struct PieceFigures {
@@ -19,9 +18,7 @@ struct PieceFigures {
   zsim::Bytes bytes = 0;          // copies: the schedule's bytes
   zsim::Elements elements = 0;    // the CPU optimizer: parameters updated
   double seconds = 0;             // summed op durations
-  double dma_seconds = 0;         // copies: the DMA part (a converting d2h's host conversion left out)
   double GBps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
-  double dma_GBps() const { return dma_seconds > 0 ? bytes / dma_seconds / 1e9 : 0; }
   double per_s() const { return seconds > 0 ? elements / seconds : 0; }
 };
 

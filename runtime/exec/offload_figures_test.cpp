@@ -51,7 +51,6 @@ TEST(OffloadFigures, CopiesCountTheirBytesAndTimeAndOnlyTheRanksOwnCopies) {
   EXPECT_EQ(f.d2h.ops, 1);
   EXPECT_EQ(f.d2h.bytes, 100);
   EXPECT_DOUBLE_EQ(f.d2h.seconds, 1.5);
-  EXPECT_DOUBLE_EQ(f.d2h.dma_seconds, 1.5);
   EXPECT_EQ(f.h2d.bytes, 30);
   EXPECT_EQ(f.nvme_read.ops, 1);
   EXPECT_EQ(f.nvme_write.ops, 0);
@@ -69,16 +68,6 @@ TEST(OffloadFigures, ExposedOffloadIsCopyTimeThatNoComputeOptimizerOrCollectiveC
   st.add(Step::compute(zsim::ComputeKind::optimizer, zsim::Device::cpu, 10), 2.0, 3.0);
   st.add(Step::copy(CopyKind::h2d, 30), 3.0, 3.5);
   EXPECT_DOUBLE_EQ(offload_figures(st.s, st.ids, st.times, 0).exposed_s, 1.5);
-}
-
-TEST(OffloadFigures, AConvertingCopysDmaTimeLeavesOutItsHostConversion) {
-  Step st;
-  st.add(Step::copy(CopyKind::d2h, 100), 1.0, 4.0);
-  st.times.back().dma_end_s = 2.0;
-  const OffloadFigures f = offload_figures(st.s, st.ids, st.times, 0);
-  EXPECT_DOUBLE_EQ(f.d2h.seconds, 3.0);
-  EXPECT_DOUBLE_EQ(f.d2h.dma_seconds, 1.0);
-  EXPECT_DOUBLE_EQ(f.d2h.dma_GBps(), 100 / 1.0 / 1e9);
 }
 
 TEST(OffloadFigures, AStepWithoutOffloadHasNone) {

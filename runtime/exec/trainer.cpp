@@ -69,8 +69,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   model::Model model(model::model_config(sc, plan), plan.units);
 
   // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later; pinned host memory
-  // as the schedule's CPU tier peak per rank, plus half of it for the executor's staging of gradients copied down
-  // (16-bit, at most the fp32 gradients' half), ranges 4096-aligned for O_DIRECT NVMe transfers.
+  // as the schedule's CPU tier peak per rank, plus half of it as room for the arena's fragmentation, ranges
+  // 4096-aligned for O_DIRECT NVMe transfers.
   std::size_t free_b = 0, total_b = 0;
   ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const Bytes reserve = 1536LL << 20;
@@ -177,7 +177,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                            human_bytes(outside_arena), human_bytes(model.scratch_bytes()));
   // ZeRO-Offload's pieces in the last step (rank 0), beside zsim's timing of the same ops.
   std::vector<OpInterval> measured_ops;
-  for (const OpTime& t : last.ops) measured_ops.push_back({t.start_s, t.end_s, t.dma_end_s});
+  for (const OpTime& t : last.ops) measured_ops.push_back({t.start_s, t.end_s});
   const OffloadFigures off = offload_figures(sch, ex.step_ops(), measured_ops, rank);
   OffloadFigures predicted_off;
   double zsim_exposed_offload_s = 0;
@@ -198,10 +198,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                                human_bytes(m.bytes), m.seconds * 1e3, m.GBps(), p.seconds * 1e3);
     };
     line("d2h (gradients down)", off.d2h, predicted_off.d2h);
-    if (off.d2h.dma_seconds < off.d2h.seconds)
-      std::cout << fmt::format("    of it DMA (the rest: fp32 conversion on the host) {:.3f} ms, {:.2f} GB/s\n",
-                               off.d2h.dma_seconds * 1e3, off.d2h.dma_GBps());
-    line("h2d (16-bit weights up)", off.h2d, predicted_off.h2d);
+    line("h2d (16-bit weights, grads up)", off.h2d, predicted_off.h2d);
     line("nvme_read (state, params)", off.nvme_read, predicted_off.nvme_read);
     line("nvme_write (state, params)", off.nvme_write, predicted_off.nvme_write);
     if (off.cpu_optimizer.ops > 0)
@@ -288,7 +285,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     if (off.any()) {
       auto piece = [](const PieceFigures& f, const PieceFigures& p) {
         return ordered_json{{"ops", f.ops},         {"bytes", f.bytes},     {"elements", f.elements},
-                            {"seconds", f.seconds}, {"dma_seconds", f.dma_seconds}, {"zsim_seconds", p.seconds}};
+                            {"seconds", f.seconds}, {"zsim_seconds", p.seconds}};
       };
       m["offload"] = {{"d2h", piece(off.d2h, predicted_off.d2h)},
                       {"h2d", piece(off.h2d, predicted_off.h2d)},

@@ -42,13 +42,11 @@ for dev in ${DEVS:-cpu nvme param pnvme}; do
   echo "-- ratios ($dev): the piece inside the step / the raw rate at the same size"
   for piece in d2h h2d; do
     ops=$(field "$J" $piece ops); bytes=$(field "$J" $piece bytes); sec=$(field "$J" $piece seconds)
-    dma=$(field "$J" $piece dma_seconds)
     [ "${ops:-0}" -gt 0 ] || continue
     size=$((bytes / ops))
     raw=$("$BIN/offload_bench" copy $size | awk -v p=$piece '$2 == p {print $8}')
-    in_step=$(rate $bytes $dma)
-    echo "$piece: $ops op(s), $size bytes each: DMA inside the step $in_step GB/s, raw pinned cudaMemcpyAsync $raw GB/s, ratio $(ratio $in_step $raw)"
-    [ $piece = d2h ] && echo "   whole d2h op (with the host's fp32 conversion and add) $(rate $bytes $sec) GB/s, ratio $(ratio $(rate $bytes $sec) $raw)"
+    in_step=$(rate $bytes $sec)
+    echo "$piece: $ops op(s), $size bytes each on average: inside the step $in_step GB/s, raw pinned cudaMemcpyAsync $raw GB/s, ratio $(ratio $in_step $raw)"
   done
   ops=$(field "$J" cpu_optimizer ops); n=$(field "$J" cpu_optimizer elements); sec=$(field "$J" cpu_optimizer seconds)
   if [ "${ops:-0}" -gt 0 ]; then

@@ -2,20 +2,10 @@
 
 namespace zsim {
 
-void use_grad_chunks_to_cpu(Op& copy, OpId source, Bytes rank_stride, const std::vector<GradChunk>& chunks,
-                            OpId grads_fp32, Bytes elem_bytes, bool accumulate) {
-  for (const GradChunk& c : chunks) {
-    BufferUse in{source, c.from, c.bytes, Role::input, Access::read, c.unit, c.tensor};
-    in.rank_stride = rank_stride;
-    copy.uses.push_back(in);
-    // The same elements in fp32 (16-bit training: twice the input's bytes; the runtime converts and adds).
-    copy.uses.push_back({grads_fp32, c.to, 4 * (c.bytes / elem_bytes), Role::output,
-                         accumulate ? Access::read_write : Access::write, c.unit, c.tensor});
-  }
-}
-
-void use_cpu_adam(Op& adam, OpId grads_fp32, Elements first, Elements n, BufferUse state, BufferUse weights) {
-  adam.uses.push_back({grads_fp32, 4 * first, 4 * n, Role::grad, Access::read});
+void use_cpu_adam(Op& adam, BufferUse grads, BufferUse state, BufferUse weights) {
+  grads.role = Role::grad;
+  grads.access = Access::read;
+  adam.uses.push_back(grads);
   state.role = Role::state;
   state.access = Access::read_write;
   adam.uses.push_back(state);

@@ -170,9 +170,17 @@ class Builder {
     else if (!optimizer_offloaded())
       grad_partition_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
     if (optimizer_offloaded()) {
-      grads_fp32_ = alloc("grads.fp32", Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph, compute_);
+      if (p_.stage == 3)
+        grads_host16_ = alloc("grads.partition16", Tier::cpu, MemCategory::grads, "partitions_flat", e_ * opt, ph,
+                              compute_);
+      // The CPU optimizer's fp32 gradients: in host memory, or, with the optimizer on NVMe at stage 3, in the
+      // optimizer swapper's gradient swap files (swap_out_gradients in the backward, swapped in with the state).
+      const bool swapped = p_.stage == 3 && p_.optimizer_device == OffloadDevice::nvme;
+      grads_fp32_ = alloc("grads.fp32", swapped ? Tier::nvme : Tier::cpu, MemCategory::grads, "fp32", kFp32 * opt, ph,
+                          compute_);
       optimizer_ = alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "",
                          p_.optimizer_bytes_per_param * opt, ph, compute_);
+      if (p_.stage <= 2) init_zero12_offload_buffers();
     } else {
       optimizer_ = alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph,
                          compute_);
@@ -192,6 +200,31 @@ class Builder {
         }
       loco_ = alloc("loco_error", Tier::gpu, MemCategory::buffers, "loco_error", bytes, ph, compute_);
     }
+  }
+
+  // ZeRO-1/2 with cpu_offload (stage_1_and_2.py __init__): temp_grad_buffer_for_gpu_offload on the GPU and
+  // temp_grad_buffer_for_cpu_offload in host memory (pinned with pin_memory), each of the largest tensor's 16-bit
+  // size; with grad_accum > 1 the 16-bit host copies of the whole tensors each rank's partition touches
+  // (accumulated_grads_in_cpu: one pinned tensor per parameter, made at the first micro-step; one buffer here).
+  void init_zero12_offload_buffers() {
+    const Phase ph = Phase::init;
+    const Elements P = p_.param_partition;
+    Elements widest = 0;
+    for (Elements n : flat_layout_.numel) widest = std::max(widest, n);
+    offload_temp_ = alloc("grads.offload_temp", Tier::gpu, MemCategory::buffers, "offload_temp", e_ * widest, ph,
+                          compute_);
+    alloc("grads.offload_temp_cpu", Tier::cpu, MemCategory::buffers, "offload_temp", e_ * widest, ph, compute_);
+    if (s_.training.grad_accum <= 1) return;
+    std::vector<Bytes> used(static_cast<size_t>(p_.dp), 0);  // per rank
+    for (size_t t = 0; t < flat_layout_.numel.size(); ++t) {
+      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
+      for (Elements a = begin; a < end; a = std::min(end, (a / P + 1) * P)) {
+        const int owner = static_cast<int>(a / P);
+        accum_at_[{static_cast<int>(t), owner}] = std::exchange(used[owner], used[owner] + e_ * flat_layout_.numel[t]);
+      }
+    }
+    grads_accum_ = alloc("grads.accumulated16", Tier::cpu, MemCategory::grads, "accumulated",
+                         *std::max_element(used.begin(), used.end()), ph, compute_);
   }
 
   // ---- per-unit compute figures -------------------------------------------------------------------
@@ -1017,32 +1050,84 @@ class Builder {
     return last;
   }
 
-  // ZeRO-1/2 with optimizer offload: copy_grads_in_partition (stage_1_and_2.py) ->
-  // async_inplace_copy_grad_to_fp32_buffer_from_gpu: each owner copies the reduced gradients of its partition down to
-  // its fp32 gradients in host memory, one copy per (tensor, owner) overlap, added to what earlier micro-steps left.
+  // ZeRO-1/2 with optimizer offload: copy_grads_in_partition (stage_1_and_2.py), run after each reduction on the
+  // reduction's stream (reduce_ipg_grads), per tensor with elements in a rank's partition, by that rank:
+  // - grad_accum > 1, async_accumulate_grad_in_cpu_via_gpu, on the whole tensor (param.numel()) in 16 bits: at
+  //   micro-step 0 a d2h into the tensor's pinned host buffer (accumulated_grads_in_cpu); after, an h2d of that buffer
+  //   into temp_grad_buffer_for_gpu_offload and an add into the reduced gradient on the GPU. DeepSpeed's current code
+  //   copies the sum back down at micro-step 0 only; the schedule copies it back at every micro-step before the
+  //   boundary, as DeepSpeed's earlier releases did (`if not self.is_gradient_accumulation_boundary`), so that the host
+  //   copy is the running sum for any grad_accum (for 2 micro-steps the two agree).
+  // - at the boundary, async_inplace_copy_grad_to_fp32_buffer_from_gpu: the partition's elements are converted on the
+  //   GPU (`src_tensor.to(master_weights_and_grads_dtype)`: a transient fp32 tensor, here one buffer per bucket reused
+  //   tensor after tensor) and copied down in fp32 into the CPU optimizer's gradients.
   // `bucket`: the bucket's buffer (stage 2, tensors in `ordinals` order), or -1: the whole gradient buffer (stage 1).
   OpId copy_grads_to_cpu(const std::vector<int>& ordinals, const std::string& name, OpId done, int layer, OpId bucket) {
+    const Phase ph = Phase::backward;
     const Elements P = p_.param_partition;
-    Elements at = 0;  // the tensor's first element in the bucket
-    OpId last = done;
-    int k = 0;
+    const bool accumulate = s_.training.grad_accum > 1, uses = sequential_calls_ || bucket < 0;
+    const bool pinned = s_.zero.offload_optimizer.pin_memory;
+    const OpId src = bucket >= 0 ? bucket : grads_;
+    Elements widest = 0;  // the largest (tensor, owner) piece: the fp32 conversion's buffer
     for (int t : ordinals) {
       const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
+      for (Elements a = begin, b; a < end; a = b) {
+        b = std::min(end, (a / P + 1) * P);
+        widest = std::max(widest, b - a);
+      }
+    }
+    OpId last = done, fp32 = -1;
+    if (last_micro_)
+      last = fp32 = alloc("grads.to_fp32." + name + tag(), Tier::gpu, MemCategory::buffers, "offload_cast",
+                          kFp32 * widest, ph, rs_, {done}, layer);
+    Elements at = 0;  // the tensor's first element in the bucket
+    int k = 0;
+    for (int t : ordinals) {
+      const Elements begin = flat_layout_.offset[t], numel = flat_layout_.numel[t], end = begin + numel;
+      const Bytes from = e_ * (bucket >= 0 ? at : begin);  // the tensor's gradient in `src`
       for (Elements a = begin; a < end;) {
         const int owner = static_cast<int>(a / P);
         const Elements b = std::min(end, (owner + 1) * P);
-        const OpId c = copy(name + ".d2h" + std::to_string(k++), CopyKind::d2h, e_ * (b - a),
-                            s_.zero.offload_optimizer.pin_memory, Phase::backward, stream("d2h"), {done}, layer);
-        sch_.ops[c].copy.rank = owner;
-        if (sequential_calls_ || bucket < 0)
-          use_grad_chunks_to_cpu(sch_.ops[c], bucket >= 0 ? bucket : grads_, 0,
-                                 {{-1, -1, e_ * (bucket >= 0 ? at + a - begin : a), e_ * (b - a), kFp32 * (a - owner * P)}},
-                                 grads_fp32_, e_, p_.stage == 2 && micro_ > 0);
-        last = c;
+        const std::string piece = name + ".t" + std::to_string(k++);
+        auto on_owner = [&](OpId c) {
+          sch_.ops[c].copy.rank = owner;
+          return last = c;
+        };
+        if (accumulate) {
+          const Bytes acc = accum_at_.at({t, owner});
+          auto down = [&](const std::string& what) {
+            const OpId c = on_owner(copy(piece + what, CopyKind::d2h, e_ * numel, pinned, ph, rs_, {last}, layer));
+            if (uses) use_copy(sch_.ops[c], {src, from, e_ * numel}, {grads_accum_, acc, e_ * numel});
+          };
+          if (micro_ == 0) {
+            down(".accum_d2h");
+          } else {
+            const OpId up = on_owner(copy(piece + ".accum_h2d", CopyKind::h2d, e_ * numel, pinned, ph, rs_, {last},
+                                          layer));
+            const OpId add = on_owner(copy(piece + ".accum_add", CopyKind::d2d, e_ * numel, true, ph, rs_, {up}, layer));
+            if (uses) {
+              use_copy(sch_.ops[up], {grads_accum_, acc, e_ * numel}, {offload_temp_, 0, e_ * numel});
+              use(add, offload_temp_, 0, e_ * numel, Role::input, Access::read);
+              use(add, src, from, e_ * numel, Role::output, Access::read_write);
+            }
+            if (!last_micro_) down(".accum_d2h");
+          }
+        }
+        if (last_micro_) {
+          const OpId cast = on_owner(copy(piece + ".to_fp32", CopyKind::d2d, kFp32 * (b - a), true, ph, rs_, {last},
+                                          layer));
+          set_cast(cast, p_.dtype, DType::fp32);
+          const OpId d = on_owner(copy(piece + ".d2h", CopyKind::d2h, kFp32 * (b - a), pinned, ph, rs_, {cast}, layer));
+          if (uses) {
+            use_copy(sch_.ops[cast], {src, from + e_ * (a - begin), e_ * (b - a)}, {fp32, 0, kFp32 * (b - a)});
+            use_copy(sch_.ops[d], {fp32, 0, kFp32 * (b - a)}, {grads_fp32_, kFp32 * (a - owner * P), kFp32 * (b - a)});
+          }
+        }
         a = b;
       }
-      at += flat_layout_.numel[t];
+      at += numel;
     }
+    if (fp32 >= 0) last = release(fp32, ph, rs_, {last});
     return last;
   }
 
@@ -1172,7 +1257,7 @@ class Builder {
       sch_.ops[done].uses.back().rank_stride = ce * part;
     }
     Bytes src_stride = e_ * part;  // where this rank's reduced chunks are: slot r of `flat`, or the cast-back buffer
-    if (cast && !optimizer_offloaded()) {
+    if (cast) {
       const OpId back = alloc("comm_cast_back." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers,
                               "comm_cast", e_ * part, ph, rs_, {done}, layer);
       const OpId c = copy(name + ".cast_back", CopyKind::d2d, e_ * part, true, ph, rs_, {done, back}, layer);
@@ -1188,16 +1273,12 @@ class Builder {
       temps.push_back(back);
     }
     if (optimizer_offloaded()) {
-      // The reduced slot goes down to the fp32 gradients in host memory (before its buffer is freed).
-      done = copy(name + ".d2h", CopyKind::d2h, e_ * part, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
-                  {done}, layer);
-      std::vector<GradChunk> chunks;  // none with a communication dtype cast (not written yet: zrun stops here)
+      std::vector<ReducedChunk> chunks;
       for (size_t j : members) {
-        if (!uses || cast) break;
         const auto [u, k] = b.members[j];
-        chunks.push_back({u, k, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), kFp32 * layout_.partition[u][k]});
+        chunks.push_back({u, k, e_ * slot[j], ceil_div(b.tensors[j].numel(), n), layout_.partition[u][k]});
       }
-      use_grad_chunks_to_cpu(sch_.ops[done], flat, e_ * part, chunks, grads_fp32_, e_, micro_ > 0);
+      done = partition_grads_to_cpu(chunks, uses ? flat : -1, src_stride, name, done, layer);
     } else {
       done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
       for (size_t j : members) {
@@ -1210,6 +1291,111 @@ class Builder {
     }
     for (OpId t : temps) done = release(t, ph, rs_, {done});
     return done;
+  }
+  // One tensor's reduced chunk on this rank: `from` bytes into the reduction's buffer (plus the rank's index x the
+  // buffer's rank stride), `elements` long, element `to` of the rank's gradient partition.
+  struct ReducedChunk {
+    int unit = -1, tensor = -1;
+    Bytes from = 0;
+    Elements elements = 0, to = 0;
+  };
+  // Stage 3 with optimizer offload: partition_grads (stage3.py), on the reduction's stream, tensor by tensor. The
+  // 16-bit gradient partitions live in host memory (grad_partitions_flat_buffer: pinned with pin_memory, of
+  // gradient_accumulation_dtype, which is the training dtype under ZeRO: engine.py get_data_types). At micro-step 0
+  // the reduced chunk is copied down into it and back up (`grad_buffer.to(grad_partition.device)`, a GPU copy that
+  // partition_grads keeps in the `buffers` it returns: one buffer per bucket here); after, the host partition comes up,
+  // the reduced chunk is added on the GPU and the sum goes back down ("adding directly to cpu is very slow"). At the
+  // boundary (_offload_grad_partition_at_boundary) the GPU copy is converted to fp32 (`.to(master_weights_and_grads_
+  // dtype)`: a transient tensor, one buffer per bucket here reused chunk after chunk) and copied down into the CPU
+  // optimizer's fp32 gradients. `src` < 0: ops without uses.
+  OpId partition_grads_to_cpu(const std::vector<ReducedChunk>& chunks, OpId src, Bytes rank_stride,
+                              const std::string& name, OpId done, int layer) {
+    const Phase ph = Phase::backward;
+    const bool pinned = s_.zero.offload_optimizer.pin_memory, uses = src >= 0;
+    Elements total = 0, widest = 0;
+    for (const ReducedChunk& c : chunks) total += c.elements, widest = std::max(widest, c.elements);
+    const OpId gpu16 = alloc("grads.partition16.gpu." + name + tag(), Tier::gpu, MemCategory::buffers, "grad_buffer",
+                             e_ * total, ph, rs_, {done}, layer);
+    // With the optimizer on NVMe the fp32 conversions are kept for the bucket (offload_fp32_gradients) and swapped out
+    // together at its end; on the CPU each is copied down at once and its buffer reused.
+    const bool swap = p_.optimizer_device == OffloadDevice::nvme;
+    OpId last = gpu16, fp32 = -1;
+    if (last_micro_)
+      last = fp32 = alloc("grads.to_fp32." + name + tag(), Tier::gpu, MemCategory::buffers, "offload_cast",
+                          kFp32 * (swap ? total : widest), ph, rs_, {gpu16}, layer);
+    Bytes at = 0;  // the chunk's place in gpu16
+    for (size_t j = 0; j < chunks.size(); ++j) {
+      const ReducedChunk& c = chunks[j];
+      const Bytes bytes = e_ * c.elements, host = e_ * c.to;
+      const std::string piece = name + ".t" + std::to_string(j);
+      auto step = [&](const std::string& what, CopyKind kind, Bytes moved) {
+        return last = copy(piece + what, kind, moved, kind == CopyKind::d2d || pinned, ph, rs_, {last}, layer);
+      };
+      BufferUse reduced{src, c.from, bytes, Role::input, Access::read, c.unit, c.tensor};
+      reduced.rank_stride = rank_stride;
+      const BufferUse on_gpu{gpu16, at, bytes, Role::input, Access::read, c.unit, c.tensor};
+      const BufferUse on_host{grads_host16_, host, bytes, Role::input, Access::read, c.unit, c.tensor};
+      if (micro_ == 0) {
+        const OpId down = step(".d2h16", CopyKind::d2h, bytes), up = step(".h2d16", CopyKind::h2d, bytes);
+        if (uses) use_copy(sch_.ops[down], reduced, on_host), use_copy(sch_.ops[up], on_host, on_gpu);
+      } else {
+        const OpId up = step(".h2d16", CopyKind::h2d, bytes), add = step(".add", CopyKind::d2d, bytes),
+                   down = step(".d2h16", CopyKind::d2h, bytes);
+        if (uses) {
+          use_copy(sch_.ops[up], on_host, on_gpu);
+          sch_.ops[add].uses.push_back(reduced);
+          sch_.ops[add].uses.push_back({gpu16, at, bytes, Role::output, Access::read_write, c.unit, c.tensor});
+          use_copy(sch_.ops[down], on_gpu, on_host);
+        }
+      }
+      if (last_micro_) {
+        const OpId cast = step(".to_fp32", CopyKind::d2d, kFp32 * c.elements);
+        set_cast(cast, p_.dtype, DType::fp32);
+        const BufferUse temp{fp32, swap ? kFp32 * (at / e_) : 0, kFp32 * c.elements, Role::input, Access::read, c.unit, c.tensor};
+        if (uses) use_copy(sch_.ops[cast], on_gpu, temp);
+        if (!swap) {
+          const OpId down = step(".d2h", CopyKind::d2h, kFp32 * c.elements);
+          if (uses)
+            use_copy(sch_.ops[down], temp,
+                     {grads_fp32_, kFp32 * c.to, kFp32 * c.elements, Role::output, Access::write, c.unit, c.tensor});
+        }
+      }
+      at += bytes;
+    }
+    if (swap && last_micro_) last = swap_out_gradients(chunks, fp32, name, last, layer);
+    if (fp32 >= 0) last = release(fp32, ph, rs_, {last});
+    return release(gpu16, ph, rs_, {last});
+  }
+  // The optimizer on NVMe: _swap_out_offload_fp32_gradients -> the optimizer swapper's swap_out_gradients
+  // (swap_tensor/optimizer_utils.py _swap_out_gradients -> AsyncTensorSwapper.swap_out_tensors): each fp32 gradient
+  // chunk is copied into pinned swap memory and written, asynchronously, to its place in the sub-group's gradient
+  // swap file (here: its range of grads.fp32 on the NVMe tier). The step's swap-in reads them back with the state.
+  OpId swap_out_gradients(const std::vector<ReducedChunk>& chunks, OpId fp32, const std::string& name, OpId after,
+                          int layer) {
+    const Phase ph = Phase::backward;
+    Elements total = 0;
+    for (const ReducedChunk& c : chunks) total += c.elements;
+    const OpId pinned = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap",
+                              kFp32 * total, ph, rs_, {after}, layer);
+    OpId last = pinned;
+    std::vector<OpId> writes;
+    Bytes at = 0;
+    for (size_t j = 0; j < chunks.size(); ++j) {
+      const ReducedChunk& c = chunks[j];
+      const Bytes bytes = kFp32 * c.elements;
+      const std::string piece = name + ".t" + std::to_string(j);
+      last = copy(piece + ".d2h", CopyKind::d2h, bytes, true, ph, rs_, {last}, layer);
+      const OpId w = copy(piece + ".grad_nvme_write", CopyKind::nvme_write, bytes, true, ph, stream("nvme"), {last},
+                          layer);
+      if (fp32 >= 0) {
+        use_copy(sch_.ops[last], {fp32, at, bytes}, {pinned, at, bytes});
+        use_copy(sch_.ops[w], {pinned, at, bytes}, {grads_fp32_, kFp32 * c.to, bytes});
+      }
+      writes.push_back(w);
+      at += bytes;
+    }
+    grad_writes_.push_back(release(pinned, ph, stream("nvme"), writes));
+    return last;
   }
   void use_grad_partition(OpId op, int u, int k) {
     use(op, grad_partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp),
@@ -1318,9 +1504,12 @@ class Builder {
         }
         last = part;
       } else if (optimizer_offloaded()) {
-        // The reduced partition goes to the fp32 gradient copy in host memory.
-        last = copy(name + ".d2h", CopyKind::d2h, e_ * reduced, s_.zero.offload_optimizer.pin_memory, ph, stream("d2h"),
-                    {d2}, layer);
+        std::vector<ReducedChunk> chunks;  // sizes only: qgZ with the optimizer offloaded has no uses yet
+        for (size_t j : quant) {
+          const auto [u, k] = b.members[j];
+          chunks.push_back({u, k, 0, b.tensors[j].numel() / n, layout_.partition[u][k]});
+        }
+        last = partition_grads_to_cpu(chunks, -1, 0, name, d2, layer);
       }
       ends.push_back(release(qbuf, ph, rs_, {last}));
     }
@@ -1519,6 +1708,8 @@ class Builder {
     micro_ = s_.training.grad_accum - 1;
     std::vector<OpId> ready = reduce_done_;
     reduce_done_.clear();
+    ready.insert(ready.end(), grad_writes_.begin(), grad_writes_.end());
+    grad_writes_.clear();
     if (serial_dep_ >= 0) ready.push_back(serial_dep_);
     serial_dep_ = -1;
     std::vector<OpId> param_ready;
@@ -1583,12 +1774,21 @@ class Builder {
       const Bytes state = p_.optimizer_bytes_per_param * sub;
       // Where the sub-group's state lies: its block of the optimizer buffer (CPU), or the swap buffer it is read into.
       BufferUse state_use{optimizer_, p_.optimizer_bytes_per_param * sub_first, state};
+      BufferUse grad_use{grads_fp32_, kFp32 * sub_first, kFp32 * sub};
+      const bool grads_swapped = sch_.ops[grads_fp32_].mem.tier == Tier::nvme;
       if (p_.optimizer_device == OffloadDevice::nvme) {
+        // swap_in_optimizer_state: the sub-group's state, and (stage 3) its swapped-out gradients after it.
+        const Bytes grads = grads_swapped ? kFp32 * sub : 0;
         swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
-                     "nvme_swap", state, ph, stream("nvme"), deps);
+                     "nvme_swap", state + grads, ph, stream("nvme"), deps);
         deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
-        use_copy(sch_.ops[deps[0]], state_use, whole(sch_.ops[*swap], Role::output, Access::write));
-        state_use = whole(sch_.ops[*swap], Role::state, Access::read_write);
+        use_copy(sch_.ops[deps[0]], state_use, {*swap, 0, state});
+        if (grads_swapped) {
+          deps = {copy(name + ".grad_nvme_read", CopyKind::nvme_read, grads, true, ph, stream("nvme"), deps)};
+          use_copy(sch_.ops[deps[0]], grad_use, {*swap, state, grads});
+          grad_use = {*swap, state, grads};
+        }
+        state_use = {*swap, 0, state};
       }
       // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
       // GPU (DeepSpeed: the fp32 -> 16-bit copy_ converts on the CPU, then copies).
@@ -1603,15 +1803,14 @@ class Builder {
       OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, adam_deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                          stream("cpu"));
       // With offload_param cpu the partition itself is in host memory: CPU Adam writes its 16-bit weights there.
-      use_cpu_adam(sch_.ops[opt], grads_fp32_, sub_first, sub, state_use,
+      use_cpu_adam(sch_.ops[opt], grad_use, state_use,
                    weights16 >= 0 ? whole(sch_.ops[weights16], Role::param, Access::write)
                    : p_.param_device == OffloadDevice::nvme
                        ? BufferUse{param_swap_out_, 0, e_ * sub, Role::param, Access::write}
                        : BufferUse{partition_, e_ * sub_first, e_ * sub, Role::param, Access::write});
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
-        use_copy(sch_.ops[w], whole(sch_.ops[*swap], Role::input, Access::read),
-                 {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
+        use_copy(sch_.ops[w], {*swap, 0, state}, {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
         release(*swap, ph, stream("nvme"), {w});
       }
       if (p_.param_device == OffloadDevice::none) {
@@ -1745,6 +1944,11 @@ class Builder {
   OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
   OpId param_swap_out_ = -1;    // offload_param nvme: init alloc of the pinned 16-bit write-back buffer
   OpId last_param_write_ = -1;  // offload_param nvme: the last param_nvme_write (the write-back buffer is free after it)
+  std::vector<OpId> grad_writes_;              // stage 3, optimizer on NVMe: this step's gradient swap-outs
+  OpId grads_host16_ = -1;                     // stage 3 optimizer offload: grad_partitions_flat_buffer (16-bit)
+  OpId offload_temp_ = -1;                     // ZeRO-1/2 optimizer offload: temp_grad_buffer_for_gpu_offload
+  OpId grads_accum_ = -1;                      // ZeRO-1/2 offload, grad_accum > 1: accumulated_grads_in_cpu (16-bit)
+  std::map<std::pair<int, int>, Bytes> accum_at_;  // (tensor ordinal, owner) -> its place in grads_accum_
   OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
   OpId loco_ = -1;                             // LoCo: init alloc of the error-feedback buffers
   std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error

@@ -350,17 +350,85 @@ TEST(ScheduleBuilder, CpuOffloadCopiesGradsDownRunsAdamOnCpuAndCopiesParamsUp) {
   EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::h2d; }).empty());
 }
 
-TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStatePerSubGroup) {
+// Stage 3 with the optimizer on NVMe: each sub-group's step reads its state (12 bytes per element) and the fp32
+// gradients the backward swapped out (4), and the backward writes each gradient element once per step.
+TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStateAndGradientsPerSubGroup) {
   Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
   s.zero.offload_optimizer.device = OffloadDevice::nvme;
   s.zero.sub_group_size = 200'000;
   const Schedule sch = build(s);
   const Plan p = make_plan(s);
-  const auto reads = ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::nvme_read; });
-  ASSERT_EQ(reads.size(), p.sub_groups.size());
+  auto bytes_of = [&](CopyKind kind, Phase phase) {
+    std::vector<Bytes> out;
+    for (const Op* op : ops_where(sch, [&](const Op& o) {
+           return o.kind == OpKind::copy && o.copy.what == kind && o.phase == phase;
+         }))
+      out.push_back(op->copy.bytes);
+    return out;
+  };
+  const std::vector<Bytes> reads = bytes_of(CopyKind::nvme_read, Phase::step);
+  ASSERT_EQ(reads.size(), 2 * p.sub_groups.size());
   Bytes total = 0;
-  for (const Op* op : reads) total += op->copy.bytes;
-  EXPECT_EQ(total, 12 * p.optimizer_partition);
+  for (Bytes b : reads) total += b;
+  EXPECT_EQ(total, (12 + 4) * p.optimizer_partition);
+  Bytes written = 0;
+  for (Bytes b : bytes_of(CopyKind::nvme_write, Phase::backward)) written += b;
+  EXPECT_EQ(written, 4 * p.optimizer_partition);
+}
+
+// Bytes rank 0 moves per step by copies of `kind` in the backward pass.
+Bytes backward_copy_bytes(const Schedule& sch, CopyKind kind) {
+  Bytes b = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::copy && op.copy.what == kind && op.phase == Phase::backward && op.copy.rank <= 0)
+      b += op.copy.bytes;
+  return b;
+}
+
+// Stage 3 with the optimizer on the CPU, as stage3.py partition_grads moves a rank's gradient partition (E
+// elements, 16-bit in the host's grad_partitions_flat_buffer): every micro-step copies the partition down and up
+// once in 16 bits (micro-step 0: down, then `.to(device)` back up; later: up, add, down), and the boundary copies it
+// down once more in fp32, converted on the GPU.
+TEST(ScheduleBuilder, Stage3OptimizerOffloadMovesThePartitionDownAndUpIn16BitsEachMicroStepAndDownInFp32Once) {
+  for (int accum : {1, 2, 4}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+    s.zero.offload_optimizer.device = OffloadDevice::cpu;
+    s.training.grad_accum = accum;
+    const Plan p = make_plan(s);
+    const Schedule sch = make_schedule(s, p, 1);
+    const Bytes E = p.optimizer_partition, e = p.elem_bytes;
+    EXPECT_EQ(backward_copy_bytes(sch, CopyKind::d2h), accum * e * E + 4 * E) << "grad_accum " << accum;
+    EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), accum * e * E) << "grad_accum " << accum;
+  }
+}
+
+// ZeRO-2 with cpu_offload and one micro-step (stage_1_and_2.py copy_grads_in_partition at the boundary): each
+// rank's partition goes down once, in fp32, after a cast on the GPU; nothing comes back up in the backward.
+TEST(ScheduleBuilder, Zero2CpuOffloadCopiesThePartitionDownOnceInFp32) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 1);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p, 1);
+  EXPECT_EQ(backward_copy_bytes(sch, CopyKind::d2h), 4 * p.params);
+  EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), 0);
+  Bytes cast = 0;
+  for (const Op* op : ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.cast; }))
+    cast += op->copy.bytes;
+  EXPECT_EQ(cast, 4 * p.params);
+}
+
+// ZeRO-2 with cpu_offload over 3 micro-steps (async_accumulate_grad_in_cpu_via_gpu, whole tensors in 16 bits): the
+// first micro-step copies each tensor down, the later ones bring it up and add it on the GPU, and the middle one
+// copies the sum back down (the schedule's rule; DeepSpeed's current code skips that copy: schedule_builder.cpp).
+TEST(ScheduleBuilder, Zero2CpuOffloadAccumulatesWholeTensorsThroughTheGpu) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 1);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.training.grad_accum = 3;
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p, 1);
+  const Bytes e = p.elem_bytes;
+  EXPECT_EQ(backward_copy_bytes(sch, CopyKind::d2h), 2 * e * p.params + 4 * p.params);
+  EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), 2 * e * p.params);
 }
 
 TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {

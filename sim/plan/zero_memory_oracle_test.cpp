@@ -79,7 +79,9 @@ TEST(ZeroMemoryOracle, Zero2CpuOffloadMatchesDeepSpeedEstimator) {
 // additional_buffer_factor=1, largest_layer_memory = 4 * largest_layer_params:
 //   offload optimizer + params: gpu = largest_layer_memory;              cpu = 18 Psi / nodes
 //   offload optimizer only:     gpu = largest_layer_memory + 2 Psi / N;  cpu = 16 Psi / nodes
-// zsim matches the CPU figures exactly and the GPU model-state term (0, resp. 2 Psi / N). The
+// zsim matches the GPU model-state term (0, resp. 2 Psi / N) and the CPU figures plus one buffer the estimator leaves
+// out: stage3.py keeps the 16-bit gradient partitions in host memory with the optimizer offloaded
+// (grad_partitions_flat_buffer, on self.device = cpu), 2 Psi / N per rank, 2 Psi / nodes per node. The
 // largest-layer term (one gathered module + its gradient) is a transient; it is checked on its own in
 // Zero3FullOffloadGpuBuffersAreDeepSpeedsLargestLayerTerm.
 TEST(ZeroMemoryOracle, Zero3OffloadMatchesDeepSpeedEstimator) {
@@ -91,11 +93,11 @@ TEST(ZeroMemoryOracle, Zero3OffloadMatchesDeepSpeedEstimator) {
       const Walked opt_only = walk(s);
       const Bytes psi = opt_only.plan.params;
       EXPECT_EQ(model_states(opt_only.memory.gpu.at_end), 2 * psi / N) << m.name;
-      EXPECT_EQ(model_states(opt_only.memory.cpu.at_end), 16 * psi / nodes) << m.name;
+      EXPECT_EQ(model_states(opt_only.memory.cpu.at_end), (16 + 2) * psi / nodes) << m.name;
       s.zero.offload_param.device = OffloadDevice::cpu;
       const Walked both = walk(s);
       EXPECT_EQ(model_states(both.memory.gpu.at_end), 0) << m.name;
-      EXPECT_EQ(model_states(both.memory.cpu.at_end), 18 * psi / nodes) << m.name;
+      EXPECT_EQ(model_states(both.memory.cpu.at_end), (18 + 2) * psi / nodes) << m.name;
     }
 }
 
@@ -161,9 +163,11 @@ TEST(ZeroMemoryOracle, HpzSecondaryPartitionIsTwoPsiOverHpzAtThePeak) {
 }
 
 // DeepSpeed's zero3 estimator with optimizer and params offloaded puts 4 * largest_layer_params on the
-// GPU: one gathered 16-bit module plus its 16-bit gradient. zsim's schedule holds exactly that at its
-// busiest point when nothing else is in flight: no prefetch or reuse, no overlap, and a reduce bucket
-// of the largest module's size (activations aside).
+// GPU: one gathered 16-bit module plus its 16-bit gradient. zsim's schedule holds that at its busiest point
+// when nothing else is in flight (no prefetch or reuse, no overlap, and a reduce bucket of the largest module's
+// size; activations aside), plus what partition_grads (stage3.py) holds while it offloads that gradient and the
+// estimator leaves out: the 16-bit partition brought back up from host memory (2 L / N) and its fp32 conversion
+// (4 L / N: the largest module here, the embedding, is one tensor).
 TEST(ZeroMemoryOracle, Zero3FullOffloadGpuBuffersAreDeepSpeedsLargestLayerTerm) {
   Scenario s = test::scenario(test::llama2_7b(), 3, 1, 8);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;
@@ -180,5 +184,6 @@ TEST(ZeroMemoryOracle, Zero3FullOffloadGpuBuffersAreDeepSpeedsLargestLayerTerm) 
   for (const Op& op : sch.ops)
     if (op.kind == OpKind::alloc && op.mem.tier == Tier::gpu)
       most = std::max(most, live_after(sch, op.id, Tier::gpu).buffers);
-  EXPECT_EQ(most, 4 * largest_layer_params);
+  const Bytes N = 8;
+  EXPECT_EQ(most, 4 * largest_layer_params + 2 * largest_layer_params / N + 4 * largest_layer_params / N);
 }
