@@ -497,13 +497,14 @@ class Builder {
     // partition is copied to the GPU first, tensor by tensor (NVMe -> CPU -> GPU staging).
     // Offloaded params: each unit's partition comes to the GPU first (NVMe -> CPU -> GPU staging).
     std::vector<OpId> deps{after}, staging;
+    deps.insert(deps.end(), step_end_.begin(), step_end_.end());  // a fetch before the step's first compute
     if (p_.param_device != OffloadDevice::none) {
       std::vector<OpId> arrived;
       for (const Member& m : members) {
         const FetchUnit& U = p_.units[m.unit];
         const Bytes part_bytes = e_ * U.partition;
         const std::string what = U.name + suffix;
-        std::vector<OpId> d{after};
+        std::vector<OpId> d = deps;  // after the previous compute, and the step before
         std::optional<OpId> cpu_swap;
         if (p_.param_device == OffloadDevice::nvme) {
           // partitioned_param_swapper.py `swap_in`: each parameter's partition is read from its swap file into a
@@ -1521,6 +1522,8 @@ class Builder {
   std::vector<OpId> compute_deps(std::vector<OpId> deps) {
     if (serial_dep_ >= 0) deps.push_back(serial_dep_);
     serial_dep_ = -1;
+    deps.insert(deps.end(), step_end_.begin(), step_end_.end());
+    step_end_.clear();  // every later op of the step follows this compute
     return deps;
   }
 
@@ -1703,7 +1706,23 @@ class Builder {
   }
 
   // ---- optimizer step -----------------------------------------------------------------------------
+  // The next training step starts where this one ends: DeepSpeed's step() returns (CPU Adam runs on the calling
+  // host thread) before the next forward is issued, and the next fetches read the weights it wrote. Its last ops
+  // (those no other step op waits for) become deps of the next micro-step's first compute and of the fetches
+  // issued before it.
   void optimizer_step() {
+    const OpId first = static_cast<OpId>(sch_.ops.size());
+    emit_optimizer_step();
+    std::vector<char> waited(sch_.ops.size() - first, 0);
+    for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
+      if (sch_.ops[id].kind != OpKind::free)  // a buffer's free ends nothing the next step waits for
+        for (OpId d : sch_.ops[id].deps)
+          if (d >= first) waited[d - first] = 1;
+    step_end_.clear();
+    for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
+      if (!waited[id - first] && sch_.ops[id].kind != OpKind::free) step_end_.push_back(id);
+  }
+  void emit_optimizer_step() {
     const Phase ph = Phase::step;
     micro_ = s_.training.grad_accum - 1;
     std::vector<OpId> ready = reduce_done_;
@@ -1980,6 +1999,7 @@ class Builder {
   OpId last_bwd_ = -1;
   OpId last_compute_ = -1;           // the previous trace step's compute (gathers are issued after it)
   std::optional<std::pair<OpId, OpId>> pending_free_;  // (bucket alloc, its reduction) awaiting release
+  std::vector<OpId> step_end_;       // the previous optimizer step's last ops (optimizer_step)
   OpId serial_dep_ = -1;             // without overlap_comm the next compute waits for the last reduction
 };
 

@@ -431,6 +431,57 @@ TEST(ScheduleBuilder, Zero2CpuOffloadAccumulatesWholeTensorsThroughTheGpu) {
   EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), 2 * e * p.params);
 }
 
+// DeepSpeed's step() returns before the next forward is issued (CPU Adam runs on the calling thread) and the next
+// fetches read the weights it wrote: every op of the first optimizer step is an ancestor of the second step's first
+// forward compute and of every op issued before that compute.
+TEST(ScheduleBuilder, TheNextStepStartsAfterEveryOpOfTheOptimizerStep) {
+  struct Config {
+    int stage;
+    OffloadDevice optimizer, params;
+  };
+  for (const Config c : {Config{2, OffloadDevice::cpu, OffloadDevice::none}, Config{3, OffloadDevice::none, OffloadDevice::none},
+                         Config{3, OffloadDevice::cpu, OffloadDevice::cpu}, Config{3, OffloadDevice::nvme, OffloadDevice::nvme},
+                         Config{1, OffloadDevice::none, OffloadDevice::none}}) {
+    Scenario s = test::scenario(test::small_llama(2), c.stage, 1, 4);
+    s.zero.offload_optimizer.device = c.optimizer;
+    s.zero.offload_param.device = c.params;
+    const Schedule sch = build(s, 2);
+    const std::string where = "stage " + std::to_string(c.stage) + " optimizer " + std::to_string(static_cast<int>(c.optimizer));
+    OpId step_begin = -1, step_end = -1, next = -1;
+    for (const Op& op : sch.ops) {
+      if (op.phase == Phase::step && step_begin < 0) step_begin = op.id;
+      if (step_begin >= 0 && op.phase != Phase::step) {
+        step_end = op.id;
+        break;
+      }
+    }
+    for (OpId id = step_end; id < static_cast<OpId>(sch.ops.size()); ++id)
+      if (sch.ops[id].kind == OpKind::compute && sch.ops[id].phase == Phase::forward) {
+        next = id;
+        break;
+      }
+    ASSERT_TRUE(step_begin >= 0 && step_end > step_begin && next > step_end) << where;
+    auto ancestors_of = [&](OpId id) {
+      std::vector<char> seen(sch.ops.size(), 0);
+      std::vector<OpId> stack{id};
+      while (!stack.empty()) {
+        const OpId o = stack.back();
+        stack.pop_back();
+        for (OpId d : sch.ops[o].deps)
+          if (!seen[d]) seen[d] = 1, stack.push_back(d);
+      }
+      return seen;
+    };
+    for (OpId id = step_end; id <= next; ++id) {
+      if (sch.ops[id].kind == OpKind::alloc || sch.ops[id].kind == OpKind::free) continue;
+      const std::vector<char> before = ancestors_of(id);
+      for (OpId k = step_begin; k < step_end; ++k)
+        if (sch.ops[k].kind != OpKind::free)
+          ASSERT_TRUE(before[k]) << where << ": " << sch.ops[id].name << " does not wait for " << sch.ops[k].name;
+    }
+  }
+}
+
 TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
   Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;
