@@ -214,6 +214,10 @@ class Builder {
     offload_temp_ = alloc("grads.offload_temp", Tier::gpu, MemCategory::buffers, "offload_temp", e_ * widest, ph,
                           compute_);
     alloc("grads.offload_temp_cpu", Tier::cpu, MemCategory::buffers, "offload_temp", e_ * widest, ph, compute_);
+    // The step's 16-bit weights on their way up (param_buffer_of_bit16_for_cpu_offload_groups: pinned, the
+    // partition's size; step(): `bit16_partition_buffer.data.copy_(fp32_partition.data)`, then a non_blocking copy_
+    // into the GPU's partition).
+    params16_ = alloc("params16.cpu_offload", Tier::cpu, MemCategory::buffers, "param_h2d", e_ * P, ph, compute_);
     if (s_.training.grad_accum <= 1) return;
     std::vector<Bytes> used(static_cast<size_t>(p_.dp), 0);  // per rank
     for (size_t t = 0; t < flat_layout_.numel.size(); ++t) {
@@ -1810,11 +1814,13 @@ class Builder {
         state_use = {*swap, 0, state};
       }
       // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
-      // GPU (DeepSpeed: the fp32 -> 16-bit copy_ converts on the CPU, then copies).
-      const OpId weights16 = p_.param_device == OffloadDevice::none
-                                 ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu,
-                                         MemCategory::buffers, "param_h2d", e_ * sub, ph, stream("cpu"), deps)
-                                 : -1;
+      // GPU: stages 1-2 the persistent param_buffer_of_bit16_for_cpu_offload_groups, stage 3 a transient (torch's
+      // copy_ of the fp32 master into the GPU's 16-bit partition converts on the CPU first).
+      const OpId weights16 = p_.param_device != OffloadDevice::none ? -1
+                             : p_.stage <= 2 ? params16_
+                                             : alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_),
+                                                     Tier::cpu, MemCategory::buffers, "param_h2d", e_ * sub, ph,
+                                                     stream("cpu"), deps);
       // offload_param nvme: CPU Adam's 16-bit weights go into the write-back buffer, which the previous sub-group's
       // NVMe write must have left (swap_out_partitioned_params: synchronize_writes() before reusing the pool).
       std::vector<OpId> adam_deps = deps;
@@ -1840,7 +1846,7 @@ class Builder {
           BufferUse to{p_.stage == 3 ? partition_ : params_, e_ * sub_first, e_ * sub};
           if (p_.stage < 3) to.rank_stride = e_ * p_.param_partition;
           use_copy(sch_.ops[opt], whole(sch_.ops[weights16], Role::input, Access::read), to);
-          release(weights16, ph, stream("h2d"), {opt});
+          if (p_.stage == 3) release(weights16, ph, stream("h2d"), {opt});
         }
       } else if (p_.param_device == OffloadDevice::nvme) {
         // stage3.py `_partitioned_params_swap_out` -> swap_out_partitioned_params: the sub-group's weights to the
@@ -1965,6 +1971,7 @@ class Builder {
   OpId last_param_write_ = -1;  // offload_param nvme: the last param_nvme_write (the write-back buffer is free after it)
   std::vector<OpId> grad_writes_;              // stage 3, optimizer on NVMe: this step's gradient swap-outs
   OpId grads_host16_ = -1;                     // stage 3 optimizer offload: grad_partitions_flat_buffer (16-bit)
+  OpId params16_ = -1;                         // ZeRO-1/2 optimizer offload: the 16-bit weights CPU Adam writes
   OpId offload_temp_ = -1;                     // ZeRO-1/2 optimizer offload: temp_grad_buffer_for_gpu_offload
   OpId grads_accum_ = -1;                      // ZeRO-1/2 offload, grad_accum > 1: accumulated_grads_in_cpu (16-bit)
   std::map<std::pair<int, int>, Bytes> accum_at_;  // (tensor ordinal, owner) -> its place in grads_accum_
