@@ -89,7 +89,8 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
     case CopyKind::d2d:  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
       w.flow_bytes = 0;
-      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
+      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
+                  c.efficiency.launch_us * 1e-6;
       return w;
   }
   require_capacity(op, w.route, links);
