@@ -28,9 +28,14 @@ double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
   // A batched call runs batch x tiles tiles in its waves.
   const double flops = 2.0 * m * n * k * batch;
   const double wave = wave_efficiency(m, n, k, g, batch);
-  double t = g.launch_us * 1e-6 + flops / (peak_tflops * 1e12 * g.max_efficiency * wave);
-  if (g.io_GBps > 0)
-    t += static_cast<double>(bytes_per_element) * batch * (double(m) * k + double(k) * n + double(m) * n) / (g.io_GBps * 1e9);
+  const double flop_s = flops / (peak_tflops * 1e12 * g.max_efficiency * wave);
+  double t = g.launch_us * 1e-6 + flop_s;
+  if (g.io_GBps > 0) {
+    const double io_s =
+        static_cast<double>(bytes_per_element) * batch * (double(m) * k + double(k) * n + double(m) * n) / (g.io_GBps * 1e9);
+    t += io_s;
+    if (g.io_overlap > 0) t -= g.io_overlap * std::min(flop_s, io_s);
+  }
   return t;
 }
 
@@ -42,9 +47,14 @@ double gemm_model_efficiency(const std::vector<GemmShape>& gemms, int bytes_per_
                              const GemmModel& g) {
   double flops = 0, seconds = 0;
   for (const GemmShape& s : gemms) {
-    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) continue;
-    flops += 2.0 * s.m * s.n * s.k * s.batch;
-    seconds += gemm_model_s(s.m, s.n, s.k, s.batch, bytes_per_element, peak_tflops, g);
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0 || s.calls <= 0) continue;
+    if (s.calls == 1) {  // (kept apart: the same arithmetic as before calls existed)
+      flops += 2.0 * s.m * s.n * s.k * s.batch;
+      seconds += gemm_model_s(s.m, s.n, s.k, s.batch, bytes_per_element, peak_tflops, g);
+    } else {
+      flops += 2.0 * s.m * s.n * s.k * s.batch * s.calls;
+      seconds += gemm_model_s(s.m, s.n, s.k, s.batch, bytes_per_element, peak_tflops, g) * s.calls;
+    }
   }
   if (!(seconds > 0)) return 0;
   return flops / (peak_tflops * 1e12 * seconds);

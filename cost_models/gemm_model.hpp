@@ -1,7 +1,9 @@
 // A measured model of one GEMM's time as a function of its shape (zrun calibrate fits it on cuBLASLt; docs/
 // hardware-profiles.md "GEMM model"): a fixed per-call cost, the FLOPs at a peak fraction reduced by wave
-// quantization, and the operand traffic at an achieved bandwidth:
-//   t(m, n, k) = launch_s + 2mnk / (peak x max_efficiency x wave(m, n)) + bytes (mk + kn + mn) / io_GBps
+// quantization, and the operand traffic at an achieved bandwidth, the smaller of the two partly hidden under the
+// larger:
+//   t(m, n, k) = launch_s + C + I - io_overlap x min(C, I)
+//   C = 2mnk / (peak x max_efficiency x wave(m, n, k)),   I = bytes (mk + kn + mn) / io_GBps
 //   wave(m, n, k) = units / (ceil(units / sms) x sms), units = tiles x splits,
 //   tiles = ceil(m / tile_m) x ceil(n / tile_n), splits = clamp(floor(sms / tiles), 1, max(1, floor(k / split_k_depth)))
 // (split-K: a GEMM of few tiles and a long k runs k in slices on otherwise idle SMs, as cuBLASLt does)
@@ -21,6 +23,11 @@ struct GemmModel {
   std::int64_t sms = 132;       // streaming multiprocessors (one tile each per wave)
   std::int64_t split_k_depth = 0;  // split-K: a GEMM with fewer tiles than SMs splits k into chunks of at least
                                    // this many (up to filling the SMs); 0 = no split-K
+  double io_overlap = 0;        // fraction of min(FLOP time, traffic time) hidden under the other; 0 = they add
+  // The fit saw eager attention's strided-batched calls (k = head dim, batch = kv heads; zrun calibrate's
+  // attention-shaped GEMMs), so the model holds for them: only then does zsim price eager attention's core as
+  // those calls (sim/engine/op_work.cpp); without, it keeps running the core at its unit's GEMM efficiency.
+  bool attention_shapes = false;
   bool present() const { return max_efficiency > 0; }
 };
 
@@ -39,9 +46,9 @@ double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
 
 namespace zsim {
 
-// One GEMM of a unit's work: D[m x n] = A[m x k] B[k x n], `batch` of them in one call.
+// GEMM calls of a unit's work: D[m x n] = A[m x k] B[k x n], `batch` of them in one call, `calls` such calls.
 struct GemmShape {
-  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  std::int64_t m = 0, n = 0, k = 0, batch = 1, calls = 1;
 };
 
 // The efficiency the model gives a set of GEMMs run one after another: their FLOPs over peak x their modelled

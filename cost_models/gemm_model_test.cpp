@@ -63,6 +63,32 @@ TEST(GemmModel, BatchFillsWavesLikeMoreTiles) {
   EXPECT_LT(gemm_model_s(128, 128, 64, 12, 2, 989, g), 12 * gemm_model_s(128, 128, 64, 1, 2, 989, g));
 }
 
+TEST(GemmModel, IoOverlapHidesThatShareOfTheSmallerOfFlopAndTrafficTime) {
+  GemmModel g = h100_like();
+  // Attention's scores call: s x s output of k = 64, 12 heads: traffic-bound.
+  const std::int64_t s = 1024, d = 64, b = 12;
+  const double flop = 2.0 * s * s * d * b / (989e12 * 0.7 * wave_efficiency(s, s, d, g, b));
+  const double io = 2.0 * b * (double(s) * d + double(d) * s + double(s) * s) / 2000e9;
+  ASSERT_LT(flop, io);
+  EXPECT_NEAR(gemm_model_s(s, s, d, b, 2, 989, g), 5e-6 + flop + io, 1e-15);  // 0: they add
+  g.io_overlap = 1;
+  EXPECT_NEAR(gemm_model_s(s, s, d, b, 2, 989, g), 5e-6 + io, 1e-15);  // 1: the roofline
+  g.io_overlap = 0.5;
+  EXPECT_NEAR(gemm_model_s(s, s, d, b, 2, 989, g), 5e-6 + io + 0.5 * flop, 1e-15);
+}
+
+TEST(GemmModel, CallsOfOneShapeCountEach) {
+  const GemmModel g = h100_like();
+  const double one = gemm_model_s(64, 1024, 1024, 12, 2, 989, g);
+  const double flops = 2.0 * 64 * 1024 * 1024 * 12;
+  // Four calls of the batch: four times the FLOPs in four times the time, the efficiency of one call.
+  EXPECT_NEAR(gemm_model_efficiency({{64, 1024, 1024, 12, 4}}, 2, 989, g), flops / (989e12 * one), 1e-12);
+  EXPECT_NEAR(gemm_model_efficiency({{64, 1024, 1024, 12, 4}, {2048, 512, 512, 1, 1}}, 2, 989, g),
+              (4 * flops + 2.0 * 2048 * 512 * 512) /
+                  (989e12 * (4 * one + gemm_model_s(2048, 512, 512, 1, 2, 989, g))),
+              1e-12);
+}
+
 TEST(GemmModel, EfficiencyOfAnEmptySetIsZero) { EXPECT_EQ(gemm_model_efficiency({}, 2, 989, h100_like()), 0.0); }
 
 TEST(GemmModel, RefusesAModelWithoutEfficiency) {

@@ -11,6 +11,7 @@
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/report/memory_walk.hpp"
+#include "sim/report/report.hpp"
 #include "sim/scenario/scenario_parse.hpp"
 #include "validate/validation.hpp"
 
@@ -36,6 +37,7 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   const Scenario s = load_scenario(m.scenario, load);
   for (const auto& w : s.warnings) err << w << "\n";
   const Schedule sch = make_schedule(s, make_plan(s), 2);  // zrun repeats the first step's ops (same ids)
+  if (auto w = attention_core_pricing_warning(s, sch)) err << "zsim validate: " << *w << "\n";
   const TimingResult t = simulate(s.cluster, sch);
   const Validation v = validate_run(sch, t, walk_memory(sch, capacity_of(s)).gpu.peak, m);
   out << "zsim against zrun: " << r.run_file << " (" << m.scenario << " on " << m.nodes << " x " << m.gpus_per_node

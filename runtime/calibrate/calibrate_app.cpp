@@ -79,9 +79,11 @@ int measure_and_write(const CalibrateArgs& a, Measurements& m, std::ostream& log
   const zsim::ClusterSpec back = load_profile_cluster(profile_name(a.out), out.parent_path().empty() ? "." : out.parent_path().string());
   log << fmt::format("zrun calibrate: wrote {} (loads as cluster.profile: {}; base {}):\n", a.out, profile_name(a.out), base_name);
   for (const ProfileEntry& e : p.cluster) log << fmt::format("  {}: {}  # {}\n", e.key, e.value, e.comment);
-  log << fmt::format("zrun calibrate: GEMM model {} launch {:.2f} us, max efficiency {:.3f}, io {:.0f} GB/s\n",
+  log << fmt::format("zrun calibrate: GEMM model {} launch {:.2f} us, max efficiency {:.3f}, io {:.0f} GB/s, io overlap "
+                     "{:.2f}, fitted on attention shapes: {}\n",
                      back.gpu.name, back.efficiency.gemm_model.launch_us, back.efficiency.gemm_model.max_efficiency,
-                     back.efficiency.gemm_model.io_GBps);
+                     back.efficiency.gemm_model.io_GBps, back.efficiency.gemm_model.io_overlap,
+                     back.efficiency.gemm_model.attention_shapes ? "yes" : "no");
   log.flush();
   return kExitOk;
 }
@@ -154,6 +156,14 @@ int run_calibrate(int argc, const char* const* argv) {
       load_profile_cluster(profile_name(args->out), out.parent_path().empty() ? "." : out.parent_path().string());
       std::cout << fmt::format("zrun calibrate: refitted {} into {} (base {}):\n", args->refit, args->out, base_name);
       for (const ProfileEntry& e : p.cluster) std::cout << fmt::format("  {}: {}  # {}\n", e.key, e.value, e.comment);
+      bool attention = false;
+      for (const auto& [dt, samples] : m.gemm)
+        for (const GemmSample& g : samples) attention |= g.batched_attention();
+      if (!attention)
+        std::cout << "zrun calibrate: the record has no attention-shaped batched GEMM (calibrate measures them since "
+                     "the GEMM model's attention_shapes): the model is the grid's alone, attention_shapes false, and zsim "
+                     "keeps pricing eager attention's core at its unit's GEMM efficiency; run zrun calibrate on the GPU "
+                     "to measure them\n";
       return kExitOk;
     }
     int visible = 0;

@@ -22,14 +22,21 @@ FitResidual residual_of(const std::vector<double>& predicted, const std::vector<
 }
 
 LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y) {
+  return fit_relative_nonnegative(X, y, Eigen::VectorXd::Ones(y.size()));
+}
+
+LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const Eigen::VectorXd& w) {
   if (X.rows() == 0 || X.cols() == 0) throw std::invalid_argument("fit: no measurements");
-  if (X.rows() != y.size()) throw std::invalid_argument("fit: as many rows as measurements are needed");
-  for (Eigen::Index i = 0; i < y.size(); ++i)
+  if (X.rows() != y.size() || w.size() != y.size())
+    throw std::invalid_argument("fit: as many rows and weights as measurements are needed");
+  for (Eigen::Index i = 0; i < y.size(); ++i) {
     if (!(y[i] > 0) || !std::isfinite(y[i])) throw std::invalid_argument("fit: a measurement is not a positive time");
-  // Row i divided by y_i: the residual of the scaled system is the relative error.
+    if (!(w[i] > 0) || !std::isfinite(w[i])) throw std::invalid_argument("fit: a weight is not positive");
+  }
+  // Row i divided by y_i: the residual of the scaled system is the relative error (times the row's weight).
   Eigen::MatrixXd A = X;
-  for (Eigen::Index i = 0; i < y.size(); ++i) A.row(i) /= y[i];
-  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(y.size());
+  for (Eigen::Index i = 0; i < y.size(); ++i) A.row(i) *= w[i] / y[i];
+  const Eigen::VectorXd ones = w;
   std::vector<bool> active(X.cols(), true);
   Eigen::VectorXd coef = Eigen::VectorXd::Zero(X.cols());
   for (int round = 0; round < X.cols(); ++round) {
@@ -98,20 +105,41 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
 
 namespace {
 
-// Least squares of launch_us, 1 / max_efficiency and 1 / io_GBps for one tile and split-K setting.
-GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
-                       const zsim::GemmModel& shape) {
-  Eigen::MatrixXd X(samples.size(), 3);
-  Eigen::VectorXd y(samples.size());
-  for (std::size_t i = 0; i < samples.size(); ++i) {
+// Least squares of launch_us, 1 / max_efficiency and 1 / io_GBps for one tile, split-K and overlap setting.
+// Per sample, seconds = launch + C + I - overlap x min(C, I) with C = its FLOP time and I = its traffic time: linear
+// in the coefficients once it is known which of C and I is the smaller, so the fit starts from the additive model's
+// answer, solves with the smaller term scaled by (1 - overlap), re-decides, and stops when no sample changes side.
+GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, const Eigen::VectorXd& weights, int bytes_per_element,
+                       double peak_tflops, const zsim::GemmModel& shape) {
+  const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
+  Eigen::MatrixXd X(n, 3);
+  Eigen::VectorXd y(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
     const GemmSample& s = samples[i];
-    const double flops = 2.0 * s.m * s.n * s.k;
-    X(i, 0) = 1e-6;                                                                          // launch_us
-    X(i, 1) = flops / (peak_tflops * 1e12 * zsim::wave_efficiency(s.m, s.n, s.k, shape));  // 1 / max_efficiency
-    X(i, 2) = bytes_per_element * (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n) / 1e9;  // 1 / io_GBps
+    const double flops = 2.0 * s.m * s.n * s.k * s.batch;
+    X(i, 0) = 1e-6;                                                                                   // launch_us
+    X(i, 1) = flops / (peak_tflops * 1e12 * zsim::wave_efficiency(s.m, s.n, s.k, shape, s.batch));  // 1 / max_efficiency
+    X(i, 2) = bytes_per_element * double(s.batch) *
+              (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n) / 1e9;                     // 1 / io_GBps
     y[i] = s.seconds;
   }
-  const LinearFit f = fit_relative_nonnegative(X, y);
+  LinearFit f = fit_relative_nonnegative(X, y, weights);
+  const double ov = shape.io_overlap;
+  if (ov > 0) {
+    std::vector<char> flop_smaller(n, 2);  // per sample: 1 FLOP time is the smaller, 0 traffic; 2 not decided yet
+    for (int round = 0; round < 50; ++round) {
+      bool changed = false;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const char side = X(i, 1) * f.coef[1] <= X(i, 2) * f.coef[2] ? 1 : 0;
+        changed |= side != flop_smaller[i];
+        flop_smaller[i] = side;
+      }
+      if (!changed) break;
+      Eigen::MatrixXd Xo = X;
+      for (Eigen::Index i = 0; i < n; ++i) Xo(i, flop_smaller[i] ? 1 : 2) *= 1.0 - ov;
+      f = fit_relative_nonnegative(Xo, y, weights);
+    }
+  }
   GemmFit out;
   out.model = shape;
   if (!(f.coef[1] > 0)) {
@@ -122,13 +150,26 @@ GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, int bytes_per_ele
   out.model.max_efficiency = std::min(1.0, 1.0 / f.coef[1]);
   // A traffic term above 1 PB/s is numerical dust of a fit whose data has none: no term.
   out.model.io_GBps = f.coef[2] > 0 && 1.0 / f.coef[2] < 1e6 ? 1.0 / f.coef[2] : 0;
-  std::vector<double> pred, meas;
+  if (out.model.io_GBps == 0) out.model.io_overlap = 0;  // nothing to overlap: the additive model
+  std::vector<double> pred, meas, pg, mg, pb, mb;
   for (const GemmSample& s : samples) {
-    pred.push_back(zsim::gemm_model_s(s.m, s.n, s.k, 1, bytes_per_element, peak_tflops, out.model));
+    const double p = zsim::gemm_model_s(s.m, s.n, s.k, s.batch, bytes_per_element, peak_tflops, out.model);
+    pred.push_back(p);
     meas.push_back(s.seconds);
+    (s.batched_attention() ? pb : pg).push_back(p);
+    (s.batched_attention() ? mb : mg).push_back(s.seconds);
   }
+  // Over every sample (the profile's figure), and per family (what selection_error weighs alike).
   out.residual = residual_of(pred, meas);
+  out.grid = residual_of(pg, mg);
+  out.batched = residual_of(pb, mb);
   return out;
+}
+
+// What the fit minimises: the rms relative error with each family weighted alike when both are present.
+double selection_error(const GemmFit& f) {
+  if (f.grid.samples == 0 || f.batched.samples == 0) return f.residual.rms_rel;
+  return std::sqrt(0.5 * (f.grid.rms_rel * f.grid.rms_rel + f.batched.rms_rel * f.batched.rms_rel));
 }
 
 }  // namespace
@@ -136,20 +177,33 @@ GemmFit fit_gemm_shape(const std::vector<GemmSample>& samples, int bytes_per_ele
 GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
                        std::int64_t sms) {
   if (samples.empty()) throw std::invalid_argument("fit_gemm_model: no measurements");
+  std::size_t batched = 0;
+  for (const GemmSample& s : samples) batched += s.batched_attention() ? 1 : 0;
+  const std::size_t grid = samples.size() - batched;
+  Eigen::VectorXd weights = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(samples.size()));
+  if (batched > 0 && grid > 0)
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      weights[static_cast<Eigen::Index>(i)] = 1.0 / std::sqrt(static_cast<double>(samples[i].batched_attention() ? batched : grid));
   GemmFit best;
   best.residual.rms_rel = 1e300;
-  for (std::int64_t tile_m : {64, 128, 256})
-    for (std::int64_t tile_n : {64, 128, 256})
-      for (std::int64_t depth : {0, 128, 256, 512, 1024}) {
-        zsim::GemmModel shape;
-        shape.tile_m = tile_m;
-        shape.tile_n = tile_n;
-        shape.sms = sms;
-        shape.split_k_depth = depth;
-        const GemmFit f = fit_gemm_shape(samples, bytes_per_element, peak_tflops, shape);
-        if (f.residual.rms_rel < best.residual.rms_rel - 1e-12) best = f;
-      }
+  double best_error = 1e300;
+  for (double overlap : {0.0, 0.25, 0.5, 0.75, 1.0})
+    for (std::int64_t tile_m : {64, 128, 256})
+      for (std::int64_t tile_n : {64, 128, 256})
+        for (std::int64_t depth : {0, 128, 256, 512, 1024}) {
+          zsim::GemmModel shape;
+          shape.tile_m = tile_m;
+          shape.tile_n = tile_n;
+          shape.sms = sms;
+          shape.split_k_depth = depth;
+          shape.io_overlap = overlap;
+          const GemmFit f = fit_gemm_shape(samples, weights, bytes_per_element, peak_tflops, shape);
+          if (f.residual.rms_rel >= 1e300) continue;
+          const double e = selection_error(f);
+          if (e < best_error - 1e-12) best = f, best_error = e;
+        }
   if (!best.model.present()) throw std::invalid_argument("fit_gemm_model: the measurements show no FLOP-bound term");
+  best.model.attention_shapes = batched > 0;
   return best;
 }
 

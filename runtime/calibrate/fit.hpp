@@ -30,6 +30,9 @@ struct LinearFit {
 // min over coef >= 0 of sum_i ((X coef - y)_i / y_i)^2. y > 0. Throws std::invalid_argument on empty or
 // mismatched input, or a non-positive measurement.
 LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y);
+// The same with a weight per measurement: min of sum_i (w_i (X coef - y)_i / y_i)^2 (the residual reported is
+// unweighted). w > 0, one per row.
+LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const Eigen::VectorXd& w);
 
 // seconds = latency_s + bytes / (GBps x 1e9).
 struct SizeSample {
@@ -60,18 +63,31 @@ struct LinkFit {
 };
 LinkFit fit_link(const std::vector<CollectiveSample>& samples);
 
-// One GEMM D[m x n] = A[m x k] B[k x n] measured.
+// One GEMM call D[m x n] = A[m x k] B[k x n] measured: `batch` GEMMs of that shape in one strided-batched call.
+// `product` names an eager-attention call (runtime/model/layers.hpp AttentionProduct: "scores", "probs_v", "dv");
+// empty for calibrate's grid of single GEMMs.
 struct GemmSample {
   std::int64_t m = 0, n = 0, k = 0;
   double seconds = 0;
+  std::int64_t batch = 1;
+  std::string product{};
+  bool batched_attention() const { return !product.empty(); }
 };
 struct GemmFit {
   zsim::GemmModel model;
-  FitResidual residual;
+  FitResidual residual;   // over every sample
+  FitResidual grid;       // over calibrate's grid of single GEMMs (samples 0 when none)
+  FitResidual batched;    // over eager attention's batched calls (samples 0 when none)
 };
 // Fits cost_models/gemm_model.hpp for the GPU's SM count: launch_us, max_efficiency and io_GBps by least squares
-// for each tile (64, 128, 256 each way) and split-K depth (none, 128 .. 1024), keeping the setting of least rms
+// for each tile (64, 128, 256 each way), split-K depth (none, 128 .. 1024) and io_overlap (0, 0.25 .. 1: how much
+// of the smaller of the FLOP and operand-traffic times hides under the larger), keeping the setting of least rms
 // relative residual (cuBLASLt picks its tiles and split-K per shape; the model stands for its typical choice).
+// With io_overlap > 0 the model is linear in its coefficients once each sample's bound (FLOPs or traffic) is
+// known: the fit alternates solving and re-deciding the bounds until they settle. When the samples hold both
+// calibrate's grid and eager attention's batched calls, each family weighs alike in the fit (every sample by
+// 1 / sqrt(its family's count)), so the attention grid's size does not outvote the weights' GEMMs; the model's
+// attention_shapes then says it was fitted on them.
 GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
                        std::int64_t sms);
 

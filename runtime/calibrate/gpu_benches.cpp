@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -114,6 +115,51 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
   m.gemm_launch_s = time_gpu([&] { gemm.run(g, DType::bf16, s); }, s, 2000);
 }
 
+// Eager attention's strided-batched GEMMs, made with the calls zrun's attention issues (runtime/model/attention.cu
+// attention_gemm_call: one call per sequence and query-head remainder, a batch of kv heads): for each sequence s,
+// head dim d and batch (kv heads) the three distinct calls, scores (m = n = s, k = d; also d(probs)'s call),
+// probs_v (m = d, n = s, k = s; also dq's) and dv (m = d, n = s, k = s, B transposed; also dk's). With k = d the
+// scores call writes its s x s output at HBM speed, a shape calibrate's grid (k >= 256) does not have. The GEMM
+// model is fitted on these and the grid together.
+void measure_attention_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
+  const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{512, 1024, 2048};
+  const std::vector<std::int64_t> dims = {64, 128};
+  const std::vector<std::int64_t> batches = quick ? std::vector<std::int64_t>{4, 32} : std::vector<std::int64_t>{4, 8, 16, 32};
+  const std::int64_t smax = seqs.back(), dmax = dims.back(), bmax = batches.back();
+  const std::pair<model::AttentionProduct, const char*> products[] = {
+      {model::AttentionProduct::scores, "scores"}, {model::AttentionProduct::probs_v, "probs_v"},
+      {model::AttentionProduct::dv, "dv"}};
+  model::Gemm gemm;
+  for (DType dt : {DType::bf16, DType::fp16, DType::fp32}) {
+    const std::int64_t eb = model::dtype_bytes(dt), rows = smax * bmax * dmax;  // q, k, v, dout, out, dv: [s, b x d]
+    const int kind = dt == DType::fp32 ? kFillF32 : dt == DType::bf16 ? kFillBf16 : kFillF16;
+    DeviceBuffer q(rows * eb), k(rows * eb), v(rows * eb), dout(rows * eb), out(rows * eb), dv(rows * eb),
+        probs(bmax * smax * smax * eb);
+    fill_random(q.p, rows, kind, 11, s);
+    fill_random(k.p, rows, kind, 12, s);
+    fill_random(v.p, rows, kind, 13, s);
+    fill_random(dout.p, rows, kind, 14, s);
+    fill_random(probs.p, bmax * smax * smax, kind, 15, s);
+    model::AttentionTensors t;
+    t.q = q.p, t.k = k.p, t.v = v.p, t.dout = dout.p, t.probs = probs.p, t.out = out.p, t.dv = dv.p;
+    std::vector<GemmSample>& rec = m.gemm[model::dtype_name(dt)];
+    for (std::int64_t S : seqs)
+      for (std::int64_t D : dims)
+        for (std::int64_t B : batches) {
+          const model::AttentionShape a{1, S, B, B, D};  // one sequence, B query heads = B kv heads
+          for (const auto& [p, name] : products) {
+            const model::GemmCall g = model::attention_gemm_call(p, dt, a, t, 0, 0);
+            const double sec = time_gpu([&] { gemm.run(g, dt, s); }, s);
+            rec.push_back({g.m, g.n, g.k, sec, g.batch, name});
+            log << fmt::format("  attention gemm {} {} s {} d {} x{}: {}x{}x{}: {:.1f} us, {:.0f} TFLOPS, {:.0f} GB/s\n",
+                               model::dtype_name(dt), name, S, D, B, g.m, g.n, g.k, sec * 1e6,
+                               2.0 * g.m * g.n * g.k * B / sec / 1e12,
+                               double(eb) * B * (g.m * g.k + g.k * g.n + g.m * g.n) / sec / 1e9);
+          }
+        }
+  }
+}
+
 void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
   const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1 << 22, 1 << 25}
                                                 : std::vector<std::int64_t>{1 << 20, 1 << 23, 1 << 26};
@@ -216,6 +262,8 @@ void measure_gpu(Measurements& m, bool quick, std::ostream& log) {
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   log << "zrun calibrate: GEMMs (cuBLASLt)\n";
   measure_gemms(m, quick, s, log);
+  log << "zrun calibrate: eager attention's batched GEMMs (cuBLASLt, as attention.cu calls them)\n";
+  measure_attention_gemms(m, quick, s, log);
   log << "zrun calibrate: memory-bound kernels\n";
   measure_kernels(m, quick, s, log);
   log << "zrun calibrate: host copies\n";

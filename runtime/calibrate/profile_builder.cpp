@@ -72,7 +72,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   cal["hbm_bytes"] = m.hbm_bytes;
   cal["host_memory_bytes"] = m.host_memory_bytes;
   cal["host_cores"] = m.host_cores;
-  cal["units"] = "samples: [bytes, microseconds]; gemm samples: [m, n, k, microseconds]";
+  cal["units"] = "samples: [bytes, microseconds]; gemm samples: [m, n, k, microseconds]; gemm batched_samples: "
+                 "[product, m, n, k, batch, microseconds]";
 
   b.add("gpus_per_node", integer(m.gpus), "GPUs zrun calibrate ran on (a scenario sets its own)");
   b.add("gpu.name", m.gpu_name.empty() ? base.gpu.name : "\"" + m.gpu_name + "\"", "cudaGetDeviceProperties");
@@ -157,12 +158,22 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     const double peak = dtype == "fp32" ? base.gpu.peak_fp32_tflops : base.gpu.peak_tflops;
     const GemmFit f = fit_gemm_model(samples, bytes, peak, sms);
     gemm_fits[dtype] = f;
-    nlohmann::json s = nlohmann::json::array();
-    for (const GemmSample& g : samples) s.push_back({g.m, g.n, g.k, g.seconds * 1e6});
+    nlohmann::json s = nlohmann::json::array(), batched = nlohmann::json::array();
+    for (const GemmSample& g : samples)
+      if (g.batched_attention())
+        batched.push_back({g.product, g.m, g.n, g.k, g.batch, g.seconds * 1e6});
+      else
+        s.push_back({g.m, g.n, g.k, g.seconds * 1e6});
     cal["gemm"][dtype] = {{"launch_us", f.model.launch_us}, {"max_efficiency", f.model.max_efficiency},
-                          {"io_GBps", f.model.io_GBps}, {"tile", {f.model.tile_m, f.model.tile_n}},
-                          {"split_k_depth", f.model.split_k_depth}, {"sms", sms}, {"peak_tflops", peak},
+                          {"io_GBps", f.model.io_GBps}, {"io_overlap", f.model.io_overlap},
+                          {"tile", {f.model.tile_m, f.model.tile_n}}, {"split_k_depth", f.model.split_k_depth},
+                          {"sms", sms}, {"peak_tflops", peak}, {"attention_shapes", f.model.attention_shapes},
                           {"residual", residual_json(f.residual)}, {"samples", s}};
+    if (!batched.empty()) {
+      cal["gemm"][dtype]["residual_grid"] = residual_json(f.grid);
+      cal["gemm"][dtype]["residual_batched"] = residual_json(f.batched);
+      cal["gemm"][dtype]["batched_samples"] = batched;
+    }
   }
   const char* sixteen = gemm_fits.count("bf16") ? "bf16" : gemm_fits.count("fp16") ? "fp16" : nullptr;
   if (sixteen) {
@@ -170,6 +181,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     // 1 GFLOP or more.
     std::vector<double> eff;
     for (const GemmSample& g : m.gemm.at(sixteen)) {
+      if (g.batched_attention()) continue;  // the grid's: the figure predates the attention shapes
       const double f = 2.0 * g.m * g.n * g.k;
       if (f >= 1e9) eff.push_back(f / g.seconds / (base.gpu.peak_tflops * 1e12));
     }
@@ -264,15 +276,30 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
 
   auto model_entries = [&](const char* block, const GemmFit& f, const std::string& dtype) {
-    const std::string src = fmt::format("{} cuBLASLt grid, {}; calibration.gemm.{}", dtype, residual_text(f.residual), dtype);
+    const std::string src =
+        f.batched.samples > 0
+            ? fmt::format("{} cuBLASLt grid and eager attention's batched calls, {} (grid: rms {} / worst {} over {}; "
+                          "attention: rms {} / worst {} over {}); calibration.gemm.{}",
+                          dtype, residual_text(f.residual), pct(f.grid.rms_rel), pct(f.grid.max_abs_rel), f.grid.samples,
+                          pct(f.batched.rms_rel), pct(f.batched.max_abs_rel), f.batched.samples, dtype)
+            : fmt::format("{} cuBLASLt grid, {}; calibration.gemm.{}", dtype, residual_text(f.residual), dtype);
     b.add(std::string("efficiency.") + block + ".launch_us", num(f.model.launch_us), src);
     b.add(std::string("efficiency.") + block + ".max_efficiency", num(f.model.max_efficiency), src);
     b.add(std::string("efficiency.") + block + ".io_GBps", num(f.model.io_GBps), src);
-    const std::string chosen = "chosen of 64/128/256 tiles and split-K none/128..1024 by least residual; " + src;
+    const std::string chosen =
+        "chosen of 64/128/256 tiles, split-K none/128..1024 and io_overlap 0/0.25..1 by least residual; " + src;
+    b.add(std::string("efficiency.") + block + ".io_overlap", num(f.model.io_overlap), chosen);
     b.add(std::string("efficiency.") + block + ".tile_m", integer(f.model.tile_m), chosen);
     b.add(std::string("efficiency.") + block + ".tile_n", integer(f.model.tile_n), chosen);
     b.add(std::string("efficiency.") + block + ".split_k_depth", integer(f.model.split_k_depth), chosen);
     b.add(std::string("efficiency.") + block + ".sms", integer(f.model.sms), "cudaDeviceProp.multiProcessorCount");
+    b.add(std::string("efficiency.") + block + ".attention_shapes", f.model.attention_shapes ? "true" : "false",
+          f.model.attention_shapes
+              ? fmt::format("fitted on {} of eager attention's strided-batched calls too (calibration.gemm.{}.batched_samples): "
+                            "zsim prices eager attention's core as those calls", f.batched.samples, dtype)
+              : "no attention-shaped batched GEMM in the measurements (a record from before zrun calibrate measured "
+                "them): zsim runs eager attention's core at its unit's GEMM efficiency and its scores' traffic as "
+                "memory-bound time; run zrun calibrate again to fit them");
   };
   if (sixteen) model_entries("gemm_model", gemm_fits.at(sixteen), sixteen);
   if (gemm_fits.count("fp32")) model_entries("gemm_model_fp32", gemm_fits.at("fp32"), "fp32");

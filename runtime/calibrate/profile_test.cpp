@@ -29,7 +29,7 @@ zsim::GemmModel truth_model() {
   return g;
 }
 
-Measurements synthetic(bool with_collectives) {
+Measurements synthetic(bool with_collectives, bool with_attention = false) {
   Measurements m;
   m.gpu_name = "NVIDIA H100 80GB HBM3";
   m.hbm_bytes = 85'000'000'000;
@@ -43,6 +43,18 @@ Measurements synthetic(bool with_collectives) {
         for (std::int64_t k : {512, 4096})
           m.gemm[dt].push_back({mm, n, k, zsim::gemm_model_s(mm, n, k, 1, std::string(dt) == "fp32" ? 4 : 2,
                                                              std::string(dt) == "fp32" ? 67 : 989, truth_model())});
+  if (with_attention)  // eager attention's batched calls (gpu_benches.cpp measure_attention_gemms), bf16 and fp32
+    for (const char* dt : {"bf16", "fp32"}) {
+      const int e = std::string(dt) == "fp32" ? 4 : 2;
+      const double peak = std::string(dt) == "fp32" ? 67 : 989;
+      for (std::int64_t seq : {512, 2048})
+        for (std::int64_t d : {64, 128})
+          for (std::int64_t b : {4, 32}) {
+            m.gemm[dt].push_back({seq, seq, d, zsim::gemm_model_s(seq, seq, d, b, e, peak, truth_model()), b, "scores"});
+            m.gemm[dt].push_back({d, seq, seq, zsim::gemm_model_s(d, seq, seq, b, e, peak, truth_model()), b, "probs_v"});
+            m.gemm[dt].push_back({d, seq, seq, zsim::gemm_model_s(d, seq, seq, b, e, peak, truth_model()), b, "dv"});
+          }
+    }
   m.kernels = {{"rmsnorm.fwd", "norm", 1e9, 1e9 / 2.5e12}, {"swiglu.fwd", "activation", 1e9, 1e9 / 3.0e12},
                {"fused_adam", "adam", 1e9, 1e9 / 2.0e12}};
   m.kernel_launch_s = 3.25e-6;
@@ -268,6 +280,64 @@ TEST(CalibratedProfile, TheRecordHoldsEverythingAFitNeeds) {
     EXPECT_EQ(again.cluster[i].key, first.cluster[i].key);
     EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
   }
+}
+
+TEST(CalibratedProfile, AModelFittedOnAttentionsBatchedCallsSaysSoWithItsResidualPerFamily) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(false, true), base, "h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-attn", write_profile(d, "calib-attn", p));
+  EXPECT_TRUE(c.efficiency.gemm_model.attention_shapes);
+  EXPECT_TRUE(c.efficiency.gemm_model_fp32.attention_shapes);
+  EXPECT_NEAR(c.efficiency.gemm_model.max_efficiency, 0.7, 1e-4);
+  EXPECT_NEAR(c.efficiency.gemm_model.io_GBps, 2000, 1e-2);
+  EXPECT_EQ(p.calibration["gemm"]["bf16"]["batched_samples"].size(), 24u);
+  EXPECT_EQ(p.calibration["gemm"]["bf16"]["samples"].size(), 18u);
+  EXPECT_EQ(p.calibration["gemm"]["bf16"]["residual_batched"]["samples"], 24);
+  EXPECT_EQ(p.calibration["gemm"]["bf16"]["residual_grid"]["samples"], 18);
+  for (const ProfileEntry& e : p.cluster)
+    if (e.key == "efficiency.gemm_model.max_efficiency") {
+      EXPECT_NE(e.comment.find("grid: rms"), std::string::npos) << e.comment;
+      EXPECT_NE(e.comment.find("attention: rms"), std::string::npos) << e.comment;
+    }
+}
+
+TEST(CalibratedProfile, ARecordWithoutAttentionsBatchedCallsKeepsTheOlderCorePricingAndSaysSo) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-grid", write_profile(d, "calib-grid", p));
+  EXPECT_FALSE(c.efficiency.gemm_model.attention_shapes);
+  bool said = false;
+  for (const ProfileEntry& e : p.cluster)
+    if (e.key == "efficiency.gemm_model.attention_shapes") {
+      EXPECT_EQ(e.value, "false");
+      said = e.comment.find("run zrun calibrate again") != std::string::npos;
+    }
+  EXPECT_TRUE(said);
+  EXPECT_FALSE(p.calibration["gemm"]["bf16"].contains("batched_samples"));
+}
+
+TEST(CalibratedProfile, TheRecordKeepsAttentionsBatchedCallsForARefit) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const Measurements m = synthetic(false, true);
+  const CalibratedProfile first = build_profile(m, base, "h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-attn-record", first);
+  const Measurements back = measurements_from_profile((d.path / "calib-attn-record.yaml").string());
+  ASSERT_EQ(back.gemm.at("bf16").size(), m.gemm.at("bf16").size());
+  int batched = 0;
+  for (const GemmSample& g : back.gemm.at("bf16"))
+    if (g.batched_attention()) {
+      ++batched;
+      EXPECT_GT(g.batch, 1);
+      EXPECT_TRUE(g.product == "scores" || g.product == "probs_v" || g.product == "dv") << g.product;
+    }
+  EXPECT_EQ(batched, 24);
+  const CalibratedProfile again = build_profile(back, base, "h100-hgx-ib400");
+  ASSERT_EQ(again.cluster.size(), first.cluster.size());
+  for (std::size_t i = 0; i < first.cluster.size(); ++i)
+    EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
 }
 
 TEST(CalibratedProfile, AProfileWithoutARecordCannotBeRefitted) {

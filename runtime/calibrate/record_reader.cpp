@@ -74,10 +74,18 @@ Measurements measurements_from_profile(const std::string& file) {
     m.host_memory_bytes = static_cast<std::int64_t>(c.value("host_memory_bytes", cl["host"].value("memory_bytes", 0.0)));
     m.host_cores = static_cast<int>(c.value("host_cores", cl["host"].value("cores", 0.0)));
     if (c.contains("gemm"))
-      for (const auto& [dt, g] : c["gemm"].items())
+      for (const auto& [dt, g] : c["gemm"].items()) {
         for (const auto& s : g["samples"])
           m.gemm[dt].push_back({static_cast<std::int64_t>(s[0].get<double>()), static_cast<std::int64_t>(s[1].get<double>()),
                                 static_cast<std::int64_t>(s[2].get<double>()), s[3].get<double>() * 1e-6});
+        // Eager attention's batched calls (records written since calibrate measures them): [product, m, n, k, batch, us].
+        if (g.contains("batched_samples"))
+          for (const auto& s : g["batched_samples"])
+            m.gemm[dt].push_back({static_cast<std::int64_t>(s[1].get<double>()),
+                                  static_cast<std::int64_t>(s[2].get<double>()),
+                                  static_cast<std::int64_t>(s[3].get<double>()), s[5].get<double>() * 1e-6,
+                                  static_cast<std::int64_t>(s[4].get<double>()), s[0].get<std::string>()});
+      }
     if (c.contains("memory_bound"))
       for (const auto& k : c["memory_bound"]["kernels"]) {
         KernelSample s{k["name"].get<std::string>(), k["kind"].get<std::string>(), k["bytes"].get<double>(),

@@ -77,82 +77,75 @@ void causal_softmax_backward(DType dt, const void* probs, void* dprobs, std::int
   ZK_CUDA_CHECK_LAUNCH();
 }
 
-void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
-                       void* probs, void* out, cudaStream_t s) {
+GemmCall attention_gemm_call(AttentionProduct p, DType dt, const AttentionShape& a, const AttentionTensors& t,
+                             std::int64_t bi, std::int64_t r) {
   const std::int64_t d = a.head_dim, S = a.seq, group = a.heads / a.kv_heads;
   const std::int64_t h = a.heads * d, kvd = a.kv_heads * d, es = dt == DType::fp32 ? 4 : 2;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const HeadOffsets o = offsets(a, bi, r);
+  GemmCall c;
+  c.batch = static_cast<int>(a.kv_heads);
+  switch (p) {
+    case AttentionProduct::scores:  // scores^T (s_j x s_i) = K (s_j x d) Q^T (d x s_i), per kv head
+    case AttentionProduct::dprobs:  // dP^T (s_j x s_i) = V (s_j x d) dO^T (d x s_i)
+      c.trans_a = true;
+      c.m = S, c.n = S, c.k = d;
+      c.alpha = p == AttentionProduct::scores ? scale : 1.0f;
+      c.a = at(p == AttentionProduct::scores ? t.k : t.v, o.kv, es), c.lda = kvd, c.stride_a = d;
+      c.b = at(p == AttentionProduct::scores ? t.q : t.dout, o.q, es), c.ldb = h, c.stride_b = group * d;
+      c.d = at(p == AttentionProduct::scores ? t.probs : t.dprobs, o.p, es), c.ldd = S, c.stride_d = group * S * S;
+      break;
+    case AttentionProduct::probs_v:  // out^T (d x s_i) = V^T (d x s_j) P^T (s_j x s_i)
+    case AttentionProduct::dq:       // dQ^T (d x s_i) = scale * K^T (d x s_j) dS^T (s_j x s_i)
+      c.m = d, c.n = S, c.k = S;
+      c.alpha = p == AttentionProduct::dq ? scale : 1.0f;
+      c.a = at(p == AttentionProduct::probs_v ? t.v : t.k, o.kv, es), c.lda = kvd, c.stride_a = d;
+      c.b = at(p == AttentionProduct::probs_v ? t.probs : t.dprobs, o.p, es), c.ldb = S, c.stride_b = group * S * S;
+      c.d = at(p == AttentionProduct::probs_v ? t.out : t.dq, o.q, es), c.ldd = h, c.stride_d = group * d;
+      break;
+    case AttentionProduct::dv:  // dV^T (d x s_j) (+)= dO^T (d x s_i) P (s_i x s_j); the group's query heads add up
+    case AttentionProduct::dk:  // dK^T (d x s_j) (+)= scale * Q^T (d x s_i) dS (s_i x s_j)
+      c.trans_b = true;
+      c.m = d, c.n = S, c.k = S;
+      c.alpha = p == AttentionProduct::dk ? scale : 1.0f;
+      c.beta = r == 0 ? 0.0f : 1.0f;
+      c.a = at(p == AttentionProduct::dv ? t.dout : t.q, o.q, es), c.lda = h, c.stride_a = group * d;
+      c.b = at(p == AttentionProduct::dv ? t.probs : t.dprobs, o.p, es), c.ldb = S, c.stride_b = group * S * S;
+      c.d = at(p == AttentionProduct::dv ? t.dv : t.dk, o.kv, es), c.ldd = kvd, c.stride_d = d;
+      break;
+  }
+  return c;
+}
+
+void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
+                       void* probs, void* out, cudaStream_t s) {
+  const std::int64_t group = a.heads / a.kv_heads;
+  AttentionTensors t;
+  t.q = q, t.k = k, t.v = v, t.probs = probs, t.out = out;
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
-    for (std::int64_t r = 0; r < group; ++r) {
-      const HeadOffsets o = offsets(a, bi, r);
-      GemmCall sc;  // scores^T (s_j x s_i) = K (s_j x d) Q^T (d x s_i), per kv head
-      sc.trans_a = true;
-      sc.m = S, sc.n = S, sc.k = d, sc.alpha = scale;
-      sc.a = at(k, o.kv, es), sc.lda = kvd, sc.stride_a = d;
-      sc.b = at(q, o.q, es), sc.ldb = h, sc.stride_b = group * d;
-      sc.d = at(probs, o.p, es), sc.ldd = S, sc.stride_d = group * S * S;
-      sc.batch = static_cast<int>(a.kv_heads);
-      g.run(sc, dt, s);
-    }
-  causal_softmax_forward(dt, probs, a.batch * a.heads, S, s);
+    for (std::int64_t r = 0; r < group; ++r) g.run(attention_gemm_call(AttentionProduct::scores, dt, a, t, bi, r), dt, s);
+  causal_softmax_forward(dt, probs, a.batch * a.heads, a.seq, s);
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
-    for (std::int64_t r = 0; r < group; ++r) {
-      const HeadOffsets o = offsets(a, bi, r);
-      GemmCall pv;  // out^T (d x s_i) = V^T (d x s_j) P^T (s_j x s_i)
-      pv.m = d, pv.n = S, pv.k = S;
-      pv.a = at(v, o.kv, es), pv.lda = kvd, pv.stride_a = d;
-      pv.b = at(probs, o.p, es), pv.ldb = S, pv.stride_b = group * S * S;
-      pv.d = at(out, o.q, es), pv.ldd = h, pv.stride_d = group * d;
-      pv.batch = static_cast<int>(a.kv_heads);
-      g.run(pv, dt, s);
-    }
+    for (std::int64_t r = 0; r < group; ++r) g.run(attention_gemm_call(AttentionProduct::probs_v, dt, a, t, bi, r), dt, s);
 }
 
 void attention_backward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
                         const void* probs, const void* dout, void* dprobs, void* dq, void* dk, void* dv,
                         cudaStream_t s) {
-  const std::int64_t d = a.head_dim, S = a.seq, group = a.heads / a.kv_heads;
-  const std::int64_t h = a.heads * d, kvd = a.kv_heads * d, es = dt == DType::fp32 ? 4 : 2;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::int64_t group = a.heads / a.kv_heads;
+  AttentionTensors t;
+  t.q = q, t.k = k, t.v = v, t.dout = dout, t.dprobs = dprobs, t.dq = dq, t.dk = dk, t.dv = dv;
+  t.probs = const_cast<void*>(probs);  // only read: no backward product writes it
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
     for (std::int64_t r = 0; r < group; ++r) {
-      const HeadOffsets o = offsets(a, bi, r);
-      GemmCall dp;  // dP^T (s_j x s_i) = V (s_j x d) dO^T (d x s_i)
-      dp.trans_a = true;
-      dp.m = S, dp.n = S, dp.k = d;
-      dp.a = at(v, o.kv, es), dp.lda = kvd, dp.stride_a = d;
-      dp.b = at(dout, o.q, es), dp.ldb = h, dp.stride_b = group * d;
-      dp.d = at(dprobs, o.p, es), dp.ldd = S, dp.stride_d = group * S * S;
-      dp.batch = static_cast<int>(a.kv_heads);
-      g.run(dp, dt, s);
-      GemmCall gv;  // dV^T (d x s_j) (+)= dO^T (d x s_i) P (s_i x s_j); the group's query heads add up
-      gv.trans_b = true;
-      gv.m = d, gv.n = S, gv.k = S, gv.beta = r == 0 ? 0.0f : 1.0f;
-      gv.a = at(dout, o.q, es), gv.lda = h, gv.stride_a = group * d;
-      gv.b = at(probs, o.p, es), gv.ldb = S, gv.stride_b = group * S * S;
-      gv.d = at(dv, o.kv, es), gv.ldd = kvd, gv.stride_d = d;
-      gv.batch = static_cast<int>(a.kv_heads);
-      g.run(gv, dt, s);
+      g.run(attention_gemm_call(AttentionProduct::dprobs, dt, a, t, bi, r), dt, s);
+      g.run(attention_gemm_call(AttentionProduct::dv, dt, a, t, bi, r), dt, s);
     }
-  causal_softmax_backward(dt, probs, dprobs, a.batch * a.heads, S, s);
+  causal_softmax_backward(dt, probs, dprobs, a.batch * a.heads, a.seq, s);
   for (std::int64_t bi = 0; bi < a.batch; ++bi)
     for (std::int64_t r = 0; r < group; ++r) {
-      const HeadOffsets o = offsets(a, bi, r);
-      GemmCall gq;  // dQ^T (d x s_i) = scale * K^T (d x s_j) dS^T (s_j x s_i)
-      gq.m = d, gq.n = S, gq.k = S, gq.alpha = scale;
-      gq.a = at(k, o.kv, es), gq.lda = kvd, gq.stride_a = d;
-      gq.b = at(dprobs, o.p, es), gq.ldb = S, gq.stride_b = group * S * S;
-      gq.d = at(dq, o.q, es), gq.ldd = h, gq.stride_d = group * d;
-      gq.batch = static_cast<int>(a.kv_heads);
-      g.run(gq, dt, s);
-      GemmCall gk;  // dK^T (d x s_j) (+)= scale * Q^T (d x s_i) dS (s_i x s_j)
-      gk.trans_b = true;
-      gk.m = d, gk.n = S, gk.k = S, gk.alpha = scale, gk.beta = r == 0 ? 0.0f : 1.0f;
-      gk.a = at(q, o.q, es), gk.lda = h, gk.stride_a = group * d;
-      gk.b = at(dprobs, o.p, es), gk.ldb = S, gk.stride_b = group * S * S;
-      gk.d = at(dk, o.kv, es), gk.ldd = kvd, gk.stride_d = d;
-      gk.batch = static_cast<int>(a.kv_heads);
-      g.run(gk, dt, s);
+      g.run(attention_gemm_call(AttentionProduct::dq, dt, a, t, bi, r), dt, s);
+      g.run(attention_gemm_call(AttentionProduct::dk, dt, a, t, bi, r), dt, s);
     }
 }
 

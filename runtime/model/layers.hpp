@@ -56,6 +56,32 @@ void attention_forward(Gemm& g, DType dt, const AttentionShape& a, const void* q
 void attention_backward(Gemm& g, DType dt, const AttentionShape& a, const void* q, const void* k, const void* v,
                         const void* probs, const void* dout, void* dprobs, void* dq, void* dk, void* dv,
                         cudaStream_t s);
+// The strided-batched cuBLASLt GEMMs of the eager path: attention_forward and attention_backward issue, for each
+// sequence bi and query-head remainder r (query head g * group + r of kv head g, group = heads / kv_heads), one call
+// per product over the kv heads (batch = kv_heads), column-major as gemm.hpp (s = seq, d = head_dim):
+//   scores   S^T (s x s) = K (s x d) Q^T (d x s)               m = s, n = s, k = d   (A transposed)
+//   probs_v  O^T (d x s) = V^T (d x s) P^T (s x s)             m = d, n = s, k = s
+//   dprobs   dP^T (s x s) = V dO^T                             m = s, n = s, k = d   (A transposed)
+//   dv       dV^T (d x s) (+)= dO^T P                          m = d, n = s, k = s   (B transposed; + for r > 0)
+//   dq       dQ^T (d x s) = K^T dS^T / sqrt(d)                 m = d, n = s, k = s
+//   dk       dK^T (d x s) (+)= Q^T dS / sqrt(d)                m = d, n = s, k = s   (B transposed; + for r > 0)
+// dprobs, dq and dk are the calls of scores, probs_v and dv on other operands. zrun calibrate times these calls on
+// attention shapes (the GEMM model's batched samples).
+enum class AttentionProduct { scores, probs_v, dprobs, dv, dq, dk };
+struct AttentionTensors {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* dout = nullptr;
+  void* probs = nullptr;   // [b, heads, s, s]: written by scores, read by the rest
+  void* dprobs = nullptr;  // d(probs), then d(scores) in place: written by dprobs, read by dq and dk
+  void* out = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+};
+GemmCall attention_gemm_call(AttentionProduct p, DType dt, const AttentionShape& a, const AttentionTensors& t,
+                             std::int64_t bi, std::int64_t r);
 // The two memory-bound kernels of the eager path on `matrices` (= batch x heads) s x s score matrices, in place:
 // the causal row softmax (probs <- softmax of each row's first i + 1 scores, 0 above the diagonal) and its
 // backward (dprobs <- probs * (dprobs - rowsum(probs * dprobs)) below the diagonal, 0 above). zrun calibrate

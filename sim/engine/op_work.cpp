@@ -100,9 +100,10 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
 // The GEMMs of a GPU compute op under the schedule's model: each weight matrix W [in x out] of the op's unit
 // (a recompute: every unit of its layer) multiplies the micro-batch's tokens: forward (and recompute)
 // tokens x out x in; backward the input gradient tokens x in x out and the weight gradient in x out x tokens.
-// The head multiplies by the (possibly tied) vocab x hidden matrix. The attention core's own products are not
-// listed: the op's remaining FLOPs run at the listed GEMMs' efficiency.
-std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
+// The head multiplies by the (possibly tied) vocab x hidden matrix. With `core_calls`, the unit's own GEMM calls
+// (ModelUnit::forward_gemms / backward_gemms: eager attention's batched products) are listed too; without, they are
+// not and the op's remaining FLOPs run at the listed GEMMs' efficiency.
+std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m, bool core_calls) {
   std::vector<GemmShape> out;
   const std::int64_t tokens = m.micro_batch * m.seq_len;
   if (tokens <= 0) return out;
@@ -119,6 +120,9 @@ std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m) {
     if (u.name == "head" && u.tensors.empty()) add(m.hidden, m.vocab);  // tied: the embedding's matrix
     for (const ModelTensor& t : u.tensors)
       if (t.cols != 0 && u.name != "embedding") add(t.rows, t.cols);
+    if (core_calls)
+      for (const GemmCalls& c : backward ? u.backward_gemms : u.forward_gemms)
+        out.push_back({c.m, c.n, c.k, c.batch, c.calls});
   };
   if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) {
     add_unit(m.units[op.unit]);
@@ -148,10 +152,12 @@ HbmKind unit_hbm_kind(const ModelUnit& u) {
 }
 
 // The memory-bound time of a forward, backward or recompute op's hbm_bytes, each kind at its efficiency
-// (efficiency.hbm_for). A recompute runs a whole layer: its norms read and write one activation each
-// (2 x tokens x hidden x e bytes, as the builder counts them), the rest is eager attention's scores.
-Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c) {
-  const Bytes bytes = op.compute.hbm_bytes;
+// (efficiency.hbm_for), less `priced`: the bytes its GEMM calls move that the GEMM model already counts
+// (gemm_hbm_bytes where the model prices the unit's calls, else 0). A recompute runs a whole layer: its norms read
+// and write one activation each (2 x tokens x hidden x e bytes, as the builder counts them), the rest is eager
+// attention's scores.
+Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c, Bytes priced) {
+  const Bytes bytes = op.compute.hbm_bytes - std::min(priced, op.compute.hbm_bytes);
   const ScheduleModel& m = s.model;
   auto at = [&](HbmKind k, Bytes b) { return memory_bound_s(b, c.gpu.hbm_GBps, c.efficiency.hbm_for(k)); };
   if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) return at(unit_hbm_kind(m.units[op.unit]), bytes);
@@ -190,16 +196,21 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   double gemm_efficiency = c.efficiency.gemm;
   const GemmModel& model = fp32 ? c.efficiency.gemm_model_fp32 : c.efficiency.gemm_model;
   int gemm_launches_priced = 0;  // GEMM calls whose launch the GEMM model's launch_us already charges
+  Bytes gemm_bytes_priced = 0;   // of hbm_bytes, what the GEMM model's operand traffic already counts
   if (model.present() && cp.flops > 0) {
-    const std::vector<GemmShape> gemms = unit_gemms(op, s.model);
+    // The unit's own GEMM calls (eager attention's core) only with a model fitted on such shapes: otherwise, as
+    // before, the core's FLOPs run at the weights' GEMM efficiency and its scores' traffic is memory-bound time.
+    const std::vector<GemmShape> gemms = unit_gemms(op, s.model, model.attention_shapes);
     const double e = gemm_model_efficiency(gemms, fp32 ? 4 : 2, peak, model);
     if (e > 0) {
       gemm_efficiency = e;
-      gemm_launches_priced = static_cast<int>(gemms.size());
+      for (const GemmShape& g : gemms) gemm_launches_priced += static_cast<int>(g.calls);
+      if (model.attention_shapes) gemm_bytes_priced = cp.gemm_hbm_bytes;
     }
   }
-  // Every other kernel launch of the op (elementwise kernels, the attention core's GEMM calls, memsets; without a
-  // GEMM model the GEMMs too) costs efficiency.launch_us: the op's kernels run one after the other on its stream.
+  // Every other kernel launch of the op (elementwise kernels, the attention core's GEMM calls where the model does not
+  // price them, memsets; without a GEMM model the GEMMs too) costs efficiency.launch_us: the op's kernels run one
+  // after the other on its stream.
   const Seconds launches_s =
       std::max(0, cp.kernel_launches - gemm_launches_priced) * c.efficiency.launch_us * 1e-6;
   // Forward, backward, recompute: the FLOPs are GEMMs and the bytes separate memory-bound kernels (norms, eager
@@ -208,7 +219,7 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   const bool layer_work = cp.what == ComputeKind::forward || cp.what == ComputeKind::backward ||
                           cp.what == ComputeKind::recompute;
   if (layer_work) {
-    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c) + launches_s;
+    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +

@@ -32,6 +32,9 @@ struct OpWork {
 // CPU: Adam time; alloc/free: nothing.
 // GPU compute with a measured GEMM model in the cluster (efficiency.gemm_model / gemm_model_fp32) runs its FLOPs
 // at the model's efficiency for the GEMM shapes of its unit (cost_models/gemm_model.hpp), else at efficiency.gemm.
+// A model fitted on attention's batched calls (GemmModel::attention_shapes) lists the unit's own GEMM calls too
+// (ModelUnit::forward_gemms / backward_gemms: eager attention's core) and leaves the op's gemm_hbm_bytes, which its
+// operand traffic counts, out of the memory-bound bytes.
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
 

@@ -179,5 +179,131 @@ TEST(OpWork, ScoresRunAtTheSoftmaxKindAndTheHeadsLossAtTheCrossEntropyKind) {
   EXPECT_DOUBLE_EQ(unit_op_s(c, 3, 0, bytes, 0), memory_bound_s(bytes, c.gpu.hbm_GBps, 0.2));
 }
 
+// Eager attention's core on attn.o of small_model (micro-batch 2 x 1024 tokens, hidden 512): heads of head dim d,
+// as zsim plan lists its calls (sim/plan/attention_flops.hpp): 2 sequences x 1 query head per kv group, batch of
+// 512 / d kv heads; scores (s, s, d) and P V (d, s, s) forward.
+std::vector<GemmCalls> core_forward(std::int64_t d) {
+  const std::int64_t heads = 512 / d;
+  return {{1024, 1024, d, heads, 2}, {d, 1024, 1024, heads, 2}};
+}
+double calls_model_s(const std::vector<GemmCalls>& calls, const GemmModel& g, double peak) {
+  double t = 0;
+  for (const GemmCalls& c : calls) t += c.calls * gemm_model_s(c.m, c.n, c.k, c.batch, 2, peak, g);
+  return t;
+}
+double calls_flops(const std::vector<GemmCalls>& calls) {
+  double f = 0;
+  for (const GemmCalls& c : calls) f += 2.0 * c.m * c.n * c.k * c.batch * c.calls;
+  return f;
+}
+// A calibrated cluster whose GEMM model was (attention_shapes) or was not fitted on attention's batched calls.
+ClusterSpec calibrated(bool attention_shapes) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.gemm_model.launch_us = 7;
+  c.efficiency.gemm_model.max_efficiency = 0.8;
+  c.efficiency.gemm_model.io_GBps = 2500;
+  c.efficiency.gemm_model.io_overlap = 0.5;
+  c.efficiency.gemm_model.attention_shapes = attention_shapes;
+  c.efficiency.launch_us = 3;
+  c.efficiency.hbm_by_kind.softmax = 0.4;
+  return c;
+}
+// attn.o's forward alone in a step, its unit listing the core's calls for head dim d: the o projection's GEMM and
+// the core's FLOPs, the scores' 4eN bytes of which the GEMMs move 2eN, 1 + 4 + 1 launches (GEMM, core calls, softmax).
+struct AttnOForward {
+  Flops flops;
+  Bytes scores_n, hbm, gemm_hbm;
+  double step_s;
+};
+AttnOForward attn_o_forward(const ClusterSpec& c, std::int64_t d) {
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  b.s.model.heads = b.s.model.kv_heads = 512 / d;
+  b.s.model.units[2].forward_gemms = core_forward(d);
+  AttnOForward r;
+  r.flops = 2.0 * 2048 * 512 * 512 + calls_flops(core_forward(d));
+  r.scores_n = (512 / d) * 1024 * 1024 * 2;
+  r.hbm = 4 * 2 * r.scores_n;
+  r.gemm_hbm = 2 * 2 * r.scores_n;
+  const OpId id = b.compute("fwd.L0.attn.o", Phase::forward, r.flops);
+  b.s.ops[id].unit = 2;
+  b.s.ops[id].compute.hbm_bytes = r.hbm;
+  b.s.ops[id].compute.gemm_hbm_bytes = r.gemm_hbm;
+  b.s.ops[id].compute.kernel_launches = 6;
+  r.step_s = simulate(c, b.s).step_s();
+  return r;
+}
+
+TEST(OpWork, AModelFittedOnAttentionShapesPricesEagerAttentionsCoreAsItsBatchedCalls) {
+  const ClusterSpec c = calibrated(true);
+  const GemmModel& g = c.efficiency.gemm_model;
+  const AttnOForward r = attn_o_forward(c, 64);
+  // The projection's GEMM and the 4 core calls through the model (their launches included), the softmax's own 2eN
+  // at the softmax kind, and one more launch (the softmax kernel).
+  const double expected = gemm_model_s(2048, 512, 512, 1, 2, c.gpu.peak_tflops, g) +
+                          calls_model_s(core_forward(64), g, c.gpu.peak_tflops) +
+                          memory_bound_s(r.hbm - r.gemm_hbm, c.gpu.hbm_GBps, 0.4) + 1 * 3e-6;
+  EXPECT_NEAR(r.step_s, expected, expected * 1e-9);
+}
+
+TEST(OpWork, TheCoresTimeFollowsTheGemmModelAsTheHeadDimChanges) {
+  // The same FLOPs in 8 heads of 64 or 4 heads of 128: the model's figures for the two sets of calls, not the FLOPs,
+  // set the difference (the scores of 64-dim heads are twice the traffic).
+  const ClusterSpec c = calibrated(true);
+  const GemmModel& g = c.efficiency.gemm_model;
+  const AttnOForward d64 = attn_o_forward(c, 64), d128 = attn_o_forward(c, 128);
+  ASSERT_DOUBLE_EQ(d64.flops, d128.flops);
+  const double softmax64 = memory_bound_s(d64.hbm - d64.gemm_hbm, c.gpu.hbm_GBps, 0.4);
+  const double softmax128 = memory_bound_s(d128.hbm - d128.gemm_hbm, c.gpu.hbm_GBps, 0.4);
+  const double model_difference =
+      calls_model_s(core_forward(64), g, c.gpu.peak_tflops) - calls_model_s(core_forward(128), g, c.gpu.peak_tflops);
+  EXPECT_GT(model_difference, 0);
+  EXPECT_NEAR((d64.step_s - softmax64) - (d128.step_s - softmax128), model_difference, d64.step_s * 1e-9);
+}
+
+TEST(OpWork, AModelNotFittedOnAttentionShapesKeepsTheCoreAtItsUnitsEfficiency) {
+  // A profile calibrated before the attention shapes were measured: the core's FLOPs at the projection's modelled
+  // efficiency, all 4eN of the scores at the softmax kind, every launch but the projection's GEMM at launch_us.
+  const ClusterSpec c = calibrated(false);
+  const AttnOForward r = attn_o_forward(c, 64);
+  const double projection = gemm_model_s(2048, 512, 512, 1, 2, c.gpu.peak_tflops, c.efficiency.gemm_model);
+  const double e = 2.0 * 2048 * 512 * 512 / (c.gpu.peak_tflops * 1e12 * projection);
+  const double expected = gemm_s(r.flops, c.gpu.peak_tflops, e) + memory_bound_s(r.hbm, c.gpu.hbm_GBps, 0.4) + 5 * 3e-6;
+  EXPECT_NEAR(r.step_s, expected, expected * 1e-9);
+}
+
+TEST(OpWork, ADataSheetProfileChargesTheCoreAsBefore) {
+  // No GEMM model: the FLOPs at efficiency.gemm, the scores' 4eN memory-bound, every launch at launch_us; the unit's
+  // core calls and gemm_hbm_bytes change nothing.
+  ClusterSpec c = calibrated(true);
+  c.efficiency.gemm_model = GemmModel{};
+  const AttnOForward r = attn_o_forward(c, 64);
+  const double expected = gemm_s(r.flops, c.gpu.peak_tflops, c.efficiency.gemm) +
+                          memory_bound_s(r.hbm, c.gpu.hbm_GBps, 0.4) + 6 * 3e-6;
+  EXPECT_NEAR(r.step_s, expected, expected * 1e-12);
+}
+
+TEST(OpWork, ARecomputePricesItsLayersCoreCallsAndOnlyTheSoftmaxsShareOfTheScores) {
+  const ClusterSpec c = calibrated(true);
+  const GemmModel& g = c.efficiency.gemm_model;
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  b.s.model.units[2].forward_gemms = core_forward(64);
+  const Bytes norms = 2 * 2048 * 512 * 2, activation = 3 * 2048 * 1024 * 2, n = 8 * 1024 * 1024 * 2;
+  const OpId id = b.compute("recompute.L0", Phase::backward, 0, {}, "compute", ComputeKind::recompute);
+  b.s.ops[id].layer = 0;
+  // The layer's GEMMs: q, o, up (tokens x out x in) and the core's forward calls.
+  b.s.ops[id].compute.flops = 2.0 * 2048 * (512 * 512 * 2 + 512 * 1024) + calls_flops(core_forward(64));
+  b.s.ops[id].compute.hbm_bytes = norms + activation + 4 * 2 * n;
+  b.s.ops[id].compute.gemm_hbm_bytes = 2 * 2 * n;
+  const double gemms = 2 * gemm_model_s(2048, 512, 512, 1, 2, c.gpu.peak_tflops, g) +
+                       gemm_model_s(2048, 1024, 512, 1, 2, c.gpu.peak_tflops, g) +
+                       calls_model_s(core_forward(64), g, c.gpu.peak_tflops);
+  const double expected = gemms + memory_bound_s(norms, c.gpu.hbm_GBps, c.efficiency.hbm) +
+                          memory_bound_s(activation, c.gpu.hbm_GBps, c.efficiency.hbm) +
+                          memory_bound_s(2 * 2 * n, c.gpu.hbm_GBps, 0.4);
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+}
+
 }  // namespace
 }  // namespace zsim

@@ -1,5 +1,7 @@
 #include "sim/plan/attention_flops.hpp"
 
+#include <algorithm>
+
 namespace zsim {
 
 AttentionFlops attention_core_flops(const ModelSpec& m, const TrainingSpec& t) {
@@ -15,7 +17,15 @@ AttentionScoresBytes attention_scores_hbm_bytes(const ModelSpec& m, const Traini
   const Bytes e = bytes_per_element(t.precision);
   const Bytes n = m.heads * t.seq_len * t.seq_len * t.micro_batch;
   const Bytes dropout = m.attention_dropout > 0 ? (2 * e + 1) * n : 0;
-  return {4 * e * n + dropout, 7 * e * n + dropout};
+  return {4 * e * n + dropout, 7 * e * n + dropout, 2 * e * n, 4 * e * n};
+}
+
+AttentionGemmCalls attention_core_gemm_calls(const ModelSpec& m, const TrainingSpec& t) {
+  if (m.attention != Attention::eager || m.heads <= 0 || m.kv_heads <= 0) return {};
+  const std::int64_t s = t.seq_len, d = m.hidden / m.heads, kv = m.kv_heads;
+  const std::int64_t calls = t.micro_batch * std::max<std::int64_t>(1, m.heads / m.kv_heads);
+  const GemmCalls scores{s, s, d, kv, calls}, by_values{d, s, s, kv, calls};
+  return {{scores, by_values}, {scores, by_values, by_values, by_values}};
 }
 
 }  // namespace zsim

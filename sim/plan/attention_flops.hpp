@@ -1,7 +1,10 @@
 // FLOPs of one layer's attention core (scores Q K^T, probabilities times V) per micro-batch, the work
 // the schedule charges to the attn.o unit. docs/schedule-semantics.md ("Compute") and docs/timing.md (FLOPS).
 #pragma once
+#include <vector>
+
 #include "sim/common/units.hpp"
+#include "sim/schedule/schedule.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace zsim {
@@ -27,10 +30,26 @@ AttentionFlops attention_core_flops(const ModelSpec& m, const TrainingSpec& t);
 //   attention_dropout > 0 adds a dropout kernel: forward reads the probabilities, writes them and a 1-byte
 //   mask ((2e + 1)N), backward reads the gradient and the mask and writes the gradient ((2e + 1)N).
 // flash keeps no s x s tensor in HBM: 0 (its traffic is q, k, v and the output, inside its FLOP time).
+// Of those, the GEMMs' share (they write or read the scores as an operand: forward Q K^T and P V, 2eN; backward
+// dout V^T, probs^T dout, d(scores) K, d(scores)^T Q, 4eN), which a GEMM model that prices the core's calls counts
+// in its operand traffic (ComputeOp::gemm_hbm_bytes); the rest is the softmax kernels' (2eN, 3eN) and dropout's.
 struct AttentionScoresBytes {
   Bytes forward = 0;
   Bytes backward = 0;
+  Bytes forward_gemm = 0;
+  Bytes backward_gemm = 0;
 };
 AttentionScoresBytes attention_scores_hbm_bytes(const ModelSpec& m, const TrainingSpec& t);
+
+// The GEMM calls of one layer's eager attention core per micro-batch, as runtime/model/attention.cu issues them: for
+// each sequence of the micro-batch and each query head r of a kv group (g = heads / kv_heads of them), one
+// strided-batched cuBLASLt call per product over the kv heads (batch kv_heads; d = hidden / heads, s = seq_len):
+//   forward   scores S^T = K Q^T (m = n = s, k = d), out^T = V^T P^T (m = d, n = s, k = s);
+//   backward  dP^T = V dO^T (s, s, d), dV^T = dO^T P (d, s, s), dQ^T = K^T dS^T (d, s, s), dK^T = Q^T dS (d, s, s);
+// each b x g calls. Their FLOPs are attention_core_flops (eager). Flash: none (one fused kernel).
+struct AttentionGemmCalls {
+  std::vector<GemmCalls> forward, backward;
+};
+AttentionGemmCalls attention_core_gemm_calls(const ModelSpec& m, const TrainingSpec& t);
 
 }  // namespace zsim

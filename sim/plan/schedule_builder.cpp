@@ -283,6 +283,19 @@ class Builder {
            (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
            (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);
   }
+  // Of those bytes, what eager attention's core GEMMs move (ComputeOp::gemm_hbm_bytes: a GEMM model that prices the
+  // unit's gemm_calls counts it in their operand traffic).
+  Bytes forward_gemm_hbm(int u) const {
+    return p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward_gemm : 0;
+  }
+  Bytes backward_gemm_hbm(int u) const {
+    return p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward_gemm : 0;
+  }
+  Bytes layer_forward_gemm_hbm(int layer) const {
+    Bytes b = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) b += forward_gemm_hbm(u);
+    return b;
+  }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;
     for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) f += forward_flops(u);
@@ -1575,6 +1588,7 @@ class Builder {
                     U.layer);
       sch_.ops[bwd].unit = u;
       if (part == 0) sch_.ops[bwd].compute.kernel_launches = launches_[u].backward;  // zrun runs it all in the first
+      sch_.ops[bwd].compute.gemm_hbm_bytes = static_cast<Bytes>(backward_gemm_hbm(u) * share);
       annotate(bwd);
       use_grads(bwd, u, next_reduce_);
       if (U.is_embedding && tied_grad_ >= 0) use_whole(bwd, tied_grad_, Role::grad, Access::read);
@@ -1637,6 +1651,7 @@ class Builder {
                     layer_forward_hbm(layer), 0, layer);
         for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u)
           sch_.ops[c].compute.kernel_launches += launches_[u].recompute;
+        sch_.ops[c].compute.gemm_hbm_bytes = layer_forward_gemm_hbm(layer);
         for (int u : st.uses) use_params(c, u);
         use_whole(c, acts.at(layer), Role::activation, Access::read);
         use_whole(c, work[layer], Role::activation, Access::write);
@@ -1660,6 +1675,7 @@ class Builder {
         c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                     forward_hbm(st.unit), 0, layer);
         sch_.ops[c].compute.kernel_launches = launches_[st.unit].forward;
+        sch_.ops[c].compute.gemm_hbm_bytes = forward_gemm_hbm(st.unit);
         annotate(c);
         if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
         if (layer >= 0 && p_.layers[layer].last == st.unit && fwd_work.count(layer)) {

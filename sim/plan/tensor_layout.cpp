@@ -1,5 +1,7 @@
 #include "sim/plan/tensor_layout.hpp"
 
+#include "sim/plan/attention_flops.hpp"
+
 namespace zsim {
 
 TensorLayout tensor_layout(const Plan& p) {
@@ -63,6 +65,11 @@ ScheduleModel schedule_model(const Scenario& s, const Plan& p) {
     else if (u.vectors_only()) mu.hbm_kind = "norm";
     else if (u.attention_core && s.model.attention == Attention::eager) mu.hbm_kind = "softmax";
     else if (u.activation != FetchUnit::ActivationPart::none) mu.hbm_kind = "activation";
+    if (u.attention_core) {  // eager attention's batched GEMM calls (flash: none)
+      AttentionGemmCalls core = attention_core_gemm_calls(s.model, s.training);
+      mu.forward_gemms = std::move(core.forward);
+      mu.backward_gemms = std::move(core.backward);
+    }
     out.units.push_back(std::move(mu));
   }
   return out;

@@ -60,7 +60,22 @@ Report make_report(const Scenario& scenario, const Schedule& schedule) {
   warn_about_capacity(r.memory.gpu, "cluster.gpu.hbm_bytes", r.warnings);
   warn_about_capacity(r.memory.cpu, "cluster.host.memory_bytes", r.warnings);
   warn_about_capacity(r.memory.nvme, "cluster.nvme.bytes", r.warnings);
+  if (auto w = attention_core_pricing_warning(scenario, schedule)) r.warnings.push_back(*w);
   return r;
+}
+
+std::optional<std::string> attention_core_pricing_warning(const Scenario& scenario, const Schedule& schedule) {
+  const bool fp32 = scenario.training.precision == Precision::fp32;
+  const GemmModel& g = fp32 ? scenario.cluster.efficiency.gemm_model_fp32 : scenario.cluster.efficiency.gemm_model;
+  bool core_calls = false;
+  for (const ModelUnit& u : schedule.model.units) core_calls |= !u.forward_gemms.empty() || !u.backward_gemms.empty();
+  if (!g.present() || g.attention_shapes || !core_calls) return std::nullopt;
+  return fmt::format(
+      "cluster.efficiency.{}.attention_shapes is false (the profile's GEMM model was fitted without eager attention's "
+      "batched GEMM calls, as zrun calibrate fitted it before it measured them): the attention core's FLOPs run at "
+      "its unit's GEMM efficiency and its scores' traffic as memory-bound time; run zrun calibrate again to price "
+      "the core as its calls",
+      fp32 ? "gemm_model_fp32" : "gemm_model");
 }
 
 }  // namespace zsim

@@ -56,4 +56,9 @@ struct Report {
 // the schedule. Throws std::logic_error if the schedule is structurally broken (see check_schedule).
 Report make_report(const Scenario& scenario, const Schedule& schedule);
 
+// The report's note (one of its warnings) when the schedule lists a unit's own GEMM calls (eager attention's core)
+// and the run's calibrated GEMM model was fitted without such shapes (GemmModel::attention_shapes false): zsim then
+// keeps the older pricing of the core (sim/engine/op_work.cpp). nullopt otherwise (no model, or one fitted on them).
+std::optional<std::string> attention_core_pricing_warning(const Scenario& scenario, const Schedule& schedule);
+
 }  // namespace zsim

@@ -92,6 +92,27 @@ TEST(Report, WarnsWhenTheScheduleWasPlannedForAnotherCluster) {
   EXPECT_NE(r.warnings[1].find("2 x 4 GPUs but the scenario describes 4 x 4"), std::string::npos);
 }
 
+TEST(Report, SaysWhenAGemmModelNotFittedOnAttentionShapesKeepsTheOlderCorePricing) {
+  // A schedule whose attn.o lists eager attention's core calls, timed with a calibrated GEMM model fitted without
+  // them: the report says the core keeps its unit's GEMM efficiency. Fitted with them, or no model at all: silent.
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  Schedule s = small_step(Tier::cpu);
+  s.model.units.push_back({"L0.attn.o", 0, {{"attn.o", 64, 64}}, "softmax", {{128, 128, 64, 2, 1}}, {}});
+  auto warned = [&] {
+    for (const std::string& w : make_report(sc, s).warnings)
+      if (w.find("attention_shapes is false") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(warned());  // data sheet: no GEMM model
+  sc.cluster.efficiency.gemm_model.max_efficiency = 0.8;
+  EXPECT_TRUE(warned());
+  sc.cluster.efficiency.gemm_model.attention_shapes = true;
+  EXPECT_FALSE(warned());
+  sc.cluster.efficiency.gemm_model.attention_shapes = false;
+  s.model.units.back().forward_gemms.clear();  // flash attention: no core calls
+  EXPECT_FALSE(warned());
+}
+
 TEST(Report, RejectsABrokenSchedule) {
   Schedule s = small_step(Tier::cpu);
   s.ops[5].deps = {40};

@@ -63,6 +63,15 @@ TEST(ScenarioErrors, ZeroGpus) {
   EXPECT_ERROR_AT(e2, 4, 10, "cluster.nodes", "between 1 and");
 }
 
+TEST(ScenarioErrors, AGemmModelsIoOverlapIsAFraction) {
+  auto e = error_of(kBase, {"cluster.efficiency.gemm_model.io_overlap=1.5"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.efficiency.gemm_model.io_overlap");
+  EXPECT_NE(std::string(e->what()).find("fraction in [0, 1]"), std::string::npos) << e->what();
+  EXPECT_FALSE(error_of(kBase, {"cluster.efficiency.gemm_model.io_overlap=0.5",
+                                "cluster.efficiency.gemm_model.attention_shapes=true"}));
+}
+
 TEST(ScenarioErrors, StageOutsideZeroToThree) {
   auto e = error_of(kBase + "    overlap_comm: true\n", {"deepspeed.zero_optimization.stage=4"});
   ASSERT_TRUE(e);

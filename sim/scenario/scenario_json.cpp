@@ -59,10 +59,14 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
   for (auto [g, key] : {std::pair{&c.efficiency.gemm_model, "gemm_model"}, {&c.efficiency.gemm_model_fp32, "gemm_model_fp32"}})
-    if (g->present())  // calibrated profiles only: data-sheet reports keep their fields
+    if (g->present()) {  // calibrated profiles only: data-sheet reports keep their fields
       j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},
                                          {"io_GBps", g->io_GBps}, {"tile_m", g->tile_m}, {"tile_n", g->tile_n},
                                          {"sms", g->sms}, {"split_k_depth", g->split_k_depth}};
+      // Written where set (profiles fitted before these keys keep their reports).
+      if (g->io_overlap > 0) j["cluster"]["efficiency"][key]["io_overlap"] = g->io_overlap;
+      if (g->attention_shapes) j["cluster"]["efficiency"][key]["attention_shapes"] = true;
+    }
   J zj = {{"stage", z.stage},
           {"overlap_comm", z.overlap_comm},
           {"contiguous_gradients", z.contiguous_gradients},

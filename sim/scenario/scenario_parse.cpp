@@ -315,6 +315,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
     real(block + ".launch_us", g.launch_us);
     real(block + ".max_efficiency", g.max_efficiency);
     real(block + ".io_GBps", g.io_GBps);
+    real(block + ".io_overlap", g.io_overlap);
+    if (auto v = f.get_bool(block + ".attention_shapes")) g.attention_shapes = *v;
     for (auto [key, field] : {std::pair{".tile_m", &g.tile_m}, {".tile_n", &g.tile_n}, {".sms", &g.sms},
                               {".split_k_depth", &g.split_k_depth}})
       if (auto v = f.get_int(block + key)) *field = *v;

@@ -112,6 +112,8 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
            "must be a fraction in [0, 1] (0 = no model), got " + Check::num(g->max_efficiency));
     c.that(std::isfinite(g->launch_us) && g->launch_us >= 0, b + ".launch_us", "must be >= 0, got " + Check::num(g->launch_us));
     c.that(std::isfinite(g->io_GBps) && g->io_GBps >= 0, b + ".io_GBps", "must be >= 0 (0 = no term), got " + Check::num(g->io_GBps));
+    c.that(std::isfinite(g->io_overlap) && g->io_overlap >= 0 && g->io_overlap <= 1, b + ".io_overlap",
+           "must be a fraction in [0, 1] (0 = FLOP and traffic times add), got " + Check::num(g->io_overlap));
     c.that(g->tile_m >= 1 && g->tile_m <= 4096, b + ".tile_m", "must be in [1, 4096]");
     c.that(g->tile_n >= 1 && g->tile_n <= 4096, b + ".tile_n", "must be in [1, 4096]");
     c.that(g->sms >= 1 && g->sms <= 100000, b + ".sms", "must be in [1, 100000]");

@@ -52,6 +52,11 @@ struct ComputeOp {
   // GPU kernels the op launches (forward / backward / recompute: counted as zrun's model runs the unit,
   // sim/plan/kernel_launches.hpp); the engine charges each the profile's efficiency.launch_us. 0: not given.
   int kernel_launches = 0;
+  // Of hbm_bytes, the part that the GEMM calls of its unit's gemm_calls read and write beyond what their FLOP time
+  // covers (eager attention's s x s scores: written by Q K^T, read by P V; backward written by dO V^T, read by the
+  // dV, dQ and dK products). An engine that prices those calls with a GEMM model, whose operand traffic counts them,
+  // charges only hbm_bytes - gemm_hbm_bytes as memory-bound time. 0: none.
+  Bytes gemm_hbm_bytes = 0;
   bool operator==(const ComputeOp&) const = default;  // field-wise (serialisation round trip)
 };
 
@@ -153,6 +158,11 @@ struct ModelTensor {
   std::int64_t cols = 0;    // 0 for a vector
   bool operator==(const ModelTensor&) const = default;
 };
+// `calls` GEMM calls of one shape, each a strided batch of `batch` products D[m x n] = A[m x k] B[k x n].
+struct GemmCalls {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1, calls = 1;
+  bool operator==(const GemmCalls&) const = default;
+};
 struct ModelUnit {
   std::string name;         // "embedding", "L3.attn.q", "final.norm", "head"
   int layer = -1;
@@ -161,6 +171,10 @@ struct ModelUnit {
   // lookup), "norm", "softmax" (eager attention's scores), "activation" (the MLP's), "cross_entropy" (the head's
   // loss); "" none given (the engine then goes by the unit: docs/schedule-format.md).
   std::string hbm_kind;
+  // The GEMM calls its forward (and a recompute of its layer) and its backward run beyond its weight matrices'
+  // products, per micro-batch: eager attention's core on attn.o (sim/plan/attention_flops.hpp). Their FLOPs are part
+  // of the ops' flops. Empty: none (flash attention's core is one fused kernel).
+  std::vector<GemmCalls> forward_gemms{}, backward_gemms{};
   bool operator==(const ModelUnit&) const = default;
 };
 struct ScheduleModel {

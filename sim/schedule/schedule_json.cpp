@@ -193,7 +193,7 @@ ScheduleModel read_model(const Node& n) {
   const Node units = n.key("units");
   for (size_t i = 0, e = units.array_size(); i < e; ++i) {
     const Node u = units.at(i);
-    u.only_keys({"name", "layer", "tensors", "hbm_kind"});
+    u.only_keys({"name", "layer", "tensors", "hbm_kind", "gemm_calls"});
     ModelUnit unit;
     unit.name = u.key("name").str();
     unit.layer = u.has("layer") ? u.key("layer").small_int(-1) : -1;
@@ -202,6 +202,20 @@ ScheduleModel read_model(const Node& n) {
       if (unit.hbm_kind != "copy" && unit.hbm_kind != "norm" && unit.hbm_kind != "softmax" &&
           unit.hbm_kind != "activation" && unit.hbm_kind != "cross_entropy")
         u.key("hbm_kind").fail("must be one of copy, norm, softmax, activation, cross_entropy");
+    }
+    if (u.has("gemm_calls")) {
+      const Node g = u.key("gemm_calls");
+      g.only_keys({"forward", "backward"});
+      for (auto [key, list] : {std::pair{"forward", &unit.forward_gemms}, {"backward", &unit.backward_gemms}}) {
+        if (!g.has(key)) continue;
+        const Node calls = g.key(key);
+        for (size_t k = 0, ce = calls.array_size(); k < ce; ++k) {
+          const Node c = calls.at(k);
+          if (c.array_size() != 5) c.fail("a GEMM call entry is [m, n, k, batch, calls]");
+          list->push_back({c.at(0).integer(1), c.at(1).integer(1), c.at(2).integer(1), c.at(3).integer(1),
+                           c.at(4).integer(1)});
+        }
+      }
     }
     const Node ts = u.key("tensors");
     for (size_t k = 0, te = ts.array_size(); k < te; ++k) {
@@ -298,7 +312,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   switch (op.kind) {
     case OpKind::compute:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "compute", "device",
-                   "flops", "hbm_bytes", "elements", "dtype", "kernel_launches"});
+                   "flops", "hbm_bytes", "gemm_hbm_bytes", "elements", "dtype", "kernel_launches"});
       op.compute.what = n.key("compute").enumerated(kComputeKinds);
       if (is_quantization(op.compute.what)) {
         op.compute.dtype = n.key("dtype").enumerated(kDTypes);
@@ -310,6 +324,9 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       op.compute.device = n.has("device") ? n.key("device").enumerated(kDevices) : Device::gpu;
       op.compute.flops = n.has("flops") ? n.key("flops").number() : 0;
       op.compute.hbm_bytes = opt_integer(n, "hbm_bytes", 0, 0);
+      op.compute.gemm_hbm_bytes = opt_integer(n, "gemm_hbm_bytes", 0, 0);
+      if (op.compute.gemm_hbm_bytes > op.compute.hbm_bytes)
+        n.key("gemm_hbm_bytes").fail("is part of hbm_bytes: at most " + std::to_string(op.compute.hbm_bytes));
       op.compute.elements = opt_integer(n, "elements", 0, 0);
       op.compute.kernel_launches = n.has("kernel_launches") ? n.key("kernel_launches").small_int(0) : 0;
       break;
@@ -391,6 +408,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["device"] = to_string(op.compute.device);
       j["flops"] = op.compute.flops;
       j["hbm_bytes"] = op.compute.hbm_bytes;
+      if (op.compute.gemm_hbm_bytes > 0) j["gemm_hbm_bytes"] = op.compute.gemm_hbm_bytes;
       j["elements"] = op.compute.elements;
       if (is_quantization(op.compute.what)) j["dtype"] = to_string(op.compute.dtype);
       if (op.compute.kernel_launches > 0) j["kernel_launches"] = op.compute.kernel_launches;
@@ -475,6 +493,14 @@ ordered_json model_to_json(const ScheduleModel& m) {
     for (const ModelTensor& t : u.tensors) tensors.push_back({{"name", t.name}, {"rows", t.rows}, {"cols", t.cols}});
     units.push_back({{"name", u.name}, {"layer", u.layer}, {"tensors", std::move(tensors)}});
     if (!u.hbm_kind.empty()) units.back()["hbm_kind"] = u.hbm_kind;
+    if (!u.forward_gemms.empty() || !u.backward_gemms.empty()) {
+      ordered_json& g = units.back()["gemm_calls"] = ordered_json::object();
+      for (auto [key, list] : {std::pair{"forward", &u.forward_gemms}, {"backward", &u.backward_gemms}}) {
+        ordered_json a = ordered_json::array();
+        for (const GemmCalls& c : *list) a.push_back({c.m, c.n, c.k, c.batch, c.calls});
+        g[key] = std::move(a);
+      }
+    }
   }
   return j;
 }

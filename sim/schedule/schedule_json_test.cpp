@@ -48,6 +48,7 @@ Schedule every_kind() {
     if (ck == ComputeKind::dequant_reduce || ck == ComputeKind::dequantize) op.compute.dtype = DType::int4;  // not the default
     if (ck == ComputeKind::forward || ck == ComputeKind::backward || ck == ComputeKind::recompute)
       op.compute.kernel_launches = 10 + n;
+    if (ck == ComputeKind::forward) op.compute.gemm_hbm_bytes = 600 + n;  // of its hbm_bytes, the GEMM calls' share
     s.add(op);
   }
   for (CollectiveKind ck : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
@@ -91,7 +92,9 @@ Schedule every_kind() {
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
              {{"embedding", -1, {{"embedding", 128, 64}, {"positions", 32, 64}}},
-              {"L0.attn.norm", 0, {{"attn.norm", 64, 0}, {"attn.norm.bias", 64, 0}}, "norm"}}};
+              {"L0.attn.norm", 0, {{"attn.norm", 64, 0}, {"attn.norm.bias", 64, 0}}, "norm"},
+              {"L0.attn.o", 0, {{"attn.o", 64, 64}}, "softmax", {{32, 32, 16, 2, 6}, {16, 32, 32, 2, 6}},
+               {{32, 32, 16, 2, 6}, {16, 32, 32, 2, 18}}}}};
   Op a = base(OpKind::alloc, compute);
   a.mem = {"live", Tier::gpu, MemCategory::activations, "", 4096};
   const OpId live = s.add(a);
@@ -205,6 +208,31 @@ TEST(ScheduleJson, AComputeOpsKernelLaunchesAreOptionalAndWrittenOnlyWhenGiven) 
   json on_a_copy = j;
   on_a_copy["ops"][12]["kernel_launches"] = 2;
   EXPECT_NE(error_of(on_a_copy).find("ops[12].kernel_launches"), std::string::npos);
+}
+
+TEST(ScheduleJson, AUnitsOwnGemmCallsAreOptionalListsOfMNKBatchCalls) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["model"]["units"][2]["gemm_calls"]["forward"], json::parse("[[32, 32, 16, 2, 6], [16, 32, 32, 2, 6]]"));
+  EXPECT_EQ(j["model"]["units"][2]["gemm_calls"]["backward"][1], json::parse("[16, 32, 32, 2, 18]"));
+  EXPECT_EQ(j["model"]["units"][1].count("gemm_calls"), 0u);
+  json short_entry = j;
+  short_entry["model"]["units"][2]["gemm_calls"]["forward"][0] = json::parse("[32, 32, 16, 2]");
+  EXPECT_NE(error_of(short_entry).find("[m, n, k, batch, calls]"), std::string::npos);
+  json zero = j;
+  zero["model"]["units"][2]["gemm_calls"]["backward"][0][4] = 0;
+  EXPECT_NE(error_of(zero).find("model.units[2].gemm_calls.backward[0][4]"), std::string::npos) << error_of(zero);
+}
+
+TEST(ScheduleJson, AComputeOpsGemmHbmBytesArePartOfItsHbmBytes) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["ops"][0]["gemm_hbm_bytes"], 601);
+  EXPECT_EQ(j["ops"][1].count("gemm_hbm_bytes"), 0u);  // 0: not written
+  json absent = j;
+  absent["ops"][0].erase("gemm_hbm_bytes");
+  EXPECT_EQ(schedule_from_json(absent).ops[0].compute.gemm_hbm_bytes, 0);
+  json more = j;
+  more["ops"][0]["gemm_hbm_bytes"] = 1002;  // hbm_bytes 1001
+  EXPECT_NE(error_of(more).find("is part of hbm_bytes"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
