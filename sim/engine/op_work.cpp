@@ -87,11 +87,17 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     }
     case CopyKind::nvme_read: w.route = links.nvme_read; break;
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
-    case CopyKind::d2d:  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
+    case CopyKind::d2d: {  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
+      // The kernel writes `bytes` and reads as many (a cast: in its source dtype's size), and reads the
+      // destination too where it adds into it (an output use read_write: DeepSpeed's add_).
       w.flow_bytes = 0;
-      w.fixed_s = device_copy_s(op.copy.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
+      const double out = static_cast<double>(op.copy.bytes);
+      double in = op.copy.cast ? out * dtype_bits(op.copy.cast_from) / dtype_bits(op.copy.cast_to) : out;
+      if (copy_adds(op)) in += out;
+      w.fixed_s = memory_bound_s(static_cast<Bytes>(in + out), c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
                   c.efficiency.launch_us * 1e-6;
       return w;
+    }
   }
   require_capacity(op, w.route, links);
   return w;
@@ -235,6 +241,12 @@ double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
   if (kind == CollectiveKind::all_to_all) return static_cast<double>(k - nodes_per_leaf) / (k - 1);
   const int leaves = (k + nodes_per_leaf - 1) / nodes_per_leaf;
   return static_cast<double>(leaves) / k;
+}
+
+bool copy_adds(const Op& op) {
+  for (const BufferUse& u : op.uses)
+    if (u.role == Role::output && u.access == Access::read_write) return true;
+  return false;
 }
 
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o) {

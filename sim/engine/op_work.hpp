@@ -38,6 +38,10 @@ struct OpWork {
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
 
+// A copy that adds into its output (an `output` use with access read_write: DeepSpeed's add_): a d2d one reads its
+// destination too.
+bool copy_adds(const Op& op);
+
 // Fraction of a group's NIC traffic that also crosses its leaf's uplink (group on nodes 0..k-1):
 // ring-like algorithms cross a leaf boundary once per leaf spanned (L/k of node-to-node hops); all_to_all
 // sends uniformly to the other k-1 nodes, (k - nodes under rank 0's leaf)/(k-1) of them elsewhere.

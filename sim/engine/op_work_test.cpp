@@ -4,6 +4,7 @@
 #include "cost_models/compute_cost.hpp"
 #include "cost_models/gemm_model.hpp"
 #include "cost_models/transfer_cost.hpp"
+#include "sim/engine/op_work.hpp"
 #include "sim/engine/simulate.hpp"
 #include "sim/engine/test_schedules.hpp"
 
@@ -83,6 +84,25 @@ TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {
   b.copy("d2d", Phase::backward, CopyKind::d2d, 1'000'000'000);
   const double expected = 2 * memory_bound_s(1'000'000'000, c.gpu.hbm_GBps, 0.5) + 5e-6;
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
+}
+
+// A d2d copy that adds into its output (DeepSpeed's add_) reads the destination too: 3 x its bytes; a cast reads
+// its source in the source dtype's size (16-bit -> fp32: half the bytes it writes).
+TEST(OpWork, AnAddingCopyReadsItsDestinationAndACastItsSourceInItsOwnSize) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.copy = 0.5;
+  const Bytes n = 1'000'000'000;
+  const double plain = memory_bound_s(2 * n, c.gpu.hbm_GBps, 0.5);
+  ScheduleBuilder add(c);
+  const OpId a = add.copy("add", Phase::backward, CopyKind::d2d, n, true);
+  add.s.ops[a].uses = {{-1, 0, n, Role::input, Access::read}, {-1, n, n, Role::output, Access::read_write}};
+  EXPECT_NEAR(op_work(add.s.ops[a], add.s, c, {}, {}).fixed_s, 1.5 * plain, plain * 1e-12);
+  ScheduleBuilder cast(c);
+  const OpId k = cast.copy("cast", Phase::backward, CopyKind::d2d, n, true);
+  cast.s.ops[k].copy.cast = true;
+  cast.s.ops[k].copy.cast_from = DType::bf16;
+  cast.s.ops[k].copy.cast_to = DType::fp32;
+  EXPECT_NEAR(op_work(cast.s.ops[k], cast.s, c, {}, {}).fixed_s, 0.75 * plain, plain * 1e-12);
 }
 
 // A schedule model of a few units, as zsim plan writes it: micro-batch 2 x 1024 tokens, hidden 512, vocab 1000.

@@ -66,6 +66,7 @@ struct WorkKey {
   ComputeOp compute;
   CollectiveOp collective;
   CopyOp copy;
+  bool copy_adds = false;  // op_work reads it from the copy's uses
   bool operator==(const WorkKey&) const = default;
 };
 
@@ -82,6 +83,7 @@ struct WorkKeyHash {
     mix(static_cast<std::uint64_t>(k.collective.bytes));
     mix(static_cast<std::uint64_t>(k.copy.what));
     mix(static_cast<std::uint64_t>(k.copy.bytes));
+    mix(static_cast<std::uint64_t>(k.copy_adds));
     return h;
   }
 };
@@ -102,7 +104,10 @@ void assign_work_classes(const Schedule& s, std::vector<int>& work_class, std::v
         key.compute = op.compute;
         break;
       case OpKind::collective: key.collective = op.collective; break;
-      case OpKind::copy: key.copy = op.copy; break;
+      case OpKind::copy:
+        key.copy = op.copy;
+        key.copy_adds = copy_adds(op);
+        break;
     }
     const auto [it, added] = classes.try_emplace(key, static_cast<int>(class_op.size()));
     if (added) class_op.push_back(op.id);

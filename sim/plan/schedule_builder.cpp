@@ -1188,7 +1188,7 @@ class Builder {
   // reduce_scatter_coalesced -> partition_grads): the bucket's gradients, each cut into dp chunks of
   // ceil(numel / dp), are interleaved rank-major into a new flat buffer (torch.cat, padding after short chunks),
   // reduce-scattered in place (rank r keeps slot r), and each tensor's reduced chunk is added into its place in
-  // grads.partition (copy_ at micro-step 0, add_ after: the partition starts each step at zero here). A bucket of
+  // grads.partition (copy_ at micro-step 0, add_ after). A bucket of
   // one tensor that divides evenly is reduce-scattered in the bucket buffer itself, without the cat.
   //
   // With a communication_data_type other than the training dtype, __avg_scatter_grads first casts each gradient
@@ -1415,9 +1415,10 @@ class Builder {
     grad_writes_.push_back(release(pinned, ph, stream("nvme"), writes));
     return last;
   }
+  // partition_grads (stage3.py): `grad_buffer.copy_(grad_partition)` at micro-step 0, `add_` after.
   void use_grad_partition(OpId op, int u, int k) {
     use(op, grad_partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp),
-        Role::output, Access::read_write, u, k);
+        Role::output, micro_ == 0 ? Access::write : Access::read_write, u, k);
   }
 
   // qgZ (stage3.py __avg_scatter_grads -> coalesced_collectives.py all_to_all_quant_reduce, or
