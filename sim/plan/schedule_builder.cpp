@@ -220,13 +220,10 @@ class Builder {
     params16_ = alloc("params16.cpu_offload", Tier::cpu, MemCategory::buffers, "param_h2d", e_ * P, ph, compute_);
     if (s_.training.grad_accum <= 1) return;
     std::vector<Bytes> used(static_cast<size_t>(p_.dp), 0);  // per rank
-    for (size_t t = 0; t < flat_layout_.numel.size(); ++t) {
-      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
-      for (Elements a = begin; a < end; a = std::min(end, (a / P + 1) * P)) {
-        const int owner = static_cast<int>(a / P);
-        accum_at_[{static_cast<int>(t), owner}] = std::exchange(used[owner], used[owner] + e_ * flat_layout_.numel[t]);
-      }
-    }
+    for (int t = 0; t < static_cast<int>(flat_layout_.numel.size()); ++t)
+      for_each_owned_piece(t, [&](int owner, Elements, Elements) {
+        accum_at_[{t, owner}] = std::exchange(used[owner], used[owner] + e_ * flat_layout_.numel[t]);
+      });
     grads_accum_ = alloc("grads.accumulated16", Tier::cpu, MemCategory::grads, "accumulated",
                          *std::max_element(used.begin(), used.end()), ph, compute_);
   }
@@ -1039,6 +1036,20 @@ class Builder {
     return last;
   }
 
+  // The pieces of flat tensor t that lie in each rank's partition of the flat buffer: f(owner, a, b) for its
+  // elements [a, b), in order.
+  template <class F>
+  void for_each_owned_piece(int t, F&& f) const {
+    const Elements P = p_.param_partition;
+    const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
+    for (Elements a = begin; a < end;) {
+      const int owner = static_cast<int>(a / P);
+      const Elements b = std::min(end, (owner + 1) * P);
+      f(owner, a, b);
+      a = b;
+    }
+  }
+
   // Stage 2: copy_grads_in_partition (stage_1_and_2.py reduce_ipg_grads): each rank copies the reduced
   // gradients it owns out of the bucket into its gradient partition, adding to what earlier micro-steps left
   // there (DeepSpeed: the next micro-step's autograd accumulates into the partition's views). One copy per
@@ -1049,10 +1060,8 @@ class Builder {
     OpId last = done;
     int k = 0;
     for (int t : bucket_ordinals_.at(i)) {
-      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
-      for (Elements a = begin; a < end;) {
-        const int owner = static_cast<int>(a / P);
-        const Elements b = std::min(end, (owner + 1) * P);
+      const Elements begin = flat_layout_.offset[t];
+      for_each_owned_piece(t, [&](int owner, Elements a, Elements b) {
         const OpId c = copy(name + ".copy_grads_in_partition" + std::to_string(k++), CopyKind::d2d, e_ * (b - a), true,
                             Phase::backward, rs_, {done}, layer);
         sch_.ops[c].copy.rank = owner;
@@ -1061,8 +1070,7 @@ class Builder {
           use(c, grad_partition_, e_ * (a - owner * P), e_ * (b - a), Role::output, Access::read_write);
         }
         last = c;
-        a = b;
-      }
+      });
       at += flat_layout_.numel[t];
     }
     return last;
@@ -1087,13 +1095,7 @@ class Builder {
     const bool pinned = s_.zero.offload_optimizer.pin_memory;
     const OpId src = bucket >= 0 ? bucket : grads_;
     Elements widest = 0;  // the largest (tensor, owner) piece: the fp32 conversion's buffer
-    for (int t : ordinals) {
-      const Elements begin = flat_layout_.offset[t], end = begin + flat_layout_.numel[t];
-      for (Elements a = begin, b; a < end; a = b) {
-        b = std::min(end, (a / P + 1) * P);
-        widest = std::max(widest, b - a);
-      }
-    }
+    for (int t : ordinals) for_each_owned_piece(t, [&](int, Elements a, Elements b) { widest = std::max(widest, b - a); });
     OpId last = done, fp32 = -1;
     if (last_micro_)
       last = fp32 = alloc("grads.to_fp32." + name + tag(), Tier::gpu, MemCategory::buffers, "offload_cast",
@@ -1101,11 +1103,9 @@ class Builder {
     Elements at = 0;  // the tensor's first element in the bucket
     int k = 0;
     for (int t : ordinals) {
-      const Elements begin = flat_layout_.offset[t], numel = flat_layout_.numel[t], end = begin + numel;
+      const Elements begin = flat_layout_.offset[t], numel = flat_layout_.numel[t];
       const Bytes from = e_ * (bucket >= 0 ? at : begin);  // the tensor's gradient in `src`
-      for (Elements a = begin; a < end;) {
-        const int owner = static_cast<int>(a / P);
-        const Elements b = std::min(end, (owner + 1) * P);
+      for_each_owned_piece(t, [&](int owner, Elements a, Elements b) {
         const std::string piece = name + ".t" + std::to_string(k++);
         auto on_owner = [&](OpId c) {
           sch_.ops[c].copy.rank = owner;
@@ -1141,8 +1141,7 @@ class Builder {
             use_copy(sch_.ops[d], {fp32, 0, kFp32 * (b - a)}, {grads_fp32_, kFp32 * (a - owner * P), kFp32 * (b - a)});
           }
         }
-        a = b;
-      }
+      });
       at += numel;
     }
     if (fp32 >= 0) last = release(fp32, ph, rs_, {last});
