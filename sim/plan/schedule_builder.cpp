@@ -1728,8 +1728,8 @@ class Builder {
   // ---- optimizer step -----------------------------------------------------------------------------
   // The next training step starts where this one ends: DeepSpeed's step() returns (CPU Adam runs on the calling
   // host thread) before the next forward is issued, and the next fetches read the weights it wrote. Its last ops
-  // (those no other step op waits for) become deps of the next micro-step's first compute and of the fetches
-  // issued before it.
+  // (those no other step op waits for; per stream the last of them) become deps of the next micro-step's first
+  // compute and of the fetches issued before it.
   void optimizer_step() {
     const OpId first = static_cast<OpId>(sch_.ops.size());
     emit_optimizer_step();
@@ -1738,9 +1738,12 @@ class Builder {
       if (sch_.ops[id].kind != OpKind::free)  // a buffer's free ends nothing the next step waits for
         for (OpId d : sch_.ops[id].deps)
           if (d >= first) waited[d - first] = 1;
-    step_end_.clear();
+    // Of those, the last on each stream: a stream runs its ops in program order.
+    std::map<int, OpId> last_on;
     for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
-      if (!waited[id - first] && sch_.ops[id].kind != OpKind::free) step_end_.push_back(id);
+      if (!waited[id - first] && sch_.ops[id].kind != OpKind::free) last_on[sch_.ops[id].stream] = id;
+    step_end_.clear();
+    for (const auto& [stream, id] : last_on) step_end_.push_back(id);
   }
   void emit_optimizer_step() {
     const Phase ph = Phase::step;

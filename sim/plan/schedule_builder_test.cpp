@@ -432,8 +432,9 @@ TEST(ScheduleBuilder, Zero2CpuOffloadAccumulatesWholeTensorsThroughTheGpu) {
 }
 
 // DeepSpeed's step() returns before the next forward is issued (CPU Adam runs on the calling thread) and the next
-// fetches read the weights it wrote: every op of the first optimizer step is an ancestor of the second step's first
-// forward compute and of every op issued before that compute.
+// fetches read the weights it wrote: every op of the first optimizer step comes before the second step's first
+// forward compute and every op issued before that compute, through deps and stream order (docs/schedule-semantics.md
+// "Execution rules": a stream runs its ops in program order).
 TEST(ScheduleBuilder, TheNextStepStartsAfterEveryOpOfTheOptimizerStep) {
   struct Config {
     int stage;
@@ -461,13 +462,22 @@ TEST(ScheduleBuilder, TheNextStepStartsAfterEveryOpOfTheOptimizerStep) {
         break;
       }
     ASSERT_TRUE(step_begin >= 0 && step_end > step_begin && next > step_end) << where;
+    std::vector<OpId> previous_on_stream(sch.ops.size(), -1);
+    std::map<int, OpId> last_on;
+    for (const Op& op : sch.ops) {
+      const auto it = last_on.find(op.stream);
+      if (it != last_on.end()) previous_on_stream[op.id] = it->second;
+      last_on[op.stream] = op.id;
+    }
     auto ancestors_of = [&](OpId id) {
       std::vector<char> seen(sch.ops.size(), 0);
       std::vector<OpId> stack{id};
       while (!stack.empty()) {
         const OpId o = stack.back();
         stack.pop_back();
-        for (OpId d : sch.ops[o].deps)
+        std::vector<OpId> before = sch.ops[o].deps;
+        if (previous_on_stream[o] >= 0) before.push_back(previous_on_stream[o]);
+        for (OpId d : before)
           if (!seen[d]) seen[d] = 1, stack.push_back(d);
       }
       return seen;
