@@ -1727,21 +1727,15 @@ class Builder {
 
   // ---- optimizer step -----------------------------------------------------------------------------
   // The next training step starts where this one ends: DeepSpeed's step() returns (CPU Adam runs on the calling
-  // host thread) before the next forward is issued, and the next fetches read the weights it wrote. Its last ops
-  // (those no other step op waits for; per stream the last of them) become deps of the next micro-step's first
-  // compute and of the fetches issued before it.
+  // host thread) before the next forward is issued, and the next fetches read the weights it wrote. The step's last
+  // op on each stream (a stream runs its ops in program order; a buffer's free ends nothing the next step waits for)
+  // becomes a dep of the next micro-step's first compute and of the fetches issued before it.
   void optimizer_step() {
     const OpId first = static_cast<OpId>(sch_.ops.size());
     emit_optimizer_step();
-    std::vector<char> waited(sch_.ops.size() - first, 0);
-    for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
-      if (sch_.ops[id].kind != OpKind::free)  // a buffer's free ends nothing the next step waits for
-        for (OpId d : sch_.ops[id].deps)
-          if (d >= first) waited[d - first] = 1;
-    // Of those, the last on each stream: a stream runs its ops in program order.
     std::map<int, OpId> last_on;
     for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
-      if (!waited[id - first] && sch_.ops[id].kind != OpKind::free) last_on[sch_.ops[id].stream] = id;
+      if (sch_.ops[id].kind != OpKind::free) last_on[sch_.ops[id].stream] = id;
     step_end_.clear();
     for (const auto& [stream, id] : last_on) step_end_.push_back(id);
   }
