@@ -1379,7 +1379,7 @@ class Builder {
       }
       at += bytes;
     }
-    if (swap && last_micro_) last = swap_out_gradients(chunks, fp32, name, last, layer);
+    if (swap && last_micro_) last = swap_out_gradients(chunks, total, uses ? fp32 : -1, name, last, layer);
     if (fp32 >= 0) last = release(fp32, ph, rs_, {last});
     return release(gpu16, ph, rs_, {last});
   }
@@ -1387,11 +1387,10 @@ class Builder {
   // (swap_tensor/optimizer_utils.py _swap_out_gradients -> AsyncTensorSwapper.swap_out_tensors): each fp32 gradient
   // chunk is copied into pinned swap memory and written, asynchronously, to its place in the sub-group's gradient
   // swap file (here: its range of grads.fp32 on the NVMe tier). The step's swap-in reads them back with the state.
-  OpId swap_out_gradients(const std::vector<ReducedChunk>& chunks, OpId fp32, const std::string& name, OpId after,
-                          int layer) {
+  // `total`: the chunks' elements; `fp32` < 0: ops without uses.
+  OpId swap_out_gradients(const std::vector<ReducedChunk>& chunks, Elements total, OpId fp32, const std::string& name,
+                          OpId after, int layer) {
     const Phase ph = Phase::backward;
-    Elements total = 0;
-    for (const ReducedChunk& c : chunks) total += c.elements;
     const OpId pinned = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap",
                               kFp32 * total, ph, rs_, {after}, layer);
     OpId last = pinned;
@@ -1988,7 +1987,7 @@ class Builder {
   OpId offload_temp_ = -1;                     // ZeRO-1/2 optimizer offload: temp_grad_buffer_for_gpu_offload
   OpId grads_accum_ = -1;                      // ZeRO-1/2 offload, grad_accum > 1: accumulated_grads_in_cpu (16-bit)
   std::map<std::pair<int, int>, Bytes> accum_at_;  // (tensor ordinal, owner) -> its place in grads_accum_
-  OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients in host memory
+  OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients (CPU, or NVMe)
   OpId loco_ = -1;                             // LoCo: init alloc of the error-feedback buffers
   std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
