@@ -59,6 +59,15 @@ TEST(CalibrateFit, RecoversALinkFromCollectivesOfEveryKind) {
   EXPECT_LT(f.residual.max_abs_rel, 1e-9);
 }
 
+// calibrate's grid of single GEMMs (gpu_benches.cpp measure_gemms), timed by `truth`.
+std::vector<GemmSample> grid_samples(const zsim::GemmModel& truth) {
+  std::vector<GemmSample> s;
+  for (std::int64_t m : {128, 512, 2048, 8192})
+    for (std::int64_t n : {256, 1024, 4096, 11008})
+      for (std::int64_t k : {256, 1024, 4096}) s.push_back({m, n, k, zsim::gemm_model_s(m, n, k, 1, 2, 989, truth)});
+  return s;
+}
+
 TEST(CalibrateFit, RecoversAKnownGemmModel) {
   zsim::GemmModel truth;
   truth.launch_us = 4;
@@ -68,11 +77,7 @@ TEST(CalibrateFit, RecoversAKnownGemmModel) {
   truth.tile_m = 128;
   truth.tile_n = 256;
   truth.split_k_depth = 512;
-  std::vector<GemmSample> s;
-  for (std::int64_t m : {128, 512, 2048, 8192})
-    for (std::int64_t n : {256, 1024, 4096, 11008})
-      for (std::int64_t k : {256, 1024, 4096}) s.push_back({m, n, k, zsim::gemm_model_s(m, n, k, 1, 2, 989, truth)});
-  const GemmFit f = fit_gemm_model(s, 2, 989, 132);
+  const GemmFit f = fit_gemm_model(grid_samples(truth), 2, 989, 132);
   EXPECT_EQ(f.model.tile_m, 128);
   EXPECT_EQ(f.model.tile_n, 256);
   EXPECT_EQ(f.model.split_k_depth, 512);
@@ -106,14 +111,6 @@ std::vector<GemmSample> attention_samples(const zsim::GemmModel& truth) {
         s.push_back({d, seq, seq, zsim::gemm_model_s(d, seq, seq, b, 2, 989, truth), b, "probs_v"});
         s.push_back({d, seq, seq, zsim::gemm_model_s(d, seq, seq, b, 2, 989, truth), b, "dv"});
       }
-  return s;
-}
-
-std::vector<GemmSample> grid_samples(const zsim::GemmModel& truth) {
-  std::vector<GemmSample> s;
-  for (std::int64_t m : {128, 512, 2048, 8192})
-    for (std::int64_t n : {256, 1024, 4096, 11008})
-      for (std::int64_t k : {256, 1024, 4096}) s.push_back({m, n, k, zsim::gemm_model_s(m, n, k, 1, 2, 989, truth)});
   return s;
 }
 
