@@ -17,6 +17,7 @@
 #include "kernels/half_convert.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/comm/group_split.hpp"
+#include "runtime/exec/batched_copy.hpp"
 #include "runtime/exec/elementwise.hpp"
 #include "runtime/exec/state_init.hpp"
 #include "runtime/exec/zeropp_ops.hpp"
@@ -751,11 +752,43 @@ void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
   }
 }
 
+// A plain d2d copy of more (input, output) pairs than the kernels the schedule gives it (CopyOp::kernel_launches: a
+// torch.cat, one kernel per 128 inputs) runs as that many batched-copy launches, as torch.cat does; otherwise each
+// pair is its own copy (DeepSpeed's per-parameter copy_ loops: one kernel each).
+bool Executor::batches_pieces(const Op& op) const {
+  if (op.copy.what != zsim::CopyKind::d2d || op.copy.cast) return false;
+  for (std::size_t i = 1; i < op.uses.size(); i += 2)
+    if (op.uses[i].access != Access::write) return false;
+  return static_cast<std::size_t>(op.copy.kernel_launches) < op.uses.size() / 2;
+}
+
+void Executor::run_batched_copy(const Op& op, cudaStream_t s) {
+  std::vector<CopyPiece> pieces;
+  for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {  // each pair's rows (as run_copy's 2D copy), then its rest
+    const BufferUse& in = op.uses[i];
+    const BufferUse& out = op.uses[i + 1];
+    const std::byte* src = buffers_.at(in, rank_index(op));
+    std::byte* dst = buffers_.at(out, rank_index(op));
+    const zsim::Bytes total = out.total_bytes();
+    const zsim::Bytes row = in.blocks > 1 ? in.bytes : out.bytes;
+    const zsim::Bytes spitch = in.blocks > 1 ? in.block_stride : row, dpitch = out.blocks > 1 ? out.block_stride : row;
+    const zsim::Bytes rows = total / row, rest = total % row;
+    for (zsim::Bytes r = 0; r < rows; ++r) pieces.push_back({src + r * spitch, dst + r * dpitch, row});
+    if (rest > 0) pieces.push_back({src + rows * spitch, dst + rows * dpitch, rest});
+  }
+  const std::size_t launches = static_cast<std::size_t>(std::max(1, op.copy.kernel_launches));
+  const std::size_t per_launch =
+      std::min<std::size_t>(kBatchedCopyMaxPieces, (pieces.size() + launches - 1) / launches);
+  for (std::size_t at = 0; at < pieces.size(); at += per_launch)
+    batched_copy(pieces.data() + at, static_cast<int>(std::min(per_launch, pieces.size() - at)), s);
+}
+
 void Executor::run_copy(const Op& op, cudaStream_t s) {
   if (op.copy.rank >= 0 && op.copy.rank != rank_) return;  // a copy that only one rank runs
   if (op.uses.empty() || op.uses.size() % 2) need_use(op, Role::input), need_use(op, Role::output);
   if (op.copy.what == zsim::CopyKind::nvme_read || op.copy.what == zsim::CopyKind::nvme_write)
     return run_nvme_copy(op, s);
+  if (batches_pieces(op)) return run_batched_copy(op, s);
   for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
     const BufferUse& in = op.uses[i];
     const BufferUse& out = op.uses[i + 1];

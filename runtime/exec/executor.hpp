@@ -89,6 +89,8 @@ class Executor {
   void run_collective(const zsim::Op& op, cudaStream_t s);
   void run_all_to_all(const zsim::Op& op, ncclComm_t comm, int n, cudaStream_t s);
   void run_copy(const zsim::Op& op, cudaStream_t s);
+  bool batches_pieces(const zsim::Op& op) const;  // a torch.cat-like copy: fewer kernels than pieces
+  void run_batched_copy(const zsim::Op& op, cudaStream_t s);
   void initialise_states();
   void wait_for_step_end(cudaEvent_t end);
   int rank_index(const zsim::Op& op) const;  // this rank's index in the op's group (a collective's, a copy's; else world)

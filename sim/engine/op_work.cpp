@@ -88,14 +88,15 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
     case CopyKind::nvme_read: w.route = links.nvme_read; break;
     case CopyKind::nvme_write: w.route = links.nvme_write; break;
     case CopyKind::d2d: {  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
-      // The kernel writes `bytes` and reads as many (a cast: in its source dtype's size), and reads the
-      // destination too where it adds into it (an output use read_write: DeepSpeed's add_).
+      // The kernels write `bytes` and read as many (a cast: in its source dtype's size), and read the
+      // destination too where they add into it (an output use read_write: DeepSpeed's add_); each of the copy's
+      // kernel_launches costs efficiency.launch_us.
       w.flow_bytes = 0;
       const double out = static_cast<double>(op.copy.bytes);
       double in = op.copy.cast ? out * dtype_bits(op.copy.cast_from) / dtype_bits(op.copy.cast_to) : out;
       if (copy_adds(op)) in += out;
       w.fixed_s = memory_bound_s(static_cast<Bytes>(in + out), c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
-                  c.efficiency.launch_us * 1e-6;
+                  op.copy.kernel_launches * c.efficiency.launch_us * 1e-6;
       return w;
     }
   }

@@ -86,6 +86,19 @@ TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
 }
 
+// A d2d copy of many kernels (DeepSpeed's per-parameter copy_ loop, a torch.cat of more than 128 inputs) pays a launch
+// for each of them; its bytes cost what they cost in one.
+TEST(OpWork, ADeviceCopyPaysALaunchForEachOfItsKernels) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.copy = 0.5;
+  c.efficiency.launch_us = 5;
+  ScheduleBuilder b(c);
+  const OpId k = b.copy("partition", Phase::backward, CopyKind::d2d, 1'000'000);
+  b.s.ops[k].copy.kernel_launches = 75;
+  const double expected = 2 * memory_bound_s(1'000'000, c.gpu.hbm_GBps, 0.5) + 75 * 5e-6;
+  EXPECT_NEAR(op_work(b.s.ops[k], b.s, c, {}, {}).fixed_s, expected, expected * 1e-12);
+}
+
 // A d2d copy that adds into its output (DeepSpeed's add_) reads the destination too: 3 x its bytes; a cast reads
 // its source in the source dtype's size (16-bit -> fp32: half the bytes it writes).
 TEST(OpWork, AnAddingCopyReadsItsDestinationAndACastItsSourceInItsOwnSize) {

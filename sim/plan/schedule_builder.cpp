@@ -614,6 +614,7 @@ class Builder {
       const OpId flat = alloc("flat" + suffix, Tier::gpu, MemCategory::buffers, "flat", e_ * out, ph, comm_, deps, layer);
       deps.push_back(flat);
       const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, deps, layer);
+      cat_kernels(in, static_cast<std::int64_t>(c.ids.size()));
       if (sec) sch_.ops[in].copy.group = group;  // rank r's slot: r counts in the hpz group
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, {in}, layer);
@@ -641,6 +642,7 @@ class Builder {
       if (c.flat) {
         cat = alloc("qwz_in" + suffix, Tier::gpu, MemCategory::buffers, "quant", e_ * c.part, ph, comm_, deps, layer);
         const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer);
+        cat_kernels(in, static_cast<std::int64_t>(c.ids.size()));
         for (size_t i = 0; uses && i < c.ids.size(); ++i) {
           const auto [u, k] = c.ids[i];
           use_source(c, in, i, Role::input, Access::read);
@@ -766,6 +768,7 @@ class Builder {
     const OpId cp = copy("fwd." + U.name + ".hpz_copy", CopyKind::d2d, e_ * sec, true, Phase::forward, comm_,
                          {gathered, buf}, U.layer);
     sch_.ops[cp].copy.group = hpz_;
+    per_tensor_kernels(cp, static_cast<std::int64_t>(U.gathered_tensors.size()));  // _partition_param_sec per param
     size_t g = 0;  // the tensor's place among the unit's gathered tensors (live_.where)
     Elements at = 0;
     for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k) {
@@ -975,6 +978,15 @@ class Builder {
     sch_.ops[op].copy.cast_from = from;
     sch_.ops[op].copy.cast_to = to;
   }
+  // The kernels a d2d copy runs (CopyOp::kernel_launches): a torch.cat of `inputs` tensors one per 128 of them
+  // (PyTorch's CUDA cat copies its inputs in batches of CAT_ARRAY_BATCH_SIZE = 128, one kernel a batch:
+  // aten/src/ATen/native/cuda/Shape.cu), a loop of DeepSpeed's over `n` parameters one per parameter.
+  void cat_kernels(OpId op, std::int64_t inputs) {
+    sch_.ops[op].copy.kernel_launches = static_cast<int>(std::max<std::int64_t>(1, ceil_div(inputs, 128)));
+  }
+  void per_tensor_kernels(OpId op, std::int64_t n) {
+    sch_.ops[op].copy.kernel_launches = static_cast<int>(std::max<std::int64_t>(1, n));
+  }
 
   // One op per DeepSpeed call: per ReductionCall, the flat buffer and its torch.cat (d2d), the all_reduce or
   // reduce (with its casts to and from communication_data_type), and the copy of each slice back out of the flat
@@ -995,6 +1007,7 @@ class Builder {
         flat = alloc("flat." + cname + tag(), Tier::gpu, MemCategory::buffers, "reduce_flat", e_ * c.elements, ph,
                      rs_, deps, layer);
         deps = {copy(cname + ".flatten", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*flat}, layer)};
+        cat_kernels(deps[0], static_cast<std::int64_t>(c.pieces.size()));  // self.flatten: torch.cat
         if (uses) use_pieces(deps[0], c.pieces, home, *flat, 0, true);
         target = *flat;
       } else if (uses) {
@@ -1011,6 +1024,7 @@ class Builder {
           staged = alloc("ipg." + cname + tag(), Tier::gpu, MemCategory::buffers, "bucket", e_ * c.elements, ph, rs_,
                          deps, layer);
           deps = {copy(cname + ".to_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {*staged}, layer)};
+          per_tensor_kernels(deps[0], static_cast<std::int64_t>(c.pieces.size()));  // each hook's copy_
           use_pieces(deps[0], c.pieces, home, *staged, 0, true);
           target = *staged;
         }
@@ -1018,6 +1032,7 @@ class Builder {
       last = reduce_in_place(cname, c.kind, c.root, target, at, c.elements, deps, layer);
       if (staged) {
         last = copy(cname + ".from_bucket", CopyKind::d2d, e_ * c.elements, true, ph, rs_, {last}, layer);
+        per_tensor_kernels(last, static_cast<std::int64_t>(c.pieces.size()));
         sch_.ops[last].copy.rank = c.kind == CollectiveKind::reduce ? c.root : -1;
         use_pieces(last, c.pieces, home, *staged, 0, false);
         last = release(*staged, ph, rs_, {last});
@@ -1028,6 +1043,7 @@ class Builder {
         last = copy(cname + ".copy_out" + std::to_string(j), CopyKind::d2d, e_ * c.copy_out[j].elements, true, ph,
                     rs_, {coll}, layer);
         sch_.ops[last].copy.rank = c.copy_out[j].owner;
+        per_tensor_kernels(last, static_cast<std::int64_t>(c.copy_out[j].pieces.size()));  // buf.copy_(synced) each
         if (uses) use_pieces(last, c.copy_out[j].pieces, home, *flat, pos, false);  // back to its place
         pos += c.copy_out[j].elements;
       }
@@ -1233,9 +1249,12 @@ class Builder {
                              ce * elements, ph, rs_, deps, layer);
       const OpId c = copy(name + ".cast", CopyKind::d2d, ce * elements, true, ph, rs_, {buf}, layer);
       set_cast(c, p_.dtype, p_.comm_dtype);
-      if (uses) {
-        use(c, flat, 0, e_ * elements, Role::input, Access::read);
-        use(c, buf, 0, ce * elements, Role::output, Access::write);
+      per_tensor_kernels(c, static_cast<std::int64_t>(members.size()));  // [g.to(communication_data_type) ...]
+      for (size_t j : members) {  // all of the bucket's tensors where there are uses
+        if (!uses) break;
+        const auto [u, k] = b.members[j];
+        use(c, flat, e_ * at[j], e_ * b.tensors[j].numel(), Role::input, Access::read, u, k);
+        use(c, buf, ce * at[j], ce * b.tensors[j].numel(), Role::output, Access::write, u, k);
       }
       deps = {c};
       flat = uses ? buf : -1;
@@ -1245,6 +1264,17 @@ class Builder {
       const OpId cat = alloc("interleave." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers, "interleave",
                              ce * part * n, ph, rs_, deps, layer);
       const OpId c = copy(name + ".interleave", CopyKind::d2d, ce * elements, true, ph, rs_, {cat}, layer);
+      // The cat's inputs (coalesced_collectives.py reduce_scatter_coalesced): for each rank and member, its chunk
+      // when not empty and a padding tensor when short.
+      std::int64_t inputs = 0;
+      for (size_t j : members) {
+        const Elements numel = b.tensors[j].numel(), chunk = ceil_div(numel, n);
+        for (int r = 0; r < n; ++r) {
+          const Elements have = std::clamp<Elements>(numel - r * chunk, 0, chunk);
+          inputs += (have > 0) + (have < chunk);
+        }
+      }
+      cat_kernels(c, inputs);
       for (size_t j : members) {
         if (!uses) break;
         // Tensor j's full chunks (strided in the output by a rank's slot), then its short last chunk.
@@ -1279,10 +1309,14 @@ class Builder {
                               "comm_cast", e_ * part, ph, rs_, {done}, layer);
       const OpId c = copy(name + ".cast_back", CopyKind::d2d, e_ * part, true, ph, rs_, {done, back}, layer);
       set_cast(c, p_.comm_dtype, p_.dtype);
-      if (uses) {
-        use(c, flat, 0, ce * part, Role::input, Access::read);
+      per_tensor_kernels(c, static_cast<std::int64_t>(members.size()));  // [g.to(self.dtype) ...] per partition
+      for (size_t j : members) {
+        if (!uses) break;
+        const auto [u, k] = b.members[j];
+        const Elements chunk = ceil_div(b.tensors[j].numel(), n);
+        use(c, flat, ce * slot[j], ce * chunk, Role::input, Access::read, u, k);
         sch_.ops[c].uses.back().rank_stride = ce * part;
-        use(c, back, 0, e_ * part, Role::output, Access::write);
+        use(c, back, e_ * slot[j], e_ * chunk, Role::output, Access::write, u, k);
       }
       done = c;
       flat = uses ? back : -1;
@@ -1298,6 +1332,7 @@ class Builder {
       done = partition_grads_to_cpu(chunks, uses ? flat : -1, src_stride, name, done, layer);
     } else {
       done = copy(name + ".partition", CopyKind::d2d, e_ * part, true, ph, rs_, {done}, layer);
+      per_tensor_kernels(done, static_cast<std::int64_t>(members.size()));  // partition_grads: copy_ / add_ per param
       for (size_t j : members) {
         if (!uses) break;
         const auto [u, k] = b.members[j];
@@ -1477,6 +1512,7 @@ class Builder {
       OpId last = d2;
       if (uses) {
         const OpId part = copy(name + ".partition", CopyKind::d2d, e_ * reduced, true, ph, rs_, {d2}, layer);
+        per_tensor_kernels(part, static_cast<std::int64_t>(quant.size()));  // partition_grads: one per param
         Bytes c1 = 0, c2 = 0, c4 = 0;  // this tensor's offset in the intra regions, the inter regions, the reduced one
         for (size_t j : quant) {
           const TensorShape& t = b.tensors[j];

@@ -431,6 +431,55 @@ TEST(ScheduleBuilder, Zero2CpuOffloadAccumulatesWholeTensorsThroughTheGpu) {
   EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), 2 * e * p.params);
 }
 
+// The d2d copies run as many kernels as DeepSpeed's code launches: stage 3's partition_grads a copy_ (add_ after the
+// first micro-step) per parameter, reduce_scatter_coalesced's torch.cat and the fetch's torch.cat of the partitions one
+// per 128 inputs (PyTorch's CAT_ARRAY_BATCH_SIZE); the cat's inputs are every rank's chunk of each tensor and the
+// padding of the short ones.
+TEST(ScheduleBuilder, Stage3CopiesRunAKernelPerParameterOrPer128CatInputs) {
+  for (int dp : {1, 8}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, dp);
+    s.training.grad_accum = 2;
+    const Plan p = make_plan(s);
+    const Schedule sch = make_schedule(s, p, 1);
+    int partitions = 0, interleaves = 0, copy_ins = 0;
+    for (const Op& op : sch.ops) {
+      if (op.kind != OpKind::copy) continue;
+      const std::string& n = op.name;
+      auto bucket_of = [&](const std::string& suffix) {
+        const size_t at = n.find(".bucket");
+        return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+                       at != std::string::npos
+                   ? std::stoi(n.substr(at + 7))
+                   : -1;
+      };
+      if (const int i = bucket_of(".partition"); i >= 0) {
+        EXPECT_EQ(op.copy.kernel_launches, static_cast<int>(p.buckets[i].tensors.size())) << n;
+        ++partitions;
+      } else if (const int j = bucket_of(".interleave"); j >= 0) {
+        std::int64_t inputs = 0;
+        for (const TensorShape& t : p.buckets[j].tensors) {
+          const Elements chunk = (t.numel() + dp - 1) / dp;
+          for (int r = 0; r < dp; ++r) {
+            const Elements have = std::clamp<Elements>(t.numel() - r * chunk, 0, chunk);
+            inputs += (have > 0) + (have < chunk);
+          }
+        }
+        EXPECT_EQ(op.copy.kernel_launches, static_cast<int>((inputs + 127) / 128)) << n;
+        EXPECT_GE(inputs, static_cast<std::int64_t>(dp * p.buckets[j].tensors.size())) << n;
+        ++interleaves;
+      } else if (n.size() > 8 && n.compare(n.size() - 8, 8, ".copy_in") == 0) {
+        EXPECT_EQ(op.copy.kernel_launches, 1) << n;  // these units' calls cat fewer than 128 partitions
+        ++copy_ins;
+      } else {
+        EXPECT_EQ(op.copy.kernel_launches, 1) << n;
+      }
+    }
+    EXPECT_EQ(partitions, 2 * static_cast<int>(p.buckets.size())) << "dp " << dp;  // one per micro-step
+    EXPECT_GT(interleaves, 0) << "dp " << dp;
+    EXPECT_GT(copy_ins, 0) << "dp " << dp;
+  }
+}
+
 // DeepSpeed's step() returns before the next forward is issued (CPU Adam runs on the calling thread) and the next
 // fetches read the weights it wrote: every op of the first optimizer step comes before the second step's first
 // forward compute and every op issued before that compute, through deps and stream order (docs/schedule-semantics.md

@@ -86,6 +86,9 @@ struct CopyOp {
   // The process group whose rank index the `rank_stride` of its uses counts (hpZ's copy of each rank's slice of the
   // gathered weights into its secondary partition); -1: the world.
   int group = -1;
+  // A d2d copy: the GPU kernels it runs. One torch.cat runs one kernel per 128 inputs (PyTorch's
+  // CAT_ARRAY_BATCH_SIZE); DeepSpeed's loops of copy_ / add_ / .to() over the parameters run one per parameter.
+  int kernel_launches = 1;
   bool operator==(const CopyOp&) const = default;  // field-wise (serialisation round trip)
 };
 

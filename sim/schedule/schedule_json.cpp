@@ -348,7 +348,7 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
     }
     case OpKind::copy:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "copy", "bytes",
-                   "pinned", "rank", "cast_from", "cast_to", "group"});
+                   "pinned", "rank", "cast_from", "cast_to", "group", "kernel_launches"});
       op.copy.what = n.key("copy").enumerated(kCopyKinds);
       op.copy.bytes = n.key("bytes").integer(0);
       op.copy.pinned = n.has("pinned") ? n.key("pinned").boolean() : true;
@@ -359,6 +359,10 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
         op.copy.cast_from = n.key("cast_from").enumerated(kDTypes);
         op.copy.cast_to = n.key("cast_to").enumerated(kDTypes);
         if (op.copy.what != CopyKind::d2d) n.key("cast_from").fail("only a d2d copy converts element types");
+      }
+      if (n.has("kernel_launches")) {
+        op.copy.kernel_launches = n.key("kernel_launches").small_int(1);
+        if (op.copy.what != CopyKind::d2d) n.key("kernel_launches").fail("only a d2d copy runs kernels");
       }
       break;
     case OpKind::alloc:
@@ -431,6 +435,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
         j["cast_from"] = to_string(op.copy.cast_from);
         j["cast_to"] = to_string(op.copy.cast_to);
       }
+      if (op.copy.kernel_launches != 1) j["kernel_launches"] = op.copy.kernel_launches;
       break;
     case OpKind::alloc:
     case OpKind::free:

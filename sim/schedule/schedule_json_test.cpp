@@ -375,6 +375,25 @@ TEST(ScheduleJson, RejectsACastOnAnythingButADeviceCopyAndAHalfGivenCast) {
   EXPECT_NE(error_of(bad).find("cast_to': missing"), std::string::npos);
 }
 
+TEST(ScheduleJson, ACopysKernelLaunchesRoundTripAndOnlyADeviceCopyHasThem) {
+  json j = every_kind_json();
+  size_t copy = 0;
+  while (copy < j["ops"].size() && !j["ops"][copy].contains("cast_from")) ++copy;  // a d2d copy
+  ASSERT_LT(copy, j["ops"].size());
+  j["ops"][copy]["kernel_launches"] = 75;
+  EXPECT_EQ(schedule_from_json(j).ops[copy].copy.kernel_launches, 75);
+  EXPECT_EQ(schedule_to_json(schedule_from_json(j))["ops"][copy]["kernel_launches"], 75);
+  json bad = j;
+  bad["ops"][copy]["kernel_launches"] = 0;
+  EXPECT_NE(error_of(bad).find("kernel_launches"), std::string::npos);
+  bad = j;
+  bad["ops"][copy].erase("cast_from");
+  bad["ops"][copy].erase("cast_to");
+  bad["ops"][copy]["copy"] = "h2d";
+  EXPECT_NE(error_of(bad).find("only a d2d copy runs kernels"), std::string::npos);
+  EXPECT_EQ(schedule_to_json(schedule_from_json(every_kind_json()))["ops"][copy].count("kernel_launches"), 0u);
+}
+
 TEST(ScheduleJson, RejectsFreeWithoutAlloc) {
   json j = every_kind_json();
   j["ops"][17]["kind"] = "free";  // the first alloc becomes a free of an unallocated buffer
