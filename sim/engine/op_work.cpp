@@ -43,11 +43,16 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   const int n = g.size;
   if (col.bytes <= 0) return w;
   if (n <= 1) {
-    // NCCL's one-rank path (src/enqueue.cc: nRanks == 1 -> ncclLaunchOneRank): an out-of-place call copies the
-    // buffer, an averaging one (ncclAvg: PreMulSum) runs a kernel over it; only an in-place plain sum is free, and
-    // DeepSpeed's reductions then divide the gradients by the world size in a kernel of their own. Each reads and
-    // writes the bytes once in HBM: a device copy.
-    w.fixed_s = device_copy_s(col.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
+    // Measured (efficiency.one_rank_collective: zrun calibrate's NCCL calls on a one-rank communicator): its latency
+    // plus the bytes at its rate. Otherwise NCCL's one-rank path (src/enqueue.cc: nRanks == 1 -> ncclLaunchOneRank):
+    // an out-of-place call copies the buffer, an averaging one (ncclAvg: PreMulSum) runs a kernel over it; only an
+    // in-place plain sum is free, and DeepSpeed's reductions then divide the gradients by the world size in a kernel
+    // of their own. Each reads and writes the bytes once in HBM: a device copy.
+    const auto& one = c.efficiency.one_rank_collective;
+    if (one.GBps > 0)
+      w.fixed_s = one.latency_us * 1e-6 + static_cast<double>(col.bytes) / GBps_to_bytes_per_s(one.GBps);
+    else
+      w.fixed_s = device_copy_s(col.bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
     return w;
   }
   const double S = static_cast<double>(col.bytes);

@@ -74,6 +74,20 @@ TEST(OpWork, AOneRankCollectiveCostsADeviceCopyOfItsBytes) {
   }
 }
 
+// Measured on a one-rank communicator (efficiency.one_rank_collective): its latency plus the bytes at its rate, in place
+// of the device-copy estimate.
+TEST(OpWork, AMeasuredOneRankCollectiveCostsItsLatencyAndItsBytesAtItsRate) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.one_rank_collective = {60, 500};
+  const double expected = 60e-6 + 1e9 / 500e9;
+  for (const CollectiveKind what : {CollectiveKind::all_reduce, CollectiveKind::all_gather}) {
+    ScheduleBuilder b(c);
+    const int one = b.group("one", 1, 1);
+    b.collective("c", Phase::backward, what, one, 1'000'000'000);
+    EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
+  }
+}
+
 // A d2d copy (a flatten, a copy-out, a dtype cast) is one kernel: its launch, then its bytes read and written at
 // the copy kind's efficiency.
 TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {

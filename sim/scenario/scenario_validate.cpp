@@ -104,6 +104,12 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
+  const auto& one = cl.efficiency.one_rank_collective;
+  c.that(std::isfinite(one.latency_us) && one.latency_us >= 0 && one.latency_us <= 100000,
+         "cluster.efficiency.one_rank_collective.latency_us",
+         "must be in [0, 100000] microseconds, got " + Check::num(one.latency_us));
+  c.that(std::isfinite(one.GBps) && one.GBps >= 0, "cluster.efficiency.one_rank_collective.GBps",
+         "must be >= 0 (0 = priced as a device copy), got " + Check::num(one.GBps));
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
   for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
                           {&cl.efficiency.gemm_model_fp32, "cluster.efficiency.gemm_model_fp32"}}) {
