@@ -58,6 +58,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
+  // Calibrated profiles only (data-sheet reports keep their fields): the flash kernel's efficiency per direction.
+  if (c.efficiency.flash_attention.forward > 0)
+    j["cluster"]["efficiency"]["flash_attention"]["forward"] = c.efficiency.flash_attention.forward;
+  if (c.efficiency.flash_attention.backward > 0)
+    j["cluster"]["efficiency"]["flash_attention"]["backward"] = c.efficiency.flash_attention.backward;
   for (auto [g, key] : {std::pair{&c.efficiency.gemm_model, "gemm_model"}, {&c.efficiency.gemm_model_fp32, "gemm_model_fp32"}})
     if (g->present()) {  // calibrated profiles only: data-sheet reports keep their fields
       j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},

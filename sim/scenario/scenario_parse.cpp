@@ -311,6 +311,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
+  real("cluster.efficiency.flash_attention.forward", c.efficiency.flash_attention.forward);
+  real("cluster.efficiency.flash_attention.backward", c.efficiency.flash_attention.backward);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {
     real(block + ".launch_us", g.launch_us);
     real(block + ".max_efficiency", g.max_efficiency);

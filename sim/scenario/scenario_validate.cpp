@@ -104,6 +104,10 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
+  for (auto [v, path] : {std::pair{cl.efficiency.flash_attention.forward, "cluster.efficiency.flash_attention.forward"},
+                         {cl.efficiency.flash_attention.backward, "cluster.efficiency.flash_attention.backward"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, path,
+           "must be a fraction in [0, 1] (0 = the unit's GEMM efficiency), got " + Check::num(v));
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
   for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
                           {&cl.efficiency.gemm_model_fp32, "cluster.efficiency.gemm_model_fp32"}}) {
