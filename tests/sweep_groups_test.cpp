@@ -47,6 +47,7 @@ Scenario with_other_cluster_figures(Scenario s) {
   c.efficiency.pageable_pcie_fraction *= 0.5;
   c.efficiency.hbm_by_kind.norm = 0.3;
   c.efficiency.launch_us += 3;
+  c.efficiency.flash_attention = {0.4, 0.3};
   c.efficiency.gemm_model.max_efficiency = 0.7;
   return s;
 }

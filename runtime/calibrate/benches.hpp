@@ -13,7 +13,8 @@ class Communicators;
 namespace zrun::calibrate {
 
 // GPU name, memory, SMs; the GEMM grid (bf16, fp16, fp32 on cuBLASLt through runtime/model/gemm) and eager
-// attention's strided-batched calls (made by runtime/model/attention.cu's attention_gemm_call);
+// attention's strided-batched calls (made by runtime/model/attention.cu's attention_gemm_call); zrun's flash attention
+// forward and backward (runtime/model/flash_attention.cu) over a grid of shapes in bf16 and fp16;
 // memory-bound kernels (norm, softmax/cross-entropy, activations, qwZ quantization, fused Adam, D2D copy);
 // launch overhead; pinned and pageable host copies.
 void measure_gpu(Measurements& m, bool quick, std::ostream& log);

@@ -1,9 +1,11 @@
 #include "runtime/calibrate/fit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "cost_models/collective_cost.hpp"
+#include "sim/plan/kernel_launches.hpp"
 
 namespace zrun::calibrate {
 
@@ -205,6 +207,60 @@ GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_ele
   if (!best.model.present()) throw std::invalid_argument("fit_gemm_model: the measurements show no FLOP-bound term");
   best.model.attention_shapes = batched > 0;
   return best;
+}
+
+double flash_flops(const FlashSample& s) {
+  const double forward = 2.0 * s.b * double(s.seq) * double(s.seq) * double(s.heads) * double(s.head_dim);
+  return s.backward() ? 2.5 * forward : forward;
+}
+
+int flash_launches(const FlashSample& s) {
+  return s.backward() ? zsim::kFlashBackwardLaunches : zsim::kFlashForwardLaunches;
+}
+
+FlashFit fit_flash_efficiency(const std::vector<FlashSample>& samples, double peak_tflops, double launch_s) {
+  if (samples.empty()) throw std::invalid_argument("fit_flash_efficiency: no measurements");
+  if (!(peak_tflops > 0)) throw std::invalid_argument("fit_flash_efficiency: no peak to measure against");
+  // Least squares of 1 / e on the time left after the launches, each sample weighted by (its time left) / (its time):
+  // the weighted relative error of that part is then the relative error of the whole time. A sample no longer than
+  // its launches (launch-bound, within noise) has no FLOP time to fit: it only counts in the residual.
+  std::vector<double> x, left, weight;
+  for (const FlashSample& s : samples) {
+    if (s.direction != samples[0].direction) throw std::invalid_argument("fit_flash_efficiency: mixed directions");
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds))
+      throw std::invalid_argument("fit_flash_efficiency: a measurement is not a positive time");
+    const double rest = s.seconds - flash_launches(s) * launch_s;
+    if (!(rest > 0) || !(flash_flops(s) > 0)) continue;
+    x.push_back(flash_flops(s) / (peak_tflops * 1e12));
+    left.push_back(rest);
+    weight.push_back(rest / s.seconds);
+  }
+  if (x.empty()) throw std::invalid_argument("fit_flash_efficiency: every measurement is bound by its kernel launches");
+  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
+  const Eigen::MatrixXd X = Eigen::Map<const Eigen::MatrixXd>(x.data(), n, 1);
+  const Eigen::VectorXd y = Eigen::Map<const Eigen::VectorXd>(left.data(), n);
+  const Eigen::VectorXd w = Eigen::Map<const Eigen::VectorXd>(weight.data(), n);
+  const LinearFit f = fit_relative_nonnegative(X, y, w);
+  if (!(f.coef[0] > 0)) throw std::invalid_argument("fit_flash_efficiency: the measurements show no FLOP-bound term");
+  FlashFit out;
+  out.efficiency = std::min(1.0, 1.0 / f.coef[0]);
+  out.launch_bound = static_cast<int>(samples.size() - x.size());
+  std::vector<double> pred, meas;
+  std::map<std::int64_t, std::pair<std::vector<double>, std::vector<double>>> dims;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> dtypes;
+  for (const FlashSample& s : samples) {
+    const double p = flash_launches(s) * launch_s + flash_flops(s) / (peak_tflops * 1e12 * out.efficiency);
+    pred.push_back(p);
+    meas.push_back(s.seconds);
+    dims[s.head_dim].first.push_back(p);
+    dims[s.head_dim].second.push_back(s.seconds);
+    dtypes[s.dtype].first.push_back(p);
+    dtypes[s.dtype].second.push_back(s.seconds);
+  }
+  out.residual = residual_of(pred, meas);
+  for (const auto& [d, pm] : dims) out.by_head_dim[d] = residual_of(pm.first, pm.second);
+  for (const auto& [dt, pm] : dtypes) out.by_dtype[dt] = residual_of(pm.first, pm.second);
+  return out;
 }
 
 }  // namespace zrun::calibrate

@@ -1,10 +1,11 @@
 // Least-squares fits of zrun calibrate's measurements to zsim's cost models (Eigen): a latency + bandwidth
 // line (host copies, NVMe), latency per step + bus bandwidth of a link class from collectives of every kind,
-// and the GEMM model of cost_models/gemm_model.hpp. Fits minimise the RELATIVE error of each measurement
+// the GEMM model of cost_models/gemm_model.hpp, and the efficiency of zrun's flash attention kernel. Fits minimise the RELATIVE error of each measurement
 // (small and large sizes count alike) and keep coefficients non-negative (a term that comes out negative is
 // dropped and the rest refitted). Host code: no CUDA.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,35 @@ struct GemmFit {
 // attention_shapes then says it was fitted on them.
 GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
                        std::int64_t sms);
+
+// zrun's flash attention (runtime/model/flash_attention.cu), causal, timed on one shape: the median seconds of one
+// flash_attention_forward or one flash_attention_backward call (q, k, v, out: [b, seq, heads or kv_heads, head_dim]).
+struct FlashSample {
+  std::string dtype;       // "bf16" or "fp16"
+  std::string direction;   // "forward" or "backward"
+  std::int64_t b = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  double seconds = 0;
+  bool backward() const { return direction == "backward"; }
+};
+// The FLOPs zsim's schedule charges the call (sim/plan/attention_flops.hpp, causal flash): forward 2 b seq^2 x heads x
+// head_dim, backward 2.5 x that (the scores recomputed).
+double flash_flops(const FlashSample& s);
+// The kernels the call launches (sim/plan/kernel_launches.hpp kFlashForwardLaunches / kFlashBackwardLaunches: the
+// counts zsim charges efficiency.launch_us for).
+int flash_launches(const FlashSample& s);
+struct FlashFit {
+  double efficiency = 0;   // achieved / peak tensor FLOPs of the kernel
+  FitResidual residual;    // over every sample
+  std::map<std::int64_t, FitResidual> by_head_dim;  // of the one efficiency, per head dim
+  std::map<std::string, FitResidual> by_dtype;
+  int launch_bound = 0;    // samples no longer than their launches: in the residual, not in the fit
+};
+// The efficiency e of least relative error over samples of one direction: seconds = launches x launch_s + flops /
+// (peak_tflops x 1e12 x e), launch_s the measured empty kernel's launch to launch (Measurements::kernel_launch_s,
+// what zsim charges per launch), launches and flops as zsim counts them. One e for every shape: the residual per head
+// dim and dtype says how far that holds. Samples no longer than their launches are left out of the fit (they say
+// nothing of the FLOPs). Throws std::invalid_argument on no samples, mixed directions, or no sample beyond its launches.
+FlashFit fit_flash_efficiency(const std::vector<FlashSample>& samples, double peak_tflops, double launch_s);
 
 // Residuals of a model over samples: predicted[i] against measured[i].
 FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured);

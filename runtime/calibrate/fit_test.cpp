@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <utility>
+
 #include "cost_models/collective_cost.hpp"
+#include "sim/plan/attention_flops.hpp"
+#include "sim/plan/kernel_launches.hpp"
 
 namespace zrun::calibrate {
 namespace {
@@ -195,6 +200,90 @@ TEST(CalibrateFit, WeightedFitMinimisesTheWeightedRelativeError) {
   EXPECT_GT(toward_second, even);
   EXPECT_LT(toward_second, 2.0);
   EXPECT_THROW(fit_relative_nonnegative(X, y, Eigen::VectorXd::Zero(2)), std::invalid_argument);
+}
+
+// calibrate's flash attention grid (gpu_benches.cpp measure_flash_attention) in one direction, timed by a kernel of
+// efficiency `e` behind launches of `launch_s` each: 2 dtypes x 2 head dims x 3 sequences x 4 head shapes.
+std::vector<FlashSample> flash_samples(const char* direction, double e, double launch_s, double peak = 989) {
+  const std::array<std::int64_t, 3> heads[] = {{1, 16, 16}, {4, 12, 12}, {2, 32, 8}, {4, 32, 32}};  // b, heads, kv
+  std::vector<FlashSample> v;
+  for (const char* dt : {"bf16", "fp16"})
+    for (std::int64_t d : {64, 128})
+      for (std::int64_t seq : {512, 1024, 2048})
+        for (const auto& [b, h, kv] : heads) {
+          FlashSample f{dt, direction, b, h, kv, seq, d, 0};
+          f.seconds = flash_launches(f) * launch_s + flash_flops(f) / (peak * 1e12 * e);
+          v.push_back(f);
+        }
+  return v;
+}
+
+TEST(CalibrateFit, FlashFlopsAndLaunchesAreTheOnesZsimChargesTheCore) {
+  // The schedule's attn.o core (sim/plan/attention_flops.hpp, kernel_launches.hpp) for the same shape: b 2, s 1024,
+  // 32 heads of 128 (8 kv heads).
+  zsim::ModelSpec m;
+  m.hidden = 32 * 128, m.heads = 32, m.kv_heads = 8;
+  m.attention = zsim::Attention::flash;
+  zsim::TrainingSpec t;
+  t.micro_batch = 2, t.seq_len = 1024;
+  const FlashSample fwd{"bf16", "forward", 2, 32, 8, 1024, 128, 1e-3}, bwd{"bf16", "backward", 2, 32, 8, 1024, 128, 1e-3};
+  EXPECT_DOUBLE_EQ(flash_flops(fwd), zsim::attention_core_flops(m, t).forward);
+  EXPECT_DOUBLE_EQ(flash_flops(bwd), zsim::attention_core_flops(m, t).backward);
+  const auto o = zsim::unit_kernel_launches(zsim::ModelUnitKind::attn_o, m, t);
+  const auto linear = zsim::unit_kernel_launches(zsim::ModelUnitKind::attn_q, m, t);
+  EXPECT_EQ(flash_launches(fwd), o.forward - linear.forward);
+  EXPECT_EQ(flash_launches(bwd), o.backward - linear.backward);
+  EXPECT_EQ(flash_launches(bwd), 4);  // flash_attention.cu: dq accumulator memset, delta, the kernel, dq conversion
+}
+
+TEST(CalibrateFit, RecoversAKnownFlashEfficiencyBehindTheLaunches) {
+  for (auto [direction, e] : {std::pair{"forward", 0.31}, std::pair{"backward", 0.22}}) {
+    const FlashFit f = fit_flash_efficiency(flash_samples(direction, e, 3.3e-6), 989, 3.3e-6);
+    EXPECT_NEAR(f.efficiency, e, 1e-9) << direction;
+    EXPECT_LT(f.residual.max_abs_rel, 1e-9);
+    EXPECT_EQ(f.residual.samples, 48);
+    EXPECT_EQ(f.launch_bound, 0);
+    ASSERT_EQ(f.by_head_dim.size(), 2u);
+    EXPECT_EQ(f.by_head_dim.at(64).samples, 24);
+    EXPECT_EQ(f.by_dtype.at("fp16").samples, 24);
+  }
+  // Fitted without the launches (launch_s 0), the same measurements give a lower efficiency: the launches' time is
+  // charged to the FLOPs.
+  EXPECT_LT(fit_flash_efficiency(flash_samples("backward", 0.22, 3.3e-6), 989, 0).efficiency, 0.22 - 1e-4);
+}
+
+TEST(CalibrateFit, AFlashEfficiencyThatDiffersByHeadDimShowsInTheResidualPerHeadDim) {
+  // Head dim 64 at 0.2, 128 at 0.4: one efficiency between them, each head dim's residual large (the main session
+  // judges from such a record whether the key needs a head-dim axis).
+  std::vector<FlashSample> v;
+  for (const FlashSample& f : flash_samples("forward", 0.2, 3e-6))
+    if (f.head_dim == 64) v.push_back(f);
+  for (const FlashSample& f : flash_samples("forward", 0.4, 3e-6))
+    if (f.head_dim == 128) v.push_back(f);
+  const FlashFit f = fit_flash_efficiency(v, 989, 3e-6);
+  EXPECT_GT(f.efficiency, 0.2);
+  EXPECT_LT(f.efficiency, 0.4);
+  EXPECT_GT(f.by_head_dim.at(64).rms_rel, 0.1);
+  EXPECT_GT(f.by_head_dim.at(128).rms_rel, 0.1);
+  EXPECT_NEAR(f.by_dtype.at("bf16").rms_rel, f.by_dtype.at("fp16").rms_rel, 1e-12);  // the dtypes alike
+}
+
+TEST(CalibrateFit, AFlashSampleNoLongerThanItsLaunchesIsLeftOutOfTheFit) {
+  std::vector<FlashSample> v = flash_samples("backward", 0.25, 3e-6);
+  FlashSample tiny{"bf16", "backward", 1, 1, 1, 64, 64, 10e-6};  // under 4 launches of 3 us
+  v.push_back(tiny);
+  const FlashFit f = fit_flash_efficiency(v, 989, 3e-6);
+  EXPECT_NEAR(f.efficiency, 0.25, 1e-9);
+  EXPECT_EQ(f.launch_bound, 1);
+  EXPECT_EQ(f.residual.samples, 49);
+  EXPECT_THROW(fit_flash_efficiency({tiny}, 989, 3e-6), std::invalid_argument);
+}
+
+TEST(CalibrateFit, AFlashFitTakesOneDirection) {
+  std::vector<FlashSample> v = flash_samples("forward", 0.3, 3e-6);
+  v.push_back(flash_samples("backward", 0.3, 3e-6).front());
+  EXPECT_THROW(fit_flash_efficiency(v, 989, 3e-6), std::invalid_argument);
+  EXPECT_THROW(fit_flash_efficiency({}, 989, 3e-6), std::invalid_argument);
 }
 
 }  // namespace

@@ -160,6 +160,56 @@ void measure_attention_gemms(Measurements& m, bool quick, cudaStream_t s, std::o
   }
 }
 
+// zrun's flash attention (runtime/model/flash_attention.cu), causal, called as the model calls it: flash_attention_forward
+// and, timed apart, flash_attention_backward (one call: its dq accumulator memset, delta kernel, kernel and dq
+// conversion), in bf16 and fp16, head dim 64 and 128, seq 512, 1024 and 2048, (batch, heads, kv heads) (1, 16, 16),
+// (4, 12, 12) (the suite's small model), (2, 32, 8) (GQA) and (4, 32, 32) (--quick: seq 1024, the second and third).
+// The forward's timing leaves its out and lse for the backward, which overwrites dq, dk, dv and its scratch on each
+// call, so it repeats alike. Each shape's TFLOPS in the log count the FLOPs as zsim's schedule does (fit.hpp
+// flash_flops).
+void measure_flash_attention(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
+  struct Heads {
+    std::int64_t b, heads, kv_heads;
+  };
+  const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{512, 1024, 2048};
+  const std::vector<std::int64_t> dims = {64, 128};
+  const std::vector<Heads> shapes = quick ? std::vector<Heads>{{4, 12, 12}, {2, 32, 8}}
+                                          : std::vector<Heads>{{1, 16, 16}, {4, 12, 12}, {2, 32, 8}, {4, 32, 32}};
+  std::int64_t q_max = 0, kv_max = 0, rows_max = 0;  // elements of q (and out, dout, dq), of k (v, dk, dv), lse floats
+  for (const Heads& h : shapes) {
+    q_max = std::max(q_max, h.b * seqs.back() * h.heads * dims.back());
+    kv_max = std::max(kv_max, h.b * seqs.back() * h.kv_heads * dims.back());
+    rows_max = std::max(rows_max, h.b * seqs.back() * h.heads);
+  }
+  DeviceBuffer q(q_max * 2), k(kv_max * 2), v(kv_max * 2), dout(q_max * 2), out(q_max * 2), dq(q_max * 2),
+      dk(kv_max * 2), dv(kv_max * 2), lse(rows_max * 4), delta(rows_max * 4), dq_accum(q_max * 4);
+  for (DType dt : {DType::bf16, DType::fp16}) {
+    const int kind = dt == DType::bf16 ? kFillBf16 : kFillF16;
+    fill_random(q.p, q_max, kind, 21, s);
+    fill_random(k.p, kv_max, kind, 22, s);
+    fill_random(v.p, kv_max, kind, 23, s);
+    fill_random(dout.p, q_max, kind, 24, s);
+    for (std::int64_t D : dims)
+      for (std::int64_t S : seqs)
+        for (const Heads& h : shapes) {
+          const model::AttentionShape a{h.b, S, h.heads, h.kv_heads, D};
+          const double fwd = time_gpu([&] {
+            model::flash_attention_forward(dt, a, q.p, k.p, v.p, out.p, lse.as<float>(), s);
+          }, s);
+          const double bwd = time_gpu([&] {
+            model::flash_attention_backward(dt, a, q.p, k.p, v.p, out.p, lse.as<float>(), dout.p, delta.as<float>(),
+                                            dq_accum.as<float>(), dq.p, dk.p, dv.p, s);
+          }, s);
+          for (const auto& [direction, sec] : {std::pair{"forward", fwd}, std::pair{"backward", bwd}}) {
+            m.flash.push_back({model::dtype_name(dt), direction, h.b, h.heads, h.kv_heads, S, D, sec});
+            log << fmt::format("  flash attention {} {} b {} heads {} kv {} s {} d {}: {:.1f} us, {:.0f} TFLOPS\n",
+                               model::dtype_name(dt), direction, h.b, h.heads, h.kv_heads, S, D, sec * 1e6,
+                               flash_flops(m.flash.back()) / sec / 1e12);
+          }
+        }
+  }
+}
+
 void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
   const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1 << 22, 1 << 25}
                                                 : std::vector<std::int64_t>{1 << 20, 1 << 23, 1 << 26};
@@ -264,6 +314,8 @@ void measure_gpu(Measurements& m, bool quick, std::ostream& log) {
   measure_gemms(m, quick, s, log);
   log << "zrun calibrate: eager attention's batched GEMMs (cuBLASLt, as attention.cu calls them)\n";
   measure_attention_gemms(m, quick, s, log);
+  log << "zrun calibrate: flash attention (flash_attention.cu, forward and backward apart)\n";
+  measure_flash_attention(m, quick, s, log);
   log << "zrun calibrate: memory-bound kernels\n";
   measure_kernels(m, quick, s, log);
   log << "zrun calibrate: host copies\n";

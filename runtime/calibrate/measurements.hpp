@@ -32,6 +32,7 @@ struct Measurements {
   bool quick = false;
   std::map<std::string, std::vector<GemmSample>> gemm;     // "bf16", "fp16", "fp32"
   std::vector<KernelSample> kernels;
+  std::vector<FlashSample> flash;     // zrun's flash attention forward and backward (empty: not measured, an older record)
   std::vector<SizeSample> h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable;
   double cpu_adam_params_per_s = 0;   // all threads together
   int cpu_adam_threads = 0;

@@ -73,7 +73,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   cal["host_memory_bytes"] = m.host_memory_bytes;
   cal["host_cores"] = m.host_cores;
   cal["units"] = "samples: [bytes, microseconds]; gemm samples: [m, n, k, microseconds]; gemm batched_samples: "
-                 "[product, m, n, k, batch, microseconds]";
+                 "[product, m, n, k, batch, microseconds]; flash_attention samples: [dtype, direction, b, heads, kv_heads, seq, "
+                 "head_dim, microseconds]";
 
   b.add("gpus_per_node", integer(m.gpus), "GPUs zrun calibrate ran on (a scenario sets its own)");
   b.add("gpu.name", m.gpu_name.empty() ? base.gpu.name : "\"" + m.gpu_name + "\"", "cudaGetDeviceProperties");
@@ -274,6 +275,44 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
           "calibration.launch_overhead_us.empty_kernel");
   else
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
+
+  // zrun's flash attention kernel: per direction the efficiency of its FLOPs (as the schedule counts them) beside the
+  // launches zsim charges it (efficiency.launch_us each), fitted over the 16-bit measurements, bf16 and fp16 together
+  // (one key serves both; the record gives the residual per dtype and per head dim). A record without them (written
+  // before calibrate measured the kernel) writes no key: zsim keeps the core at its unit's GEMM efficiency.
+  if (!m.flash.empty()) {
+    const double peak = base.gpu.peak_tflops;
+    nlohmann::json samples = nlohmann::json::array();
+    for (const FlashSample& f : m.flash)
+      samples.push_back({f.dtype, f.direction, f.b, f.heads, f.kv_heads, f.seq, f.head_dim, f.seconds * 1e6});
+    for (const char* direction : {"forward", "backward"}) {
+      std::vector<FlashSample> v;
+      for (const FlashSample& f : m.flash)
+        if (f.direction == direction && (f.dtype == "bf16" || f.dtype == "fp16")) v.push_back(f);
+      if (v.empty()) continue;
+      const FlashFit f = fit_flash_efficiency(v, peak, m.kernel_launch_s);
+      const int n = flash_launches(v.front());
+      const std::string launches = fmt::format("{} launch{}", n, n == 1 ? "" : "es");
+      std::string per_dim;
+      nlohmann::json by_dim = nlohmann::json::object(), by_dtype = nlohmann::json::object();
+      for (const auto& [d, r] : f.by_head_dim) {
+        per_dim += fmt::format("; head dim {}: rms {} / worst {}", d, pct(r.rms_rel), pct(r.max_abs_rel));
+        by_dim[std::to_string(d)] = residual_json(r);
+      }
+      for (const auto& [dt, r] : f.by_dtype) by_dtype[dt] = residual_json(r);
+      b.add(std::string("efficiency.flash_attention.") + direction, num(f.efficiency),
+            fmt::format("zrun's flash attention {} (bf16 and fp16 calls), t = {} x {} us + FLOPs / ({} TFLOPS x e), "
+                        "FLOPs as the schedule counts them: {}{}{}; calibration.flash_attention.{}",
+                        direction, launches, num(m.kernel_launch_s * 1e6), num(peak), residual_text(f.residual),
+                        per_dim, f.launch_bound > 0 ? fmt::format(" ({} launch-bound, not fitted)", f.launch_bound) : "",
+                        direction));
+      cal["flash_attention"][direction] = {{"efficiency", f.efficiency}, {"launches", n}, {"launch_bound", f.launch_bound},
+                                           {"launch_us", m.kernel_launch_s * 1e6}, {"peak_tflops", peak},
+                                           {"residual", residual_json(f.residual)},
+                                           {"residual_by_head_dim", by_dim}, {"residual_by_dtype", by_dtype}};
+    }
+    cal["flash_attention"]["samples"] = samples;
+  }
 
   auto model_entries = [&](const char* block, const GemmFit& f, const std::string& dtype) {
     const std::string src =

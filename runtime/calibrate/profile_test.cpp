@@ -85,6 +85,23 @@ Measurements synthetic(bool with_collectives, bool with_attention = false) {
   return m;
 }
 
+// zrun's flash attention as calibrate measures it (gpu_benches.cpp measure_flash_attention), timed by kernels of
+// efficiency 0.3 forward and 0.25 backward behind the synthetic record's 3.25 us launches: bf16 and fp16, head dim 64
+// and 128, two sequences, two head shapes.
+Measurements with_flash(Measurements m) {
+  for (const char* dt : {"bf16", "fp16"})
+    for (const char* direction : {"forward", "backward"})
+      for (std::int64_t d : {64, 128})
+        for (std::int64_t seq : {1024, 2048})
+          for (std::int64_t heads : {12, 32}) {
+            FlashSample f{dt, direction, 4, heads, heads, seq, d, 0};
+            f.seconds = flash_launches(f) * m.kernel_launch_s +
+                        flash_flops(f) / (989e12 * (f.backward() ? 0.25 : 0.3));
+            m.flash.push_back(f);
+          }
+  return m;
+}
+
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("zrun-calibrate-test-" + std::to_string(::getpid()));
   TempDir() { fs::create_directories(path); }
@@ -338,6 +355,79 @@ TEST(CalibratedProfile, TheRecordKeepsAttentionsBatchedCallsForARefit) {
   ASSERT_EQ(again.cluster.size(), first.cluster.size());
   for (std::size_t i = 0; i < first.cluster.size(); ++i)
     EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
+}
+
+TEST(CalibratedProfile, FlashAttentionMeasurementsGiveItsEfficiencyPerDirectionWithTheResidualPerHeadDim) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(with_flash(synthetic(false)), base, "h100-hgx-ib400");
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-flash", write_profile(d, "calib-flash", p));
+  EXPECT_NEAR(c.efficiency.flash_attention.forward, 0.3, 1e-6);
+  EXPECT_NEAR(c.efficiency.flash_attention.backward, 0.25, 1e-6);
+  int entries = 0;
+  for (const ProfileEntry& e : p.cluster)
+    if (e.key.rfind("efficiency.flash_attention.", 0) == 0) {
+      ++entries;
+      EXPECT_NE(e.comment.find("fit residual rms"), std::string::npos) << e.comment;
+      EXPECT_NE(e.comment.find("over 16 measurements"), std::string::npos) << e.comment;  // bf16 and fp16 together
+      EXPECT_NE(e.comment.find("head dim 128: rms"), std::string::npos) << e.comment;
+    }
+  EXPECT_EQ(entries, 2);
+  const nlohmann::json& rec = p.calibration["flash_attention"];
+  EXPECT_EQ(rec["samples"].size(), 32u);
+  EXPECT_EQ(rec["backward"]["launches"], 4);
+  EXPECT_EQ(rec["forward"]["launches"], 1);
+  EXPECT_EQ(rec["backward"]["residual_by_head_dim"]["64"]["samples"], 8);
+  EXPECT_EQ(rec["forward"]["residual_by_dtype"]["fp16"]["samples"], 8);
+}
+
+TEST(CalibratedProfile, ARecordWithoutFlashAttentionMeasurementsWritesNoFlashKey) {
+  // An older record (or one whose run did not measure the kernel): zsim keeps the core at its unit's GEMM efficiency.
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  for (const ProfileEntry& e : p.cluster) EXPECT_EQ(e.key.find("flash_attention"), std::string::npos) << e.key;
+  EXPECT_FALSE(p.calibration.contains("flash_attention"));
+  TempDir d;
+  const zsim::ClusterSpec c = load_profile_cluster("calib-no-flash", write_profile(d, "calib-no-flash", p));
+  EXPECT_EQ(c.efficiency.flash_attention, zsim::FlashAttentionEfficiency{});
+}
+
+TEST(CalibratedProfile, TheRecordKeepsFlashAttentionsMeasurementsForARefit) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const Measurements m = with_flash(synthetic(false));
+  const CalibratedProfile first = build_profile(m, base, "h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-flash-record", first);
+  const Measurements back = measurements_from_profile((d.path / "calib-flash-record.yaml").string());
+  ASSERT_EQ(back.flash.size(), m.flash.size());
+  for (std::size_t i = 0; i < m.flash.size(); ++i) {
+    EXPECT_EQ(back.flash[i].dtype, m.flash[i].dtype);
+    EXPECT_EQ(back.flash[i].direction, m.flash[i].direction);
+    EXPECT_EQ(back.flash[i].heads, m.flash[i].heads);
+    EXPECT_EQ(back.flash[i].kv_heads, m.flash[i].kv_heads);
+    EXPECT_EQ(back.flash[i].seq, m.flash[i].seq);
+    EXPECT_EQ(back.flash[i].head_dim, m.flash[i].head_dim);
+    EXPECT_NEAR(back.flash[i].seconds, m.flash[i].seconds, m.flash[i].seconds * 1e-12);
+  }
+  const CalibratedProfile again = build_profile(back, base, "h100-hgx-ib400");
+  ASSERT_EQ(again.cluster.size(), first.cluster.size());
+  for (std::size_t i = 0; i < first.cluster.size(); ++i)
+    EXPECT_EQ(again.cluster[i].value, first.cluster[i].value) << first.cluster[i].key;
+}
+
+TEST(CalibratedProfile, ZsimRunsAFlashModelsCoreAtTheCalibratedEfficiency) {
+  // The profile's efficiency.flash_attention reaches zsim: a slower kernel gives a slower step of a flash model, and
+  // an eager model does not see it.
+  TempDir d;
+  const std::string dir = write_profile(
+      d, "calib-flash-sim", build_profile(with_flash(synthetic(true)), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const double flash = step_s("calib-flash-sim", dir, {"model.attention=flash"});
+  EXPECT_GT(step_s("calib-flash-sim", dir, {"model.attention=flash", "cluster.efficiency.flash_attention.forward=0.05"}),
+            flash);
+  EXPECT_GT(step_s("calib-flash-sim", dir, {"model.attention=flash", "cluster.efficiency.flash_attention.backward=0.05"}),
+            flash);
+  const double eager = step_s("calib-flash-sim", dir);
+  EXPECT_EQ(step_s("calib-flash-sim", dir, {"cluster.efficiency.flash_attention.forward=0.05"}), eager);
 }
 
 TEST(CalibratedProfile, AProfileWithoutARecordCannotBeRefitted) {

@@ -95,6 +95,14 @@ Measurements measurements_from_profile(const std::string& file) {
         if (s.kind == "softmax" && s.name.rfind("cross_entropy", 0) == 0) s.kind = "cross_entropy";
         m.kernels.push_back(std::move(s));
       }
+    // zrun's flash attention (records written since calibrate measures it): [dtype, direction, b, heads, kv_heads,
+    // seq, head_dim, us].
+    if (c.contains("flash_attention") && c["flash_attention"].contains("samples"))
+      for (const auto& s : c["flash_attention"]["samples"])
+        m.flash.push_back({s[0].get<std::string>(), s[1].get<std::string>(), static_cast<std::int64_t>(s[2].get<double>()),
+                           static_cast<std::int64_t>(s[3].get<double>()), static_cast<std::int64_t>(s[4].get<double>()),
+                           static_cast<std::int64_t>(s[5].get<double>()), static_cast<std::int64_t>(s[6].get<double>()),
+                           s[7].get<double>() * 1e-6});
     if (c.contains("host_copies")) {
       const auto& h = c["host_copies"];
       if (h.contains("h2d_pinned")) m.h2d_pinned = size_samples(h["h2d_pinned"]);

@@ -231,7 +231,15 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   const bool layer_work = cp.what == ComputeKind::forward || cp.what == ComputeKind::backward ||
                           cp.what == ComputeKind::recompute;
   if (layer_work) {
-    w.fixed_s = gemm_s(cp.flops, peak, gemm_efficiency) + layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
+    // Flash attention's fused kernel (the op's fused_attention_flops) runs at its measured efficiency where the profile
+    // gives one for the op's direction (a recompute runs the forward), the rest of the FLOPs (the unit's GEMMs) as
+    // before. 16-bit training only: the efficiency is measured on zrun's 16-bit kernels (it has none in fp32), so an
+    // fp32 run keeps the core at its unit's GEMM efficiency.
+    const double flash = cp.what == ComputeKind::backward ? c.efficiency.flash_attention.backward
+                                                          : c.efficiency.flash_attention.forward;
+    const Flops fused = flash > 0 && !fp32 ? std::min(cp.fused_attention_flops, cp.flops) : 0;
+    w.fixed_s = gemm_s(cp.flops - fused, peak, gemm_efficiency) + gemm_s(fused, peak, flash) +
+                layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +

@@ -35,6 +35,9 @@ struct OpWork {
 // A model fitted on attention's batched calls (GemmModel::attention_shapes) lists the unit's own GEMM calls too
 // (ModelUnit::forward_gemms / backward_gemms: eager attention's core) and leaves the op's gemm_hbm_bytes, which its
 // operand traffic counts, out of the memory-bound bytes.
+// A forward, backward or recompute op's fused attention FLOPs (ComputeOp::fused_attention_flops: flash attention's
+// core) run at efficiency.flash_attention.forward (forward, recompute) or .backward where the profile gives it and the
+// run is 16-bit, the rest of its FLOPs at the GEMM efficiency above.
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
 

@@ -352,5 +352,70 @@ TEST(OpWork, ARecomputePricesItsLayersCoreCallsAndOnlyTheSoftmaxsShareOfTheScore
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
 }
 
+// attn.o of small_model with flash attention: the o projection's GEMM and the fused kernel's FLOPs, 2 launches.
+double flash_attn_o_s(const ClusterSpec& c, ComputeKind what, Flops fused, const SimOptions& o = {}) {
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  const OpId id = b.compute("attn.o", what == ComputeKind::forward ? Phase::forward : Phase::backward,
+                            (what == ComputeKind::backward ? 4.0 : 2.0) * 2048 * 512 * 512 + fused, {}, "compute", what);
+  b.s.ops[id].unit = what == ComputeKind::recompute ? -1 : 2;
+  b.s.ops[id].layer = 0;
+  b.s.ops[id].compute.fused_attention_flops = fused;
+  b.s.ops[id].compute.kernel_launches = 2;
+  return op_work(b.s.ops[id], b.s, c, {}, o).fixed_s;
+}
+
+TEST(OpWork, FlashAttentionsFusedFlopsRunAtTheirOwnEfficiencyWhereTheProfileGivesIt) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.launch_us = 3;
+  const Flops fused = 2.0 * 2 * 1024 * 1024 * 512;  // causal flash forward, 2 b s^2 h
+  const double peak = c.gpu.peak_tflops * 1e12, gemm = c.efficiency.gemm;
+  const double before = flash_attn_o_s(c, ComputeKind::forward, fused);
+  EXPECT_NEAR(before, (2.0 * 2048 * 512 * 512 + fused) / (peak * gemm) + 2 * 3e-6, before * 1e-12);  // no key: as today
+  c.efficiency.flash_attention = {0.25, 0.2};
+  EXPECT_NEAR(flash_attn_o_s(c, ComputeKind::forward, fused) - before, fused / (peak * 0.25) - fused / (peak * gemm),
+              before * 1e-12);
+  // A recompute runs the forward kernel; the backward its own efficiency.
+  EXPECT_NEAR(flash_attn_o_s(c, ComputeKind::recompute, fused) - before, fused / (peak * 0.25) - fused / (peak * gemm),
+              before * 1e-12);
+  const double bwd = 2.5 * fused;
+  c.efficiency.flash_attention = {};
+  const double bwd_before = flash_attn_o_s(c, ComputeKind::backward, bwd);
+  c.efficiency.flash_attention = {0.25, 0.2};
+  EXPECT_NEAR(flash_attn_o_s(c, ComputeKind::backward, bwd) - bwd_before, bwd / (peak * 0.2) - bwd / (peak * gemm),
+              bwd_before * 1e-12);
+  // Only the given direction: a profile with a forward figure alone leaves the backward as it was.
+  c.efficiency.flash_attention = {0.25, 0};
+  EXPECT_EQ(flash_attn_o_s(c, ComputeKind::backward, bwd), bwd_before);
+  // An op with no fused FLOPs (eager attention, any other unit) is not touched.
+  c.efficiency.flash_attention = {};
+  const double eager = flash_attn_o_s(c, ComputeKind::forward, 0);
+  c.efficiency.flash_attention = {0.25, 0.2};
+  EXPECT_EQ(flash_attn_o_s(c, ComputeKind::forward, 0), eager);
+}
+
+TEST(OpWork, FlashAttentionsEfficiencyAppliesBesideAGemmModelAndNotToFp32Runs) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.gemm_model.launch_us = 7;
+  c.efficiency.gemm_model.max_efficiency = 0.8;
+  const Flops fused = 2.0 * 2 * 1024 * 1024 * 512;
+  const double peak = c.gpu.peak_tflops * 1e12;
+  // With a GEMM model the projection runs as the model says and the core (today) at the projection's efficiency.
+  const double projection = gemm_model_s(2048, 512, 512, 1, 2, c.gpu.peak_tflops, c.efficiency.gemm_model);
+  const double e = 2.0 * 2048 * 512 * 512 / (peak * projection);
+  const double before = flash_attn_o_s(c, ComputeKind::forward, fused);
+  EXPECT_NEAR(before, projection + fused / (peak * e), before * 1e-9);
+  c.efficiency.flash_attention = {0.3, 0.3};
+  EXPECT_NEAR(flash_attn_o_s(c, ComputeKind::forward, fused), projection + fused / (peak * 0.3), before * 1e-9);
+  // fp32: zrun has no flash kernel there and the figure is a 16-bit measurement: the core keeps the GEMM efficiency.
+  SimOptions fp32;
+  fp32.precision = Precision::fp32;
+  const ClusterSpec plain = test_cluster(1, 1);
+  ClusterSpec with = plain;
+  with.efficiency.flash_attention = {0.3, 0.3};
+  EXPECT_EQ(flash_attn_o_s(with, ComputeKind::forward, fused, fp32), flash_attn_o_s(plain, ComputeKind::forward, fused, fp32));
+  EXPECT_NE(flash_attn_o_s(with, ComputeKind::forward, fused), flash_attn_o_s(plain, ComputeKind::forward, fused));
+}
+
 }  // namespace
 }  // namespace zsim

@@ -59,8 +59,8 @@ UnitKernelLaunches unit_kernel_launches(ModelUnitKind kind, const ModelSpec& m, 
         fwd = 2 * calls + 1;  // scores, causal softmax, probabilities x values
         bwd = 4 * calls + 1;  // d(probs) and dV, the softmax backward, dQ and dK
       } else {
-        fwd = 1;  // flash_attention.cu: the forward kernel
-        bwd = 4;  // dq accumulator memset, delta, the backward kernel, dq conversion
+        fwd = kFlashForwardLaunches;   // flash_attention.cu: the forward kernel
+        bwd = kFlashBackwardLaunches;  // dq accumulator memset, delta, the backward kernel, dq conversion
       }
       return {linear.forward + fwd, linear.backward + bwd, linear.recompute + fwd};
     }

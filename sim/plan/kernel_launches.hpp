@@ -41,6 +41,11 @@ std::optional<ModelUnitKind> model_unit_kind(std::string_view unit_name);
 //               cross-entropy backward + 2 GEMMs
 // Executor-side launches that depend on the schedule rather than the unit (zeroing a buffer at its alloc,
 // gradient temporaries of a backward cut into parts) are not counted.
+// zrun's flash attention core (runtime/model/flash_attention.cu): forward the one kernel; backward the dq accumulator's
+// memset, the delta kernel, the kernel and the dq conversion. zrun calibrate's fit of efficiency.flash_attention
+// charges its measurements as many launches (runtime/calibrate/fit.hpp).
+inline constexpr int kFlashForwardLaunches = 1;
+inline constexpr int kFlashBackwardLaunches = 4;
 struct UnitKernelLaunches {
   int forward = 0;
   int backward = 0;

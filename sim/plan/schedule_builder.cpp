@@ -293,6 +293,20 @@ class Builder {
     for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) b += forward_gemm_hbm(u);
     return b;
   }
+  // Of a unit's FLOPs, those of flash attention's fused kernel (ComputeOp::fused_attention_flops: the attention core on
+  // attn.o where the model's attention is flash; eager attention's core is GEMM calls).
+  bool flash_core(int u) const { return p_.units[u].attention_core && s_.model.attention == Attention::flash; }
+  Flops forward_fused_attention_flops(int u) const {
+    return flash_core(u) ? attention_core_flops(s_.model, s_.training).forward : 0;
+  }
+  Flops backward_fused_attention_flops(int u) const {
+    return flash_core(u) ? attention_core_flops(s_.model, s_.training).backward : 0;
+  }
+  Flops layer_forward_fused_attention_flops(int layer) const {
+    Flops f = 0;
+    for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) f += forward_fused_attention_flops(u);
+    return f;
+  }
   Flops layer_forward_flops(int layer) const {
     Flops f = 0;
     for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u) f += forward_flops(u);
@@ -1624,6 +1638,7 @@ class Builder {
       sch_.ops[bwd].unit = u;
       if (part == 0) sch_.ops[bwd].compute.kernel_launches = launches_[u].backward;  // zrun runs it all in the first
       sch_.ops[bwd].compute.gemm_hbm_bytes = static_cast<Bytes>(backward_gemm_hbm(u) * share);
+      sch_.ops[bwd].compute.fused_attention_flops = backward_fused_attention_flops(u) * share;
       annotate(bwd);
       use_grads(bwd, u, next_reduce_);
       if (U.is_embedding && tied_grad_ >= 0) use_whole(bwd, tied_grad_, Role::grad, Access::read);
@@ -1687,6 +1702,7 @@ class Builder {
         for (int u = p_.layers[layer].first; u <= p_.layers[layer].last; ++u)
           sch_.ops[c].compute.kernel_launches += launches_[u].recompute;
         sch_.ops[c].compute.gemm_hbm_bytes = layer_forward_gemm_hbm(layer);
+        sch_.ops[c].compute.fused_attention_flops = layer_forward_fused_attention_flops(layer);
         for (int u : st.uses) use_params(c, u);
         use_whole(c, acts.at(layer), Role::activation, Access::read);
         use_whole(c, work[layer], Role::activation, Access::write);
@@ -1711,6 +1727,7 @@ class Builder {
                     forward_hbm(st.unit), 0, layer);
         sch_.ops[c].compute.kernel_launches = launches_[st.unit].forward;
         sch_.ops[c].compute.gemm_hbm_bytes = forward_gemm_hbm(st.unit);
+        sch_.ops[c].compute.fused_attention_flops = forward_fused_attention_flops(st.unit);
         annotate(c);
         if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
         if (layer >= 0 && p_.layers[layer].last == st.unit && fwd_work.count(layer)) {

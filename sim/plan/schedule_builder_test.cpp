@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "sim/plan/attention_flops.hpp"
 #include "sim/plan/test_scenarios.hpp"
 #include "sim/schedule/schedule_json.hpp"
 
@@ -594,6 +595,45 @@ TEST(ScheduleBuilder, FlashAttentionFlopsAreThoseOfACausalKernelThatRecomputesIn
   EXPECT_DOUBLE_EQ(sum[ComputeKind::forward], gemm + core_fwd);
   EXPECT_DOUBLE_EQ(sum[ComputeKind::recompute], gemm + core_fwd);
   EXPECT_DOUBLE_EQ(sum[ComputeKind::backward], 2 * gemm + 2.5 * core_fwd);
+}
+
+// Of attn.o's FLOPs, flash's fused kernel's are marked (ComputeOp::fused_attention_flops) for an engine that prices
+// the kernel apart: the core's forward on the forward and on the layer's recompute, its backward shared out over a
+// backward cut into parts. Eager attention's core is GEMM calls: nothing is marked.
+TEST(ScheduleBuilder, FlashAttentionsAttnOOpsMarkTheFusedKernelsFlops) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
+  s.model.attention = Attention::flash;
+  s.training.activation_checkpointing = Checkpointing::full;
+  s.model.bias = true;
+  s.zero.reduce_bucket_size = 100'000;  // a bucket closes between attn.o's weight and bias: its backward is cut in parts
+  const AttentionFlops core = attention_core_flops(s.model, s.training);
+  auto marked = [](const Schedule& sch, ComputeKind what, const std::string& prefix) {
+    double f = 0;
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::compute && op.compute.what == what && op.name.rfind(prefix, 0) == 0)
+        f += op.compute.fused_attention_flops;
+    return f;
+  };
+  const Schedule flash = build(s);
+  EXPECT_DOUBLE_EQ(marked(flash, ComputeKind::forward, "fwd.L1.attn.o"), core.forward);
+  EXPECT_DOUBLE_EQ(marked(flash, ComputeKind::recompute, "recompute.L1"), core.forward);
+  const auto parts = ops_where(flash, [](const Op& op) { return op.name.rfind("bwd.L1.attn.o.part", 0) == 0; });
+  EXPECT_GE(parts.size(), 2u);
+  EXPECT_NEAR(marked(flash, ComputeKind::backward, "bwd.L1.attn.o"), core.backward, core.backward * 1e-12);
+  for (const Op& op : flash.ops)
+    if (op.kind == OpKind::compute) {
+      EXPECT_LE(op.compute.fused_attention_flops, op.compute.flops) << op.name;
+      if (op.name.find("attn.o") == std::string::npos && op.name.rfind("recompute.", 0) != 0) {
+        EXPECT_EQ(op.compute.fused_attention_flops, 0) << op.name;
+      }
+    }
+  s.model.attention = Attention::eager;
+  const Schedule eager = build(s);
+  for (const Op& op : eager.ops) {
+    if (op.kind == OpKind::compute) {
+      EXPECT_EQ(op.compute.fused_attention_flops, 0) << op.name;
+    }
+  }
 }
 
 // The largest bundled shape with every ZeRO++ option builds a schedule that passes check_schedule. Its build time

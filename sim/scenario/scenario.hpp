@@ -134,6 +134,16 @@ constexpr const char* to_string(HbmKind k) {
   return "?";
 }
 
+// Achieved / peak tensor FLOPs of a fused attention kernel (zrun's flash attention, runtime/model/flash_attention.cu;
+// zrun calibrate fits them), per direction: forward (also a recompute's) and backward (with its recomputation of the
+// scores). Fractions of the peak that applies (peak_tflops; fp32 runs: peak_fp32_tflops); 0 = not given, the kernel's
+// FLOPs run at its unit's GEMM efficiency.
+struct FlashAttentionEfficiency {
+  double forward = 0;
+  double backward = 0;
+  bool operator==(const FlashAttentionEfficiency&) const = default;
+};
+
 // Achieved fractions of peak and host throughputs; defaults from the hardware profile, overridable by
 // calibration (timing issue).
 struct EfficiencySpec {
@@ -156,6 +166,8 @@ struct EfficiencySpec {
     double latency_us = 0;
     double GBps = 0;
   } one_rank_collective{};
+  // Measured efficiency of the fused attention kernel (ComputeOp::fused_attention_flops); 0 = as the unit's GEMMs.
+  FlashAttentionEfficiency flash_attention{};
 };
 
 struct ClusterSpec {

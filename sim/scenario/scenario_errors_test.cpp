@@ -72,6 +72,20 @@ TEST(ScenarioErrors, AGemmModelsIoOverlapIsAFraction) {
                                 "cluster.efficiency.gemm_model.attention_shapes=true"}));
 }
 
+TEST(ScenarioErrors, TheFlashAttentionEfficienciesAreFractions) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    flash_attention:\n"
+                    "      forward: 0.4\n      backward: 1.5\n");
+  EXPECT_ERROR_AT(e, 7, 17, "cluster.efficiency.flash_attention.backward", "fraction in [0, 1]");
+  auto neg = error_of(kBase, {"cluster.efficiency.flash_attention.forward=-0.1"});
+  ASSERT_TRUE(neg);
+  EXPECT_EQ(neg->where().key_path, "cluster.efficiency.flash_attention.forward");
+  const Scenario s = testing::parse(kBase, {"cluster.efficiency.flash_attention.forward=0.35",
+                                            "cluster.efficiency.flash_attention.backward=0.3"});
+  EXPECT_DOUBLE_EQ(s.cluster.efficiency.flash_attention.forward, 0.35);
+  EXPECT_DOUBLE_EQ(s.cluster.efficiency.flash_attention.backward, 0.3);
+  EXPECT_EQ(testing::parse(kBase).cluster.efficiency.flash_attention, FlashAttentionEfficiency{});  // absent: 0, 0
+}
+
 TEST(ScenarioErrors, StageOutsideZeroToThree) {
   auto e = error_of(kBase + "    overlap_comm: true\n", {"deepspeed.zero_optimization.stage=4"});
   ASSERT_TRUE(e);

@@ -61,6 +61,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};
+  // Calibrated profiles only (data-sheet reports keep their fields): the flash kernel's efficiency per direction.
+  if (c.efficiency.flash_attention.forward > 0)
+    j["cluster"]["efficiency"]["flash_attention"]["forward"] = c.efficiency.flash_attention.forward;
+  if (c.efficiency.flash_attention.backward > 0)
+    j["cluster"]["efficiency"]["flash_attention"]["backward"] = c.efficiency.flash_attention.backward;
   for (auto [g, key] : {std::pair{&c.efficiency.gemm_model, "gemm_model"}, {&c.efficiency.gemm_model_fp32, "gemm_model_fp32"}})
     if (g->present()) {  // calibrated profiles only: data-sheet reports keep their fields
       j["cluster"]["efficiency"][key] = {{"launch_us", g->launch_us}, {"max_efficiency", g->max_efficiency},

@@ -1,6 +1,7 @@
 // The scenario format: presets, explicit fields, defaults, profiles.
 #include <gtest/gtest.h>
 
+#include "sim/scenario/scenario_json.hpp"
 #include "sim/scenario/scenario_test_util.hpp"
 
 namespace zsim {
@@ -99,6 +100,20 @@ cluster:
   EXPECT_DOUBLE_EQ(c.efficiency.hbm, 0.85);
   EXPECT_DOUBLE_EQ(c.efficiency.cpu_adam_params_per_s_per_core, 2.0e8);
   EXPECT_DOUBLE_EQ(c.efficiency.pageable_pcie_fraction, 0.4);
+}
+
+// A calibrated profile's flash-attention efficiencies reach the resolved scenario and its JSON (the report's
+// `scenario`); without them the JSON has no such block, as before the key existed.
+TEST(ScenarioParse, TheFlashAttentionEfficienciesAreWrittenOnlyWhereGiven) {
+  const Scenario without = parse(kBase);
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"].contains("flash_attention"));
+  const Scenario with = parse(kBase, {"cluster.efficiency.flash_attention.forward=0.32",
+                                      "cluster.efficiency.flash_attention.backward=0.27"});
+  const auto j = scenario_to_json(with)["cluster"]["efficiency"]["flash_attention"];
+  EXPECT_DOUBLE_EQ(j["forward"].get<double>(), 0.32);
+  EXPECT_DOUBLE_EQ(j["backward"].get<double>(), 0.27);
+  const Scenario forward_only = parse(kBase, {"cluster.efficiency.flash_attention.forward=0.32"});
+  EXPECT_FALSE(scenario_to_json(forward_only)["cluster"]["efficiency"]["flash_attention"].contains("backward"));
 }
 
 TEST(ScenarioParse, AGpuPresetInTheScenarioReplacesTheProfilesGpu) {

@@ -110,6 +110,10 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
          "must be in [0, 100000] microseconds, got " + Check::num(one.latency_us));
   c.that(std::isfinite(one.GBps) && one.GBps >= 0, "cluster.efficiency.one_rank_collective.GBps",
          "must be >= 0 (0 = priced as a device copy), got " + Check::num(one.GBps));
+  for (auto [v, path] : {std::pair{cl.efficiency.flash_attention.forward, "cluster.efficiency.flash_attention.forward"},
+                         {cl.efficiency.flash_attention.backward, "cluster.efficiency.flash_attention.backward"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, path,
+           "must be a fraction in [0, 1] (0 = the unit's GEMM efficiency), got " + Check::num(v));
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
   for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
                           {&cl.efficiency.gemm_model_fp32, "cluster.efficiency.gemm_model_fp32"}}) {

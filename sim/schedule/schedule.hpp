@@ -57,6 +57,10 @@ struct ComputeOp {
   // dV, dQ and dK products). An engine that prices those calls with a GEMM model, whose operand traffic counts them,
   // charges only hbm_bytes - gemm_hbm_bytes as memory-bound time. 0: none.
   Bytes gemm_hbm_bytes = 0;
+  // Of flops, those of a fused attention kernel (flash attention's core on attn.o: its forward, or its backward with
+  // the scores' recomputation), which an engine may price at the profile's efficiency.flash_attention instead of
+  // the unit's GEMM efficiency. 0: none.
+  Flops fused_attention_flops = 0;
   bool operator==(const ComputeOp&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -312,7 +312,8 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
   switch (op.kind) {
     case OpKind::compute:
       n.only_keys({"id", "kind", "name", "phase", "stream", "layer", "micro_step", "unit", "uses", "deps", "compute", "device",
-                   "flops", "hbm_bytes", "gemm_hbm_bytes", "elements", "dtype", "kernel_launches"});
+                   "flops", "hbm_bytes", "gemm_hbm_bytes", "fused_attention_flops", "elements", "dtype",
+                   "kernel_launches"});
       op.compute.what = n.key("compute").enumerated(kComputeKinds);
       if (is_quantization(op.compute.what)) {
         op.compute.dtype = n.key("dtype").enumerated(kDTypes);
@@ -327,6 +328,9 @@ Op read_op(const Node& n, OpId expected_id, const std::map<std::string, int>& st
       op.compute.gemm_hbm_bytes = opt_integer(n, "gemm_hbm_bytes", 0, 0);
       if (op.compute.gemm_hbm_bytes > op.compute.hbm_bytes)
         n.key("gemm_hbm_bytes").fail("is part of hbm_bytes: at most " + std::to_string(op.compute.hbm_bytes));
+      op.compute.fused_attention_flops = n.has("fused_attention_flops") ? n.key("fused_attention_flops").number() : 0;
+      if (op.compute.fused_attention_flops > op.compute.flops)
+        n.key("fused_attention_flops").fail("is part of flops: at most " + json(op.compute.flops).dump());
       op.compute.elements = opt_integer(n, "elements", 0, 0);
       op.compute.kernel_launches = n.has("kernel_launches") ? n.key("kernel_launches").small_int(0) : 0;
       break;
@@ -413,6 +417,7 @@ ordered_json op_to_json(const Schedule& s, const Op& op) {
       j["flops"] = op.compute.flops;
       j["hbm_bytes"] = op.compute.hbm_bytes;
       if (op.compute.gemm_hbm_bytes > 0) j["gemm_hbm_bytes"] = op.compute.gemm_hbm_bytes;
+      if (op.compute.fused_attention_flops > 0) j["fused_attention_flops"] = op.compute.fused_attention_flops;
       j["elements"] = op.compute.elements;
       if (is_quantization(op.compute.what)) j["dtype"] = to_string(op.compute.dtype);
       if (op.compute.kernel_launches > 0) j["kernel_launches"] = op.compute.kernel_launches;

@@ -49,6 +49,7 @@ Schedule every_kind() {
     if (ck == ComputeKind::forward || ck == ComputeKind::backward || ck == ComputeKind::recompute)
       op.compute.kernel_launches = 10 + n;
     if (ck == ComputeKind::forward) op.compute.gemm_hbm_bytes = 600 + n;  // of its hbm_bytes, the GEMM calls' share
+    if (ck == ComputeKind::backward) op.compute.fused_attention_flops = 3.0000000000000004e14;  // of its flops, flash's
     s.add(op);
   }
   for (CollectiveKind ck : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
@@ -233,6 +234,22 @@ TEST(ScheduleJson, AComputeOpsGemmHbmBytesArePartOfItsHbmBytes) {
   json more = j;
   more["ops"][0]["gemm_hbm_bytes"] = 1002;  // hbm_bytes 1001
   EXPECT_NE(error_of(more).find("is part of hbm_bytes"), std::string::npos);
+}
+
+TEST(ScheduleJson, AComputeOpsFusedAttentionFlopsArePartOfItsFlops) {
+  json j = every_kind_json();
+  EXPECT_EQ(j["ops"][1]["fused_attention_flops"], 3.0000000000000004e14);  // the backward op
+  EXPECT_EQ(j["ops"][0].count("fused_attention_flops"), 0u);                // 0: not written
+  EXPECT_EQ(schedule_from_json(j).ops[1].compute.fused_attention_flops, 3.0000000000000004e14);
+  json absent = j;
+  absent["ops"][1].erase("fused_attention_flops");
+  EXPECT_EQ(schedule_from_json(absent).ops[1].compute.fused_attention_flops, 0);
+  json more = j;
+  more["ops"][1]["fused_attention_flops"] = 2e15;  // flops 1.2345678901234567e15 + 2
+  EXPECT_NE(error_of(more).find("key 'ops[1].fused_attention_flops': is part of flops"), std::string::npos) << error_of(more);
+  json negative = j;
+  negative["ops"][1]["fused_attention_flops"] = -1.0;
+  EXPECT_NE(error_of(negative).find("ops[1].fused_attention_flops"), std::string::npos);
 }
 
 TEST(ScheduleJson, RejectsAUseWhoseBufferNameIsNotItsAllocs) {
