@@ -28,4 +28,8 @@ void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std:
 void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
                          int rank, bool quick, std::ostream& log);
 
+// All-gathers, reduce-scatters and all-reduces on a communicator of this rank alone, in place (zrun's calls on a
+// one-rank group), 1 KiB .. 1 GiB (quick: .. 64 MiB), into m.one_rank. Call on one rank.
+void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log);
+
 }  // namespace zrun::calibrate

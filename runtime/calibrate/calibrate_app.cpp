@@ -125,6 +125,7 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
       m.collectives_note = "one node: no inter-node link to measure";
   }
   if (me.rank != 0) return kExitOk;
+  measure_one_rank_collectives(m, a.quick, log);
   log.flush();
   return measure_and_write(a, m, log);
 }
@@ -184,8 +185,10 @@ int run_calibrate(int argc, const char* const* argv) {
       Measurements m;
       m.gpus = 1;
       m.collectives_note = "one GPU: no collective to measure (run on 2+ GPUs)";
-      log << "zrun calibrate: one GPU: no collective to measure; links.nvlink_* and links.ib_* keep the base profile's "
-             "values, marked not calibrated\n";
+      log << "zrun calibrate: one GPU: no collective across GPUs to measure; links.nvlink_* and links.ib_* keep the base "
+             "profile's values, marked not calibrated\n";
+      ZRUN_CUDA_CHECK(cudaSetDevice(0));
+      measure_one_rank_collectives(m, args->quick, log);
       return measure_and_write(*args, m, log);
     }
     LaunchOptions o;

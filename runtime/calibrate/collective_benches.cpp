@@ -9,6 +9,7 @@
 
 #include "cost_models/collective_cost.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/comm/communicators.hpp"
 
@@ -109,6 +110,31 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
   ZRUN_CUDA_CHECK(cudaFree(send));
   ZRUN_CUDA_CHECK(cudaFree(recv));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log) {
+  const std::size_t max_bytes = quick ? (64u << 20) : (1u << 30);
+  ncclUniqueId id;
+  ZRUN_NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t c = nullptr;
+  ZRUN_NCCL_CHECK(ncclCommInitRank(&c, 1, id, 0));
+  cudaStream_t s;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* buf = nullptr;
+  ZRUN_CUDA_CHECK(cudaMalloc(&buf, max_bytes));
+  ZRUN_CUDA_CHECK(cudaMemset(buf, 0, max_bytes));
+  log << "zrun calibrate: collectives on a one-rank communicator (in place)\n";
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce})
+    for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
+      // In place, as zrun calls them on a one-rank group: the send buffer is the receive buffer.
+      const double t = time_gpu([&] { run_collective(kind, c, 1, 0, bytes, buf, buf, s); }, s);
+      m.one_rank.push_back({kind, 1, 1, static_cast<double>(bytes), t});
+      log << fmt::format("  one-rank {} {} B: {:.1f} us, {:.1f} GB/s\n", zsim::to_string(kind), bytes, t * 1e6,
+                         static_cast<double>(bytes) / t / 1e9);
+    }
+  ZRUN_CUDA_CHECK(cudaFree(buf));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+  ZRUN_NCCL_CHECK(ncclCommDestroy(c));
 }
 
 }  // namespace zrun::calibrate

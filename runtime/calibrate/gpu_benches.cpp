@@ -15,6 +15,7 @@
 #include "kernels/qwz_quant.hpp"
 #include "runtime/calibrate/benches.hpp"
 #include "runtime/calibrate/calibrate_kernels.hpp"
+#include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/model/gemm.hpp"
 #include "runtime/model/layers.hpp"
@@ -33,48 +34,6 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <class T> T* as() const { return static_cast<T*>(p); }
 };
-
-struct Events {
-  cudaEvent_t a = nullptr, b = nullptr;
-  Events() {
-    ZRUN_CUDA_CHECK(cudaEventCreate(&a));
-    ZRUN_CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median seconds of one call: warm-up, then 5 trials of `reps` calls each (reps chosen for ~2 ms a trial).
-double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200) {
-  Events e;
-  for (int i = 0; i < 2; ++i) call();
-  ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
-  ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
-  call();
-  ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
-  ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
-  float ms = 0;
-  ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
-  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, max_reps);
-  std::vector<double> trials;
-  for (int t = 0; t < 5; ++t) {
-    ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
-    for (int r = 0; r < reps; ++r) call();
-    ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
-    ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
-    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
-    trials.push_back(ms * 1e-3 / reps);
-  }
-  ZRUN_CUDA_CHECK(cudaGetLastError());
-  return median(trials);
-}
 
 void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
   const std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{256, 2048, 8192}

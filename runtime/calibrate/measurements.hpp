@@ -44,6 +44,9 @@ struct Measurements {
   double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
   std::string collectives_note;       // why a link class has no measurements
+  // NCCL on a one-rank communicator (all_gather, reduce_scatter, all_reduce), in place as zrun calls them: what a
+  // collective of a one-rank group costs (a one-GPU run's bucket all-reduces and stage-3 gathers).
+  std::vector<CollectiveSample> one_rank;
 };
 
 // One `cluster:` value of the profile: dotted key below cluster, YAML scalar text, its comment (source).

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -275,6 +276,41 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
           "calibration.launch_overhead_us.empty_kernel");
   else
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
+
+  // Collectives on a one-rank communicator (in place, as zrun calls them on a one-GPU run): one latency and rate over
+  // the three kinds, with the residual of each kind in the record. None measured: no key (zsim prices a one-rank
+  // collective as a device copy).
+  if (m.one_rank.size() >= 2) {
+    std::vector<SizeSample> all;
+    std::map<std::string, std::vector<SizeSample>> by_kind;
+    nlohmann::json samples = nlohmann::json::array();
+    for (const CollectiveSample& s : m.one_rank) {
+      all.push_back({s.size_bytes, s.seconds});
+      by_kind[zsim::to_string(s.kind)].push_back({s.size_bytes, s.seconds});
+      samples.push_back({zsim::to_string(s.kind), s.size_bytes, s.seconds * 1e6});
+    }
+    const LatencyBandwidthFit f = fit_latency_bandwidth(all);
+    nlohmann::json per_kind = nlohmann::json::object();
+    std::string per_kind_text;
+    for (const auto& [kind, v] : by_kind) {
+      std::vector<double> predicted, measured;
+      for (const SizeSample& s : v) {
+        predicted.push_back(f.latency_s + (f.GBps > 0 ? s.bytes / (f.GBps * 1e9) : 0.0));
+        measured.push_back(s.seconds);
+      }
+      const FitResidual r = residual_of(predicted, measured);
+      per_kind[kind] = residual_json(r);
+      per_kind_text += fmt::format("; {}: rms {} / worst {}", kind, pct(r.rms_rel), pct(r.max_abs_rel));
+    }
+    const std::string src = fmt::format("NCCL all-gathers, reduce-scatters and all-reduces on a one-rank communicator, in "
+                                        "place, fitted to latency + bytes / rate: {}{}; calibration.one_rank_collectives",
+                                        residual_text(f.residual), per_kind_text);
+    b.add("efficiency.one_rank_collective.latency_us", num(f.latency_s * 1e6), src);
+    b.add("efficiency.one_rank_collective.GBps", num(f.GBps), src);
+    cal["one_rank_collectives"] = {{"latency_us", f.latency_s * 1e6}, {"GBps", f.GBps},
+                                   {"residual", residual_json(f.residual)}, {"residual_by_kind", per_kind},
+                                   {"samples [kind, bytes, us]", samples}};
+  }
 
   // zrun's flash attention kernel: per direction the efficiency of its FLOPs (as the schedule counts them) beside the
   // launches zsim charges it (efficiency.launch_us each), fitted over the 16-bit measurements, bf16 and fp16 together

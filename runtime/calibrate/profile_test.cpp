@@ -73,6 +73,10 @@ Measurements synthetic(bool with_collectives, bool with_attention = false) {
   }
   m.nvme_path = "/tmp";
   m.nvme_direct = true;
+  // NCCL on a one-rank communicator (measured on any number of GPUs): 50 us + bytes at 600 GB/s.
+  for (auto kind : {zsim::CollectiveKind::all_gather, zsim::CollectiveKind::reduce_scatter,
+                    zsim::CollectiveKind::all_reduce})
+    for (double b = 1024; b <= (1 << 30); b *= 16) m.one_rank.push_back({kind, 1, 1, b, 50e-6 + b / 600e9});
   if (with_collectives) {
     const zsim::CollectiveLink link{4e-6, 4e-6, 350e9};
     for (auto kind : {zsim::CollectiveKind::all_reduce, zsim::CollectiveKind::all_gather})
@@ -225,6 +229,22 @@ TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
     }
   EXPECT_TRUE(kept);
   EXPECT_GT(base.efficiency.launch_us, 0);  // the data-sheet profiles carry a default
+}
+
+TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  const zsim::ClusterSpec c = load_profile_cluster("calib-one", write_profile(d, "calib-one", p));
+  EXPECT_NEAR(c.efficiency.one_rank_collective.latency_us, 50, 1e-6);
+  EXPECT_NEAR(c.efficiency.one_rank_collective.GBps, 600, 1e-6);
+  EXPECT_EQ(p.calibration["one_rank_collectives"]["residual_by_kind"].size(), 3u);
+  // A record without them (written before calibrate measured them): no key, the device-copy estimate stays.
+  Measurements none = synthetic(false);
+  none.one_rank.clear();
+  const zsim::ClusterSpec k =
+      load_profile_cluster("calib-none", write_profile(d, "calib-none", build_profile(none, base, "h100-hgx-ib400")));
+  EXPECT_EQ(k.efficiency.one_rank_collective.GBps, 0);
 }
 
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {
