@@ -28,8 +28,9 @@ void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std:
 void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
                          int rank, bool quick, std::ostream& log);
 
-// All-gathers, reduce-scatters and all-reduces on a communicator of this rank alone, in place (zrun's calls on a
-// one-rank group), 1 KiB .. 1 GiB (quick: .. 64 MiB), into m.one_rank. Call on one rank.
+// The one-rank collectives that move data as zrun's executor calls them on a communicator of this rank alone: an
+// all-gather out of place, reduce-scatters and all-reduces averaging in place; 1 KiB .. 1 GiB (quick: .. 64 MiB),
+// into m.one_rank. Call on one rank.
 void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log);
 
 }  // namespace zrun::calibrate

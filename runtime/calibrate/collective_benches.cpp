@@ -120,19 +120,33 @@ void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log
   ZRUN_NCCL_CHECK(ncclCommInitRank(&c, 1, id, 0));
   cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* buf = nullptr;
-  ZRUN_CUDA_CHECK(cudaMalloc(&buf, max_bytes));
-  ZRUN_CUDA_CHECK(cudaMemset(buf, 0, max_bytes));
-  log << "zrun calibrate: collectives on a one-rank communicator (in place)\n";
+  void *a = nullptr, *b = nullptr;
+  ZRUN_CUDA_CHECK(cudaMalloc(&a, max_bytes));
+  ZRUN_CUDA_CHECK(cudaMalloc(&b, max_bytes));
+  ZRUN_CUDA_CHECK(cudaMemset(a, 0, max_bytes));
+  // The calls of zrun's executor (runtime/exec/executor.cpp run_collective) that move data on one rank: an all-gather
+  // into another buffer (a single parameter's gather into its own tensor) and the averaging reductions (ncclAvg: a
+  // PreMulSum kernel over the buffer), in place. An all-gather in place moves nothing (NCCL returns at once).
+  log << "zrun calibrate: collectives on a one-rank communicator (all-gather out of place, averaging reductions in place)\n";
   for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce})
     for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
-      // In place, as zrun calls them on a one-rank group: the send buffer is the receive buffer.
-      const double t = time_gpu([&] { run_collective(kind, c, 1, 0, bytes, buf, buf, s); }, s);
+      const std::size_t count = bytes / 2;  // bf16
+      const double t = time_gpu(
+          [&] {
+            if (kind == CollectiveKind::all_gather)
+              ZRUN_NCCL_CHECK(ncclAllGather(a, b, count, ncclBfloat16, c, s));
+            else if (kind == CollectiveKind::reduce_scatter)
+              ZRUN_NCCL_CHECK(ncclReduceScatter(a, a, count, ncclBfloat16, ncclAvg, c, s));
+            else
+              ZRUN_NCCL_CHECK(ncclAllReduce(a, a, count, ncclBfloat16, ncclAvg, c, s));
+          },
+          s);
       m.one_rank.push_back({kind, 1, 1, static_cast<double>(bytes), t});
       log << fmt::format("  one-rank {} {} B: {:.1f} us, {:.1f} GB/s\n", zsim::to_string(kind), bytes, t * 1e6,
                          static_cast<double>(bytes) / t / 1e9);
     }
-  ZRUN_CUDA_CHECK(cudaFree(buf));
+  ZRUN_CUDA_CHECK(cudaFree(a));
+  ZRUN_CUDA_CHECK(cudaFree(b));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
 }

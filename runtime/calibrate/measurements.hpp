@@ -44,8 +44,8 @@ struct Measurements {
   double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
   std::string collectives_note;       // why a link class has no measurements
-  // NCCL on a one-rank communicator (all_gather, reduce_scatter, all_reduce), in place as zrun calls them: what a
-  // collective of a one-rank group costs (a one-GPU run's bucket all-reduces and stage-3 gathers).
+  // NCCL on a one-rank communicator as zrun calls it where data moves (all_gather out of place, reduce_scatter and
+  // all_reduce averaging in place): what a one-GPU run's bucket all-reduces and gathers cost.
   std::vector<CollectiveSample> one_rank;
 };
 

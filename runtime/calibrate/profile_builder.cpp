@@ -277,7 +277,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   else
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
 
-  // Collectives on a one-rank communicator (in place, as zrun calls them on a one-GPU run): one latency and rate over
+  // Collectives on a one-rank communicator where they move data, as zrun calls them on a one-GPU run (all-gather out
+  // of place, averaging reductions in place): one latency and rate over
   // the three kinds, with the residual of each kind in the record. None measured: no key (zsim prices a one-rank
   // collective as a device copy).
   if (m.one_rank.size() >= 2) {
@@ -302,8 +303,9 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       per_kind[kind] = residual_json(r);
       per_kind_text += fmt::format("; {}: rms {} / worst {}", kind, pct(r.rms_rel), pct(r.max_abs_rel));
     }
-    const std::string src = fmt::format("NCCL all-gathers, reduce-scatters and all-reduces on a one-rank communicator, in "
-                                        "place, fitted to latency + bytes / rate: {}{}; calibration.one_rank_collectives",
+    const std::string src = fmt::format("NCCL on a one-rank communicator: all-gathers out of place, averaging "
+                                        "reduce-scatters and all-reduces in place, fitted to latency + bytes / rate: "
+                                        "{}{}; calibration.one_rank_collectives",
                                         residual_text(f.residual), per_kind_text);
     b.add("efficiency.one_rank_collective.latency_us", num(f.latency_s * 1e6), src);
     b.add("efficiency.one_rank_collective.GBps", num(f.GBps), src);

@@ -36,6 +36,17 @@ void require_capacity(const Op& op, const FlowPath& route, const RankLinks& link
                                   links.names[u.link] + ", which has zero bandwidth in the cluster spec");
 }
 
+// The collective's input is where its output starts on rank 0 (an in-place call; no uses: not known, false).
+bool collective_in_place(const Op& op) {
+  const BufferUse* in = nullptr;
+  const BufferUse* out = nullptr;
+  for (const BufferUse& u : op.uses) {
+    if (u.role == Role::input && !in) in = &u;
+    if ((u.role == Role::output || u.role == Role::param) && !out) out = &u;
+  }
+  return in && out && in->alloc == out->alloc && in->offset == out->offset;
+}
+
 OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
   const CollectiveOp& col = op.collective;
@@ -43,11 +54,13 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   const int n = g.size;
   if (col.bytes <= 0) return w;
   if (n <= 1) {
-    // Measured (efficiency.one_rank_collective: zrun calibrate's NCCL calls on a one-rank communicator): its latency
-    // plus the bytes at its rate. Otherwise NCCL's one-rank path (src/enqueue.cc: nRanks == 1 -> ncclLaunchOneRank):
-    // an out-of-place call copies the buffer, an averaging one (ncclAvg: PreMulSum) runs a kernel over it; only an
-    // in-place plain sum is free, and DeepSpeed's reductions then divide the gradients by the world size in a kernel
-    // of their own. Each reads and writes the bytes once in HBM: a device copy.
+    // NCCL's one-rank path (src/enqueue.cc: nRanks == 1 -> ncclLaunchOneRank): an out-of-place call copies the
+    // buffer, an averaging one (ncclAvg: PreMulSum) runs a kernel over it; an all-gather in place (the stage-3 fetch's
+    // all_gather_into_tensor of the rank's slot of its own output) moves nothing, and neither would an in-place plain
+    // sum, but DeepSpeed's reductions divide the gradients by the world size in a kernel of their own (zrun: ncclAvg).
+    // The kernels read and write the bytes once: measured (efficiency.one_rank_collective: zrun calibrate's calls on a
+    // one-rank communicator), its latency plus the bytes at its rate; otherwise a device copy.
+    if (col.what == CollectiveKind::all_gather && collective_in_place(op)) return w;
     const auto& one = c.efficiency.one_rank_collective;
     if (one.GBps > 0)
       w.fixed_s = one.latency_us * 1e-6 + static_cast<double>(col.bytes) / GBps_to_bytes_per_s(one.GBps);

@@ -74,6 +74,21 @@ TEST(OpWork, AOneRankCollectiveCostsADeviceCopyOfItsBytes) {
   }
 }
 
+// An all-gather in place on one rank (its input the start of its output: the stage-3 fetch's all_gather_into_tensor)
+// moves nothing in NCCL's one-rank path; out of place it copies.
+TEST(OpWork, AOneRankAllGatherInPlaceCostsNothing) {
+  ClusterSpec c = test_cluster(1, 1);
+  const Bytes n = 1'000'000'000;
+  ScheduleBuilder b(c);
+  const int one = b.group("one", 1, 1);
+  const OpId g = b.collective("g", Phase::forward, CollectiveKind::all_gather, one, n);
+  b.s.ops[g].uses = {{-1, 0, n, Role::input, Access::read}, {-1, 0, n, Role::output, Access::write}};
+  EXPECT_EQ(op_work(b.s.ops[g], b.s, c, {}, {}).fixed_s, 0);
+  b.s.ops[g].uses[1].offset = n;  // out of place
+  const double copy = device_copy_s(n, c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy));
+  EXPECT_NEAR(op_work(b.s.ops[g], b.s, c, {}, {}).fixed_s, copy, copy * 1e-12);
+}
+
 // Measured on a one-rank communicator (efficiency.one_rank_collective): its latency plus the bytes at its rate, in place
 // of the device-copy estimate.
 TEST(OpWork, AMeasuredOneRankCollectiveCostsItsLatencyAndItsBytesAtItsRate) {

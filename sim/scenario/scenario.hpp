@@ -160,7 +160,7 @@ struct EfficiencySpec {
   // Fixed cost of one kernel launch in a compute op (zrun calibrate: an empty kernel, launch to launch), charged
   // per launch the op makes beyond the GEMMs the GEMM model prices (docs/timing.md); 0 = launches cost nothing.
   double launch_us = 0;
-  // A collective on a group of one rank (zrun calibrate: NCCL on a one-rank communicator, in place as zrun calls it):
+  // A collective on a group of one rank that moves data (zrun calibrate: NCCL on a one-rank communicator as zrun calls it):
   // latency_us + bytes / GBps. GBps 0 = not measured: the engine prices it as a device copy of its bytes.
   struct OneRankCollective {
     double latency_us = 0;
