@@ -28,6 +28,10 @@ void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std:
 void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
                          int rank, bool quick, std::ostream& log);
 
+// Side-stream kernels (a cudaMemcpyAsync D2D, a copy kernel of many blocks, a one-rank averaging NCCL all-reduce),
+// each timed alone and beside a stream of large bf16 GEMMs, into m.beside.
+void measure_beside_compute(Measurements& m, bool quick, std::ostream& log);
+
 // The one-rank collectives that move data as zrun's executor calls them on a communicator of this rank alone: an
 // all-gather out of place, reduce-scatters and all-reduces averaging in place; 1 KiB .. 1 GiB (quick: .. 64 MiB),
 // into m.one_rank. Call on one rank.

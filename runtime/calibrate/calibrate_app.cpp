@@ -126,6 +126,7 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
   }
   if (me.rank != 0) return kExitOk;
   measure_one_rank_collectives(m, a.quick, log);
+  measure_beside_compute(m, a.quick, log);
   log.flush();
   return measure_and_write(a, m, log);
 }
@@ -189,6 +190,7 @@ int run_calibrate(int argc, const char* const* argv) {
              "profile's values, marked not calibrated\n";
       ZRUN_CUDA_CHECK(cudaSetDevice(0));
       measure_one_rank_collectives(m, args->quick, log);
+      measure_beside_compute(m, args->quick, log);
       return measure_and_write(*args, m, log);
     }
     LaunchOptions o;

@@ -22,6 +22,14 @@ struct KernelSample {
   double seconds = 0;
 };
 
+// A side-stream kernel timed alone and beside back-to-back GEMMs on another stream (beside_compute.cpp).
+struct BesideSample {
+  std::string kind;         // "memcpy" (cudaMemcpyAsync D2D), "kernel" (a copy kernel), "collective" (one-rank NCCL)
+  double bytes = 0;
+  double alone_s = 0;
+  double beside_s = 0;
+};
+
 struct Measurements {
   std::string gpu_name;
   std::int64_t hbm_bytes = 0;
@@ -47,6 +55,7 @@ struct Measurements {
   // NCCL on a one-rank communicator as zrun calls it where data moves (all_gather out of place, reduce_scatter and
   // all_reduce averaging in place): what a one-GPU run's bucket all-reduces and gathers cost.
   std::vector<CollectiveSample> one_rank;
+  std::vector<BesideSample> beside;
 };
 
 // One `cluster:` value of the profile: dotted key below cluster, YAML scalar text, its comment (source).

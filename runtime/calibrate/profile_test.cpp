@@ -77,6 +77,9 @@ Measurements synthetic(bool with_collectives, bool with_attention = false) {
   for (auto kind : {zsim::CollectiveKind::all_gather, zsim::CollectiveKind::reduce_scatter,
                     zsim::CollectiveKind::all_reduce})
     for (double b = 1024; b <= (1 << 30); b *= 16) m.one_rank.push_back({kind, 1, 1, b, 50e-6 + b / 600e9});
+  // Side-stream kernels alone and beside GEMMs.
+  m.beside = {{"memcpy", 256.0 * (1 << 20), 200e-6, 800e-6}, {"kernel", 256.0 * (1 << 20), 150e-6, 160e-6},
+              {"collective", 256.0 * (1 << 20), 300e-6, 1500e-6}};
   if (with_collectives) {
     const zsim::CollectiveLink link{4e-6, 4e-6, 350e9};
     for (auto kind : {zsim::CollectiveKind::all_reduce, zsim::CollectiveKind::all_gather})
@@ -245,6 +248,21 @@ TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
   const zsim::ClusterSpec k =
       load_profile_cluster("calib-none", write_profile(d, "calib-none", build_profile(none, base, "h100-hgx-ib400")));
   EXPECT_EQ(k.efficiency.one_rank_collective.GBps, 0);
+}
+
+TEST(CalibratedProfile, ASideKernelKeepsItsAloneOverBesideTimeOfItsRate) {
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  const zsim::ClusterSpec c = load_profile_cluster("calib-beside", write_profile(d, "calib-beside", p));
+  EXPECT_NEAR(c.efficiency.beside_compute.memcpy, 0.25, 1e-6);
+  EXPECT_NEAR(c.efficiency.beside_compute.kernel, 150.0 / 160.0, 1e-6);
+  EXPECT_NEAR(c.efficiency.beside_compute.collective, 0.2, 1e-6);
+  Measurements none = synthetic(false);
+  none.beside.clear();
+  const zsim::ClusterSpec k = load_profile_cluster(
+      "calib-nobeside", write_profile(d, "calib-nobeside", build_profile(none, base, "h100-hgx-ib400")));
+  EXPECT_EQ(k.efficiency.beside_compute.memcpy, 0);
 }
 
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {

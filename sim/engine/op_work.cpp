@@ -36,17 +36,6 @@ void require_capacity(const Op& op, const FlowPath& route, const RankLinks& link
                                   links.names[u.link] + ", which has zero bandwidth in the cluster spec");
 }
 
-// The collective's input is where its output starts on rank 0 (an in-place call; no uses: not known, false).
-bool collective_in_place(const Op& op) {
-  const BufferUse* in = nullptr;
-  const BufferUse* out = nullptr;
-  for (const BufferUse& u : op.uses) {
-    if (u.role == Role::input && !in) in = &u;
-    if ((u.role == Role::output || u.role == Role::param) && !out) out = &u;
-  }
-  return in && out && in->alloc == out->alloc && in->offset == out->offset;
-}
-
 OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
   const CollectiveOp& col = op.collective;
@@ -61,6 +50,7 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
     // The kernels read and write the bytes once: measured (efficiency.one_rank_collective: zrun calibrate's calls on a
     // one-rank communicator), its latency plus the bytes at its rate; otherwise a device copy.
     if (col.what == CollectiveKind::all_gather && collective_in_place(op)) return w;
+    w.side = SideKind::collective;
     const auto& one = c.efficiency.one_rank_collective;
     if (one.GBps > 0)
       w.fixed_s = one.latency_us * 1e-6 + static_cast<double>(col.bytes) / GBps_to_bytes_per_s(one.GBps);
@@ -115,6 +105,10 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       if (copy_adds(op)) in += out;
       w.fixed_s = memory_bound_s(static_cast<Bytes>(in + out), c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
                   op.copy.kernel_launches * c.efficiency.launch_us * 1e-6;
+      // A plain copy of as many kernels as pieces is a cudaMemcpyAsync each (torch's copy_, zrun's executor); a
+      // torch.cat (fewer kernels than pieces), a cast or an add is a copy kernel.
+      w.side = !op.copy.cast && !copy_adds(op) && op.copy.kernel_launches >= copy_use_pairs(op) ? SideKind::memcpy
+                                                                                               : SideKind::kernel;
       return w;
     }
   }
@@ -269,6 +263,18 @@ double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
   const int leaves = (k + nodes_per_leaf - 1) / nodes_per_leaf;
   return static_cast<double>(leaves) / k;
 }
+
+bool collective_in_place(const Op& op) {
+  const BufferUse* in = nullptr;
+  const BufferUse* out = nullptr;
+  for (const BufferUse& u : op.uses) {
+    if (u.role == Role::input && !in) in = &u;
+    if ((u.role == Role::output || u.role == Role::param) && !out) out = &u;
+  }
+  return in && out && in->alloc == out->alloc && in->offset == out->offset;
+}
+
+int copy_use_pairs(const Op& op) { return static_cast<int>(op.uses.size() / 2); }
 
 bool copy_adds(const Op& op) {
   for (const BufferUse& u : op.uses)

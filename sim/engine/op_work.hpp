@@ -10,11 +10,17 @@
 
 namespace zsim {
 
+// Which kind of GPU kernel an op's fixed part is when it runs beside the compute stream (efficiency.beside_compute):
+// a plain d2d copy run as a cudaMemcpyAsync per piece, a copy kernel (torch.cat, a cast, an add), a one-rank
+// collective that moves data; none: not slowed by what runs beside it.
+enum class SideKind { none, memcpy, kernel, collective };
+
 struct OpWork {
   Seconds fixed_s = 0;        // runs first, on no shared link
   double flow_bytes = 0;      // then this many bytes at the rate the route's links give it
   FlowPath route;             // links and link bytes per flow byte
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;  // collectives only
+  SideKind side = SideKind::none;
 };
 
 // Maps one op. Collectives: latency_s (steps inside a node at NVLink latency, steps between nodes at
@@ -40,6 +46,12 @@ struct OpWork {
 // run is 16-bit, the rest of its FLOPs at the GEMM efficiency above.
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
+
+// The collective's input is where its output starts on rank 0 (an in-place call; no uses: false).
+bool collective_in_place(const Op& op);
+
+// A d2d copy's (input, output) use pairs: the pieces it copies (0 without uses).
+int copy_use_pairs(const Op& op);
 
 // A copy that adds into its output (an `output` use with access read_write: DeepSpeed's add_): a d2d one reads its
 // destination too.

@@ -67,6 +67,8 @@ struct WorkKey {
   CollectiveOp collective;
   CopyOp copy;
   bool copy_adds = false;  // op_work reads it from the copy's uses
+  int use_pairs = 0;       // likewise (a copy's pieces)
+  bool in_place = false;   // likewise (a collective's input at the start of its output)
   bool operator==(const WorkKey&) const = default;
 };
 
@@ -84,6 +86,8 @@ struct WorkKeyHash {
     mix(static_cast<std::uint64_t>(k.copy.what));
     mix(static_cast<std::uint64_t>(k.copy.bytes));
     mix(static_cast<std::uint64_t>(k.copy_adds));
+    mix(static_cast<std::uint64_t>(k.use_pairs));
+    mix(static_cast<std::uint64_t>(k.in_place));
     return h;
   }
 };
@@ -103,10 +107,14 @@ void assign_work_classes(const Schedule& s, std::vector<int>& work_class, std::v
         key.layer = op.layer;
         key.compute = op.compute;
         break;
-      case OpKind::collective: key.collective = op.collective; break;
+      case OpKind::collective:
+        key.collective = op.collective;
+        key.in_place = collective_in_place(op);
+        break;
       case OpKind::copy:
         key.copy = op.copy;
         key.copy_adds = copy_adds(op);
+        key.use_pairs = copy_use_pairs(op);
         break;
     }
     const auto [it, added] = classes.try_emplace(key, static_cast<int>(class_op.size()));
@@ -126,11 +134,13 @@ class Engine {
     const size_t classes = p.class_op.size();
     fixed_s_.assign(classes, 0.0);
     flow_bytes_.assign(classes, 0.0);
+    side_rate_.assign(classes, 1.0);
     route_begin_.assign(classes + 1, 0);
     for (size_t k = 1; k < classes; ++k) {
       const OpWork w = op_work(s_.ops[p.class_op[k]], s_, c, r_.links, o);
       fixed_s_[k] = w.fixed_s;
       flow_bytes_[k] = w.flow_bytes;
+      side_rate_[k] = beside_compute_rate(w.side, c.efficiency.beside_compute);
       route_uses_.insert(route_uses_.end(), w.route.begin(), w.route.end());
       route_begin_[k + 1] = route_uses_.size();
     }
@@ -144,6 +154,13 @@ class Engine {
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
+    fixed_left_.assign(n, 0.0);
+    fixed_rate_.assign(n, 1.0);
+    main_compute_.assign(n, 0);
+    for (const Op& op : s_.ops)
+      main_compute_[op.id] = op.kind == OpKind::compute && op.compute.device == Device::gpu &&
+                             (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::backward ||
+                              op.compute.what == ComputeKind::recompute);
     head_.assign(s_.streams.size(), 0);
     for (size_t st = 0; st < s_.streams.size(); ++st) head_[st] = p.queue_begin[st];
     busy_.assign(s_.streams.size(), 0);
@@ -176,6 +193,7 @@ class Engine {
       if (!progressing) break;  // nothing runs; the check after the loop reports ops that never ran
       ++r_.events;
       if (flows_changed_) recompute_rates();
+      if (sides_changed_) pace_side_kernels(t);
       // Next event: the earliest fixed-phase end or flow completion.
       Seconds next = std::numeric_limits<double>::infinity();
       for (OpId id : running_) {
@@ -187,6 +205,7 @@ class Engine {
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
+          else if (side_rate_[p_.work_class[id]] < 1) fixed_left_[id] -= dt * fixed_rate_[id];
           continue;
         }
         if (state_[id] != State::flowing) continue;
@@ -246,9 +265,19 @@ class Engine {
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
+        if (main_compute_[id]) {
+          ++main_running_;
+          sides_changed_ = !side_running_.empty();
+        }
         if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
           fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
+          if (side_rate_[p_.work_class[id]] < 1) {
+            fixed_left_[id] = fixed_s_[p_.work_class[id]];
+            fixed_rate_[id] = 1;
+            side_running_.push_back(id);
+            sides_changed_ = true;
+          }
           running_.push_back(id);
         } else if (flow_bytes_[p_.work_class[id]] > 0) {
           begin_flow_when_links_free(id);
@@ -330,6 +359,11 @@ class Engine {
 
   void finish(OpId id, Seconds t) {
     if (state_[id] == State::flowing) flows_changed_ = true;
+    if (main_compute_[id]) {
+      --main_running_;
+      sides_changed_ = !side_running_.empty();
+    }
+    if (side_rate_[p_.work_class[id]] < 1) std::erase(side_running_, id);
     for (std::size_t k = link_dependents_begin_[id]; k < link_dependents_begin_[id + 1]; ++k)
       if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
@@ -340,6 +374,22 @@ class Engine {
     if (++head_[st] < p_.queue_begin[st + 1]) candidates_.push_back(p_.queue[head_[st]]);
     for (std::size_t k = p_.dependents_begin[id]; k < p_.dependents_begin[id + 1]; ++k)
       if (const OpId d = p_.dependents[k]; --pending_[d] == 0) candidates_.push_back(d);
+  }
+
+  // The kernels of side streams that run slower beside the compute stream's ops (efficiency.beside_compute): each
+  // progresses through its fixed time at its class's rate while a forward, backward or recompute op runs, else at 1.
+  void pace_side_kernels(Seconds t) {
+    for (OpId id : side_running_) {
+      fixed_rate_[id] = main_running_ > 0 ? side_rate_[p_.work_class[id]] : 1.0;
+      fixed_end_[id] = t + fixed_left_[id] / fixed_rate_[id];
+    }
+    sides_changed_ = false;
+  }
+
+  static double beside_compute_rate(SideKind k, const EfficiencySpec::BesideCompute& b) {
+    const double r = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
+                   : k == SideKind::collective ? b.collective : 0.0;
+    return r > 0 && r < 1 ? r : 1.0;
   }
 
   void recompute_rates() {
@@ -372,6 +422,13 @@ class Engine {
   std::vector<std::size_t> link_dependents_begin_;  // ordered, CSR: later transfers waiting for this one's links
   std::vector<OpId> link_dependents_;
   std::vector<double> remaining_, fixed_end_, rate_;
+  // efficiency.beside_compute: per class the rate of its fixed part beside compute (1: unaffected); per op the fixed
+  // time left at full rate and the current rate; which ops are the compute stream's forward / backward / recompute.
+  std::vector<double> side_rate_, fixed_left_, fixed_rate_;
+  std::vector<char> main_compute_;
+  std::vector<OpId> side_running_;
+  int main_running_ = 0;
+  bool sides_changed_ = false;
   std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue
   std::vector<char> busy_;
   std::vector<OpId> candidates_, batch_, running_;

@@ -354,3 +354,68 @@ TEST(FindSteps, AStepStartsAtTheFirstNonStepOpAfterAStepPhaseOp) {
 
 }  // namespace
 }  // namespace zsim
+
+namespace zsim {
+namespace {
+
+// efficiency.beside_compute: a side stream's cudaMemcpyAsync-like copy runs at the measured fraction of its rate while
+// the compute stream runs a forward op, and at its full rate before and after; without the key it is unaffected.
+TEST(SimulateBesideCompute, ASideCopySlowsWhileTheComputeStreamRunsAndNotOtherwise) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.copy = 0.5;
+  const Bytes bytes = 400'000'000;
+  const double copy_s = 2 * memory_bound_s(bytes, c.gpu.hbm_GBps, 0.5);
+  const Flops flops = 2.5 * copy_s * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 2.5 x the copy alone
+  const double compute_s = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
+  auto step = [&](double memcpy_rate, int kernel_launches) {
+    ScheduleBuilder b(c);
+    b.compute("fwd", Phase::forward, flops);
+    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, bytes, true, {}, "rs");
+    b.s.ops[k].copy.kernel_launches = kernel_launches;
+    ClusterSpec cl = c;
+    cl.efficiency.beside_compute.memcpy = memcpy_rate;
+    const TimingResult r = simulate(cl, b.s);
+    return r.ops[k].end_s;
+  };
+  EXPECT_NEAR(step(0, 1), copy_s, copy_s * 1e-9);            // not measured: its alone time
+  // A quarter: 2.5 x copy_s of compute moves 0.625 of it, the rest at the full rate once the compute is done.
+  EXPECT_NEAR(step(0.25, 1), compute_s + 0.375 * copy_s, copy_s * 1e-9);
+  // A tenth: a quarter of it beside the compute.
+  EXPECT_NEAR(step(0.1, 1), compute_s + 0.75 * copy_s, copy_s * 1e-9);
+  // Well above the compute's length at a tiny rate: a hundredth moves 2.5% beside it.
+  EXPECT_NEAR(step(0.01, 1), compute_s + 0.975 * copy_s, copy_s * 1e-9);
+}
+
+// Each kind of side kernel takes its own rate: a copy of fewer kernels than pieces (a torch.cat) is a copy kernel, and a
+// one-rank all-reduce a collective; the compute's own stream is never slowed.
+TEST(SimulateBesideCompute, EachSideKindTakesItsOwnRate) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  c.efficiency.beside_compute = {0.5, 0.25, 0.2};
+  const Bytes bytes = 100'000'000;
+  const Flops flops = 1e15;  // far longer than any side op
+  ScheduleBuilder b(c);
+  b.compute("fwd", Phase::forward, flops);
+  Op buf;
+  buf.name = "alloc.buf";
+  buf.kind = OpKind::alloc;
+  buf.stream = b.s.stream("rs");
+  buf.mem = {"buf", Tier::gpu, MemCategory::buffers, "bucket", 2 * bytes};
+  const OpId a = b.s.add(buf);
+  const OpId cat = b.copy("cat", Phase::forward, CopyKind::d2d, bytes, true, {a}, "rs");
+  // Two pieces in one kernel: a torch.cat.
+  b.s.ops[cat].uses = {{a, 0, bytes / 2, Role::input, Access::read}, {a, bytes, bytes / 2, Role::output, Access::write},
+                       {a, bytes / 2, bytes / 2, Role::input, Access::read},
+                       {a, 3 * bytes / 2, bytes / 2, Role::output, Access::write}};
+  const int one = b.group("one", 1, 1);
+  const OpId ar = b.collective("ar", Phase::forward, CollectiveKind::all_reduce, one, bytes, {}, "comm");
+  const TimingResult r = simulate(c, b.s);
+  ClusterSpec alone = c;
+  alone.efficiency.beside_compute = {};
+  const TimingResult al = simulate(alone, b.s);
+  EXPECT_NEAR(r.ops[cat].end_s - r.ops[cat].start_s, 4 * (al.ops[cat].end_s - al.ops[cat].start_s), 1e-12);
+  EXPECT_NEAR(r.ops[ar].end_s - r.ops[ar].start_s, 5 * (al.ops[ar].end_s - al.ops[ar].start_s), 1e-12);
+  EXPECT_NEAR(r.ops[0].end_s, al.ops[0].end_s, 1e-12);
+}
+
+}  // namespace
+}  // namespace zsim

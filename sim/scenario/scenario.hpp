@@ -166,6 +166,13 @@ struct EfficiencySpec {
     double latency_us = 0;
     double GBps = 0;
   } one_rank_collective{};
+  // The fraction of its alone rate a kernel of a side stream keeps while the compute stream runs (zrun calibrate:
+  // each kind timed alone and beside back-to-back GEMMs); 0 = not measured (its alone rate). memcpy: a plain d2d copy
+  // run as a cudaMemcpyAsync per piece (torch's copy_); kernel: a copy kernel (torch.cat, casts, add_); collective: a
+  // one-rank NCCL collective that moves data.
+  struct BesideCompute {
+    double memcpy = 0, kernel = 0, collective = 0;
+  } beside_compute{};
   // Measured efficiency of the fused attention kernel (ComputeOp::fused_attention_flops); 0 = as the unit's GEMMs.
   FlashAttentionEfficiency flash_attention{};
 };

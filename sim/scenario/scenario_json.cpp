@@ -58,6 +58,10 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
+  for (auto [v, key] : {std::pair{c.efficiency.beside_compute.memcpy, "memcpy"},
+                        {c.efficiency.beside_compute.kernel, "kernel"},
+                        {c.efficiency.beside_compute.collective, "collective"}})
+    if (v > 0) j["cluster"]["efficiency"]["beside_compute"][key] = v;
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};

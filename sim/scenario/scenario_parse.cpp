@@ -313,6 +313,9 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   real("cluster.efficiency.one_rank_collective.latency_us", c.efficiency.one_rank_collective.latency_us);
   real("cluster.efficiency.one_rank_collective.GBps", c.efficiency.one_rank_collective.GBps);
+  real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
+  real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
+  real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);
   real("cluster.efficiency.flash_attention.forward", c.efficiency.flash_attention.forward);
   real("cluster.efficiency.flash_attention.backward", c.efficiency.flash_attention.backward);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {

@@ -104,6 +104,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
+  for (auto [v, key] : {std::pair{cl.efficiency.beside_compute.memcpy, "memcpy"},
+                        {cl.efficiency.beside_compute.kernel, "kernel"},
+                        {cl.efficiency.beside_compute.collective, "collective"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute.") + key,
+           "must be a fraction in [0, 1] (0 = not measured: the kernel's alone rate), got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
   c.that(std::isfinite(one.latency_us) && one.latency_us >= 0 && one.latency_us <= 100000,
          "cluster.efficiency.one_rank_collective.latency_us",

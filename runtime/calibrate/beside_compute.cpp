@@ -1,0 +1,111 @@
+// zrun calibrate: how fast the kernels of the side streams run while the compute stream runs GEMMs. A one-rank NCCL
+// reduction or a cudaMemcpyAsync beside back-to-back GEMMs runs several times slower than alone on the H200 (the
+// stage-3 bucket's reduce-scatter and partition copy of the suite's medium run: 2.2 ms beside the backward, 0.6-0.7
+// ms alone); a copy kernel of many blocks does not. Each kind is timed alone and beside a stream of bf16
+// 8192 x 8192 x 8192 GEMMs that covers it, and recorded as the fraction of its alone rate it keeps.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/calibrate_kernels.hpp"
+#include "runtime/calibrate/gpu_timing.hpp"
+#include "runtime/comm/check.hpp"
+#include "runtime/exec/batched_copy.hpp"
+#include "runtime/model/gemm.hpp"
+
+namespace zrun::calibrate {
+
+namespace {
+
+struct Buffer {
+  void* p = nullptr;
+  explicit Buffer(std::size_t bytes) { ZRUN_CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~Buffer() { cudaFree(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// Median seconds of `side` on stream `s` started once the first of enough `load` calls on stream `l` has finished,
+// so that the load runs through the whole side call even at a tenth of its alone speed.
+double time_beside(const std::function<void()>& side, cudaStream_t s, double side_alone_s,
+                   const std::function<void()>& load, cudaStream_t l, double load_s) {
+  cudaEvent_t first, a, b;
+  ZRUN_CUDA_CHECK(cudaEventCreate(&first));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&a));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&b));
+  const int calls = 2 + static_cast<int>(std::ceil(10 * side_alone_s / load_s));
+  std::vector<double> trials;
+  for (int t = 0; t < 5; ++t) {
+    load();
+    ZRUN_CUDA_CHECK(cudaEventRecord(first, l));
+    for (int i = 1; i < calls; ++i) load();
+    ZRUN_CUDA_CHECK(cudaStreamWaitEvent(s, first, 0));
+    ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+    side();
+    ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
+    ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
+    float ms = 0;
+    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    trials.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(first);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(trials.begin(), trials.end());
+  return trials[trials.size() / 2];
+}
+
+}  // namespace
+
+void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
+  const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
+  const std::int64_t g = 8192;
+  Buffer x(g * g * 2), w(g * g * 2), y(g * g * 2), src(bytes), dst(bytes);
+  cudaStream_t l, s;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  fill_random(x.p, g * g, kFillBf16, 21, l);
+  fill_random(w.p, g * g, kFillBf16, 22, l);
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(src.p, 0, bytes, s));
+  model::Gemm gemm;
+  model::GemmCall call;
+  call.m = call.n = call.k = g;
+  call.a = x.p, call.lda = g;
+  call.b = w.p, call.ldb = g;
+  call.d = y.p, call.ldd = g;
+  const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
+  const double load_s = time_gpu(load, l, 20);
+  ncclUniqueId id;
+  ZRUN_NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclComm_t c = nullptr;
+  ZRUN_NCCL_CHECK(ncclCommInitRank(&c, 1, id, 0));
+  const CopyPiece piece{src.p, dst.p, static_cast<std::int64_t>(bytes)};
+  const std::pair<const char*, std::function<void()>> sides[] = {
+      {"memcpy", [&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s)); }},
+      {"kernel", [&] { batched_copy(&piece, 1, s); }},
+      {"collective",
+       [&] { ZRUN_NCCL_CHECK(ncclAllReduce(src.p, src.p, bytes / 2, ncclBfloat16, ncclAvg, c, s)); }},
+  };
+  log << fmt::format("zrun calibrate: side-stream kernels beside GEMMs ({} x {} x {} bf16: {:.0f} us, {:.0f} TFLOPS)\n",
+                     g, g, g, load_s * 1e6, 2.0 * g * g * g / load_s / 1e12);
+  for (const auto& [kind, side] : sides) {
+    const double alone = time_gpu(side, s, 50);
+    const double beside = time_beside(side, s, alone, load, l, load_s);
+    m.beside.push_back({kind, static_cast<double>(bytes), alone, beside});
+    log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate\n", kind,
+                       bytes >> 20, alone * 1e6, beside * 1e6, alone / beside);
+  }
+  ZRUN_NCCL_CHECK(ncclCommDestroy(c));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(l));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace zrun::calibrate
