@@ -28,6 +28,7 @@ struct BesideSample {
   double bytes = 0;
   double alone_s = 0;
   double beside_s = 0;
+  std::int64_t gemm = 4096;  // the load's square GEMM size
 };
 
 struct Measurements {

@@ -126,9 +126,9 @@ Measurements measurements_from_profile(const std::string& file) {
       m.gemm_launch_s = c["launch_overhead_us"].value("gemm_1x1x1", 0.0) * 1e-6;
     }
     if (c.contains("beside_compute"))
-      for (const auto& s : c["beside_compute"]["samples [kind, bytes, alone us, beside us]"])
+      for (const auto& s : c["beside_compute"]["samples [kind, bytes, alone us, beside us, gemm]"])
         m.beside.push_back({s[0].get<std::string>(), s[1].get<double>(), s[2].get<double>() * 1e-6,
-                            s[3].get<double>() * 1e-6});
+                            s[3].get<double>() * 1e-6, static_cast<std::int64_t>(s[4].get<double>())});
     if (c.contains("one_rank_collectives"))
       for (const auto& s : c["one_rank_collectives"]["samples [kind, bytes, us]"])
         m.one_rank.push_back({kind_named(s[0].get<std::string>()), 1, 1, s[1].get<double>(), s[2].get<double>() * 1e-6});
