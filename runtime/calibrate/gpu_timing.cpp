@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/comm/check.hpp"
 
 namespace zrun::calibrate {
@@ -39,14 +38,9 @@ double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps)
   ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
   float ms = 0;
   ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
-  // At most 1000 calls a trial: a stream's launch queue holds about a thousand before the host blocks on it.
-  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, std::min(max_reps, 1000));
-  // Long enough for the host to enqueue every call of a trial (at most ~30 us each: a cuBLASLt or NCCL call) before
-  // the GPU reaches them.
-  const double hold_s = std::min(0.2, 1e-3 + reps * 30e-6);
+  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, max_reps);
   std::vector<double> trials;
   for (int t = 0; t < 5; ++t) {
-    hold_stream(s, hold_s);
     ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
     for (int r = 0; r < reps; ++r) call();
     ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));

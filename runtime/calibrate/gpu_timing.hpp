@@ -1,7 +1,5 @@
-// How zrun calibrate times a call on the GPU: CUDA events around batches of back-to-back calls on one stream, enqueued
-// while a spin kernel holds the stream, so that each is timed on the GPU alone: a training step keeps the GPU's queue
-// full and hides the host's launch overhead, which varies from machine to machine (a 16 x 16 x 16 GEMM launch to
-// launch from the host took 5.9, 6.6 and 10.9 us on three lent H200s).
+// How zrun calibrate times a call on the GPU: CUDA events around batches of back-to-back calls on one stream, so a
+// call whose host side is slower than its kernel is timed at its host rate, as a training step issues it.
 #pragma once
 #include <functional>
 

@@ -272,8 +272,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   // The fixed cost zsim charges per kernel launch of a compute op beyond its GEMM model's calls.
   if (m.kernel_launch_s > 0)
     b.add("efficiency.launch_us", num(m.kernel_launch_s * 1e6),
-          "an empty kernel launched back to back on one stream, launch to launch on the GPU (enqueued behind a spin, "
-          "median of 5 batches); "
+          "an empty kernel launched back to back on one stream, launch to launch (median of 5 batches); "
           "calibration.launch_overhead_us.empty_kernel");
   else
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
