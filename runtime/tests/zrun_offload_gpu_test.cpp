@@ -104,6 +104,26 @@ TEST(ZrunOffloadGpu, CpuOffloadGivesTheGpuOptimizersMasterWeightsWithinFp32Round
     }
 }
 
+// Stage 3 with the optimizer on the CPU and communication_data_type fp32 (bf16 training): each bucket's gradients are
+// cast to fp32, interleaved and reduce-scattered in fp32, cast back per tensor and moved to host memory as
+// partition_grads does; the master weights after 10 steps are the GPU optimizer's (same casts) within fp32 rounding,
+// with one micro-step and with two.
+TEST(ZrunOffloadGpu, Stage3CpuOffloadWithAnFp32CommunicationTypeGivesTheGpuOptimizersMasterWeights) {
+  REQUIRE_GPU();
+  for (const std::string& accum : {std::string(""), std::string(" --set training.micro_batch=1 --set training.grad_accum=2")}) {
+    const std::string more = "--set deepspeed.communication_data_type=fp32" + accum;
+    const std::vector<float> gpu = master_after(3, "gpu", 10, nullptr, more);
+    std::string out;
+    const std::vector<float> cpu = master_after(3, "cpu", 10, &out, more);
+    ASSERT_EQ(gpu.size(), cpu.size()) << more << ": " << out;
+    ASSERT_FALSE(gpu.empty()) << out;
+    const double rel = relative_difference(cpu, gpu);
+    std::cout << "stage 3, fp32 communication" << accum << ": CPU offload vs GPU optimizer, master weights after 10 "
+              << "steps: relative " << rel << "\n";
+    EXPECT_LE(rel, 1e-5) << more;
+  }
+}
+
 // offload_param cpu moves the same 16-bit bytes (partition -> GPU staging -> gathers; updated weights -> partition):
 // the master weights after 10 steps are bitwise those of the run that keeps the partition on the GPU, with the
 // optimizer on the GPU and with CPU Adam; with two micro-steps (gathers in backward and in the second forward), and
