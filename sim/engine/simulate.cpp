@@ -154,13 +154,17 @@ class Engine {
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
-    fixed_left_.assign(n, 0.0);
-    fixed_rate_.assign(n, 1.0);
-    main_compute_.assign(n, 0);
-    for (const Op& op : s_.ops)
-      main_compute_[op.id] = op.kind == OpKind::compute && op.compute.device == Device::gpu &&
-                             (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::backward ||
-                              op.compute.what == ComputeKind::recompute);
+    // Pacing side kernels only where the profile slows some (efficiency.beside_compute): no per-op state otherwise.
+    pace_sides_ = std::any_of(side_rate_.begin(), side_rate_.end(), [](double r) { return r < 1; });
+    if (pace_sides_) {
+      fixed_left_.assign(n, 0.0);
+      fixed_rate_.assign(n, 1.0);
+      main_compute_.assign(n, 0);
+      for (const Op& op : s_.ops)
+        main_compute_[op.id] = op.kind == OpKind::compute && op.compute.device == Device::gpu &&
+                               (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::backward ||
+                                op.compute.what == ComputeKind::recompute);
+    }
     head_.assign(s_.streams.size(), 0);
     for (size_t st = 0; st < s_.streams.size(); ++st) head_[st] = p.queue_begin[st];
     busy_.assign(s_.streams.size(), 0);
@@ -205,7 +209,7 @@ class Engine {
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
-          else if (side_rate_[p_.work_class[id]] < 1) fixed_left_[id] -= dt * fixed_rate_[id];
+          else if (pace_sides_ && side_rate_[p_.work_class[id]] < 1) fixed_left_[id] -= dt * fixed_rate_[id];
           continue;
         }
         if (state_[id] != State::flowing) continue;
@@ -265,14 +269,14 @@ class Engine {
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
-        if (main_compute_[id]) {
+        if (pace_sides_ && main_compute_[id]) {
           ++main_running_;
           sides_changed_ = !side_running_.empty();
         }
         if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
           fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
-          if (side_rate_[p_.work_class[id]] < 1) {
+          if (pace_sides_ && side_rate_[p_.work_class[id]] < 1) {
             fixed_left_[id] = fixed_s_[p_.work_class[id]];
             fixed_rate_[id] = 1;
             side_running_.push_back(id);
@@ -359,11 +363,13 @@ class Engine {
 
   void finish(OpId id, Seconds t) {
     if (state_[id] == State::flowing) flows_changed_ = true;
-    if (main_compute_[id]) {
-      --main_running_;
-      sides_changed_ = !side_running_.empty();
+    if (pace_sides_) {
+      if (main_compute_[id]) {
+        --main_running_;
+        sides_changed_ = !side_running_.empty();
+      }
+      if (side_rate_[p_.work_class[id]] < 1) std::erase(side_running_, id);
     }
-    if (side_rate_[p_.work_class[id]] < 1) std::erase(side_running_, id);
     for (std::size_t k = link_dependents_begin_[id]; k < link_dependents_begin_[id + 1]; ++k)
       if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
@@ -429,6 +435,7 @@ class Engine {
   std::vector<OpId> side_running_;
   int main_running_ = 0;
   bool sides_changed_ = false;
+  bool pace_sides_ = false;
   std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue
   std::vector<char> busy_;
   std::vector<OpId> candidates_, batch_, running_;

@@ -1279,15 +1279,10 @@ class Builder {
                              ce * part * n, ph, rs_, deps, layer);
       const OpId c = copy(name + ".interleave", CopyKind::d2d, ce * elements, true, ph, rs_, {cat}, layer);
       // The cat's inputs (coalesced_collectives.py reduce_scatter_coalesced): for each rank and member, its chunk
-      // when not empty and a padding tensor when short.
+      // when not empty and a padding tensor when short. Each rank has one input of each member (its full chunk, or an
+      // empty chunk's padding) but the rank of a short last chunk, which has two (the chunk and its padding).
       std::int64_t inputs = 0;
-      for (size_t j : members) {
-        const Elements numel = b.tensors[j].numel(), chunk = ceil_div(numel, n);
-        for (int r = 0; r < n; ++r) {
-          const Elements have = std::clamp<Elements>(numel - r * chunk, 0, chunk);
-          inputs += (have > 0) + (have < chunk);
-        }
-      }
+      for (size_t j : members) inputs += n + (b.tensors[j].numel() % ceil_div(b.tensors[j].numel(), n) != 0);
       cat_kernels(c, inputs);
       for (size_t j : members) {
         if (!uses) break;

@@ -82,10 +82,10 @@ struct CopyOp {
   CopyKind what = CopyKind::h2d;
   Bytes bytes = 0;
   bool pinned = true;       // host side pinned (vs pageable)
-  int rank = -1;            // only this global rank runs the copy (e.g. copying out the slice it owns); -1: all
   // A d2d copy that converts element types (torch's tensor.to(dtype) / copy_ across dtypes: DeepSpeed's casts
   // to and from communication_data_type): its input holds cast_from elements, its output cast_to elements.
   bool cast = false;
+  int rank = -1;            // only this global rank runs the copy (e.g. copying out the slice it owns); -1: all
   DType cast_from = DType::fp32, cast_to = DType::fp32;
   // The process group whose rank index the `rank_stride` of its uses counts (hpZ's copy of each rank's slice of the
   // gathered weights into its secondary partition); -1: the world.

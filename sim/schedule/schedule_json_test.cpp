@@ -85,10 +85,10 @@ Schedule every_kind() {
   red.collective = {CollectiveKind::reduce, world, 1'000'000 + n, 0, DType::bf16, 3};
   s.add(red);
   Op d2d = base(OpKind::copy, comm);  // a device copy that only rank 5 runs, converting bf16 to fp32
-  d2d.copy = {CopyKind::d2d, 500'000 + n, true, 5, true, DType::bf16, DType::fp32};
+  d2d.copy = {CopyKind::d2d, 500'000 + n, true, true, 5, DType::bf16, DType::fp32};
   s.add(d2d);
   Op sec = base(OpKind::copy, comm);  // hpZ's copy into the secondary partition: ranks counted in the hpz group
-  sec.copy = {CopyKind::d2d, 4096, true, -1, false, DType::fp32, DType::fp32, hpz};
+  sec.copy = {CopyKind::d2d, 4096, true, false, -1, DType::fp32, DType::fp32, hpz};
   s.add(sec);
   // Version 2: the model, and compute ops that name a unit and use a live buffer with every role and access.
   s.model = {"tiny", 1, 64, 176, 4, 2, 128, 32, true, false, true, 2, 16, 3, DType::fp16, true,
