@@ -16,6 +16,7 @@
 
 #include "runtime/calibrate/benches.hpp"
 #include "runtime/calibrate/calibrate_kernels.hpp"
+#include "runtime/calibrate/device_buffer.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/exec/batched_copy.hpp"
@@ -24,14 +25,6 @@
 namespace zrun::calibrate {
 
 namespace {
-
-struct Buffer {
-  void* p = nullptr;
-  explicit Buffer(std::size_t bytes) { ZRUN_CUDA_CHECK(cudaMalloc(&p, bytes)); }
-  ~Buffer() { cudaFree(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 // Median seconds of `side` on stream `s` started once the first of enough `load` calls on stream `l` has finished,
 // so that the load runs through the whole side call even at a tenth of its alone speed.
@@ -68,7 +61,7 @@ double time_beside(const std::function<void()>& side, cudaStream_t s, double sid
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
   const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
   const std::int64_t gmax = 8192;
-  Buffer x(gmax * gmax * 2), w(gmax * gmax * 2), y(gmax * gmax * 2), src(bytes), dst(bytes);
+  DeviceBuffer x(gmax * gmax * 2), w(gmax * gmax * 2), y(gmax * gmax * 2), src(bytes), dst(bytes);
   cudaStream_t l, s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -9,6 +9,7 @@
 
 #include "cost_models/collective_cost.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/device_buffer.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/comm/communicators.hpp"
@@ -120,9 +121,8 @@ void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log
   ZRUN_NCCL_CHECK(ncclCommInitRank(&c, 1, id, 0));
   cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void *a = nullptr, *b = nullptr;
-  ZRUN_CUDA_CHECK(cudaMalloc(&a, max_bytes));
-  ZRUN_CUDA_CHECK(cudaMalloc(&b, max_bytes));
+  DeviceBuffer in(max_bytes), out(max_bytes);
+  void *a = in.p, *b = out.p;
   ZRUN_CUDA_CHECK(cudaMemset(a, 0, max_bytes));
   // The calls of zrun's executor (runtime/exec/executor.cpp run_collective) that move data on one rank: an all-gather
   // into another buffer (a single parameter's gather into its own tensor) and the averaging reductions (ncclAvg: a
@@ -145,8 +145,6 @@ void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log
       log << fmt::format("  one-rank {} {} B: {:.1f} us, {:.1f} GB/s\n", zsim::to_string(kind), bytes, t * 1e6,
                          static_cast<double>(bytes) / t / 1e9);
     }
-  ZRUN_CUDA_CHECK(cudaFree(a));
-  ZRUN_CUDA_CHECK(cudaFree(b));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
 }

@@ -15,6 +15,7 @@
 #include "kernels/qwz_quant.hpp"
 #include "runtime/calibrate/benches.hpp"
 #include "runtime/calibrate/calibrate_kernels.hpp"
+#include "runtime/calibrate/device_buffer.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/model/gemm.hpp"
@@ -26,14 +27,6 @@ namespace {
 
 using model::DType;
 
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { ZRUN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(p); }
-};
 
 void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
   const std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{256, 2048, 8192}
