@@ -248,7 +248,9 @@ class Builder {
   Flops backward_flops(int u) const {
     return 2 * gemm_flops(u) + (p_.units[u].attention_core ? attention_core_flops(s_.model, s_.training).backward : 0);
   }
-  // Memory-bound units (embedding lookup, norms): read and write one activation each; backward twice that.
+  // Memory-bound units (embedding lookup, norms): read and write one activation each. Backward, the embedding twice
+  // that; a norm five activations, as a fused norm's backward moves them (zrun's norm.cu, apex's FusedRMSNorm /
+  // FusedLayerNorm): the dx pass reads x and dy and writes dx, the weight-gradient pass reads x and dy again.
   // Eager attention's core adds the traffic of its s x s scores (attention_flops.hpp), the head its loss's.
   Bytes unit_hbm(int u) const {
     const FetchUnit& U = p_.units[u];
@@ -276,7 +278,8 @@ class Builder {
            (p_.units[u].is_head ? logits_bytes() : 0) + activation_hbm(u, false);
   }
   Bytes backward_hbm(int u) const {
-    return 2 * unit_hbm(u) +
+    const Bytes own = p_.units[u].vectors_only() ? 5 * unit_hbm(u) / 2 : 2 * unit_hbm(u);
+    return own +
            (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
            (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);
   }

@@ -481,6 +481,24 @@ TEST(ScheduleBuilder, Stage3CopiesRunAKernelPerParameterOrPer128CatInputs) {
   }
 }
 
+// A fused norm's backward (zrun's norm.cu, apex's FusedRMSNorm) reads x and dy and writes dx, then reads x and dy again
+// for the weight's gradient: five activations of tokens x hidden, against the forward's two (read x, write y).
+TEST(ScheduleBuilder, ANormsBackwardMovesFiveActivations) {
+  const Scenario s = test::scenario(test::small_llama(2), 0, 1, 1);
+  const Schedule sch = build(s);
+  const Bytes activation = s.training.micro_batch * s.training.seq_len * s.model.hidden * 2;  // bf16
+  int norms = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::compute || op.unit < 0) continue;
+    const std::string& unit = sch.model.units[op.unit].name;
+    if (unit.find("norm") == std::string::npos) continue;
+    if (op.compute.what == ComputeKind::forward) EXPECT_EQ(op.compute.hbm_bytes, 2 * activation) << op.name;
+    if (op.compute.what == ComputeKind::backward) EXPECT_EQ(op.compute.hbm_bytes, 5 * activation) << op.name;
+    ++norms;
+  }
+  EXPECT_EQ(norms, 2 * (2 * 2 + 1));  // attn and mlp norms of two layers and the final norm, forward and backward
+}
+
 // DeepSpeed's step() returns before the next forward is issued (CPU Adam runs on the calling thread) and the next
 // fetches read the weights it wrote: every op of the first optimizer step comes before the second step's first
 // forward compute and every op issued before that compute, through deps and stream order (docs/schedule-semantics.md
