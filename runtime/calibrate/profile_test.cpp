@@ -120,6 +120,12 @@ std::string write_profile(const TempDir& d, const std::string& name, const Calib
   return d.path.string();
 }
 
+// The cluster of the profile built from `m` on the H100 data sheet, written as `name` into d and loaded back.
+zsim::ClusterSpec loaded_profile(const TempDir& d, const std::string& name, const Measurements& m) {
+  const CalibratedProfile p = build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400");
+  return load_profile_cluster(name, write_profile(d, name, p));
+}
+
 TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
   const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
   TempDir d;
@@ -235,34 +241,27 @@ TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
 }
 
 TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
-  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
   TempDir d;
-  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
-  const zsim::ClusterSpec c = load_profile_cluster("calib-one", write_profile(d, "calib-one", p));
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-one", synthetic(false));
   EXPECT_NEAR(c.efficiency.one_rank_collective.latency_us, 50, 1e-6);
   EXPECT_NEAR(c.efficiency.one_rank_collective.GBps, 600, 1e-6);
+  const CalibratedProfile p = build_profile(synthetic(false), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400");
   EXPECT_EQ(p.calibration["one_rank_collectives"]["residual_by_kind"].size(), 3u);
   // A record without them (written before calibrate measured them): no key, the device-copy estimate stays.
   Measurements none = synthetic(false);
   none.one_rank.clear();
-  const zsim::ClusterSpec k =
-      load_profile_cluster("calib-none", write_profile(d, "calib-none", build_profile(none, base, "h100-hgx-ib400")));
-  EXPECT_EQ(k.efficiency.one_rank_collective.GBps, 0);
+  EXPECT_EQ(loaded_profile(d, "calib-none", none).efficiency.one_rank_collective.GBps, 0);
 }
 
 TEST(CalibratedProfile, ASideKernelKeepsItsAloneOverBesideTimeOfItsRate) {
-  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
   TempDir d;
-  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
-  const zsim::ClusterSpec c = load_profile_cluster("calib-beside", write_profile(d, "calib-beside", p));
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-beside", synthetic(false));
   EXPECT_NEAR(c.efficiency.beside_compute.memcpy, 0.25, 1e-6);
   EXPECT_NEAR(c.efficiency.beside_compute.kernel, 150.0 / 160.0, 1e-6);
   EXPECT_NEAR(c.efficiency.beside_compute.collective, 0.2, 1e-6);
   Measurements none = synthetic(false);
   none.beside.clear();
-  const zsim::ClusterSpec k = load_profile_cluster(
-      "calib-nobeside", write_profile(d, "calib-nobeside", build_profile(none, base, "h100-hgx-ib400")));
-  EXPECT_EQ(k.efficiency.beside_compute.memcpy, 0);
+  EXPECT_EQ(loaded_profile(d, "calib-nobeside", none).efficiency.beside_compute.memcpy, 0);
 }
 
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {
