@@ -100,15 +100,16 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       // destination too where they add into it (an output use read_write: DeepSpeed's add_); each of the copy's
       // kernel_launches costs efficiency.launch_us.
       w.flow_bytes = 0;
+      const bool adds = copy_adds(op);
       const double out = static_cast<double>(op.copy.bytes);
       double in = op.copy.cast ? out * dtype_bits(op.copy.cast_from) / dtype_bits(op.copy.cast_to) : out;
-      if (copy_adds(op)) in += out;
+      if (adds) in += out;
       w.fixed_s = memory_bound_s(static_cast<Bytes>(in + out), c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
                   op.copy.kernel_launches * c.efficiency.launch_us * 1e-6;
       // A plain copy of as many kernels as pieces is a cudaMemcpyAsync each (torch's copy_, zrun's executor); a
       // torch.cat (fewer kernels than pieces), a cast or an add is a copy kernel.
-      w.side = !op.copy.cast && !copy_adds(op) && op.copy.kernel_launches >= copy_use_pairs(op) ? SideKind::memcpy
-                                                                                               : SideKind::kernel;
+      w.side = !op.copy.cast && !adds && op.copy.kernel_launches >= copy_use_pairs(op) ? SideKind::memcpy
+                                                                                       : SideKind::kernel;
       return w;
     }
   }
