@@ -300,7 +300,10 @@ class Stage3World {
       switch (op.kind) {
         case OpKind::alloc: {
           for (int r = 0; r < n_; ++r) mem_[op.id].push_back(std::vector<std::int64_t>(2 * op.mem.bytes, 0));
-          if (op.mem.buffer == "params.partition") init_partition(op.id);
+          // offload_param nvme: params.partition holds the partition's elements before plan.nvme_params_from
+          // (max_in_cpu), params.partition.nvme the rest.
+          if (op.mem.buffer == "params.partition") init_partition(partition_ = op.id, 0);
+          if (op.mem.buffer == "params.partition.nvme") init_partition(partition_nvme_ = op.id, p_.nvme_params_from);
           if (op.mem.buffer == "params.persistent") init_persistent(op.id);
           if (op.mem.buffer == "optimizer") init_master(op.id);
           if (op.mem.buffer == "grads.partition") grad_partition_ = op.id, grad_esz_ = 2 * e_;
@@ -331,7 +334,7 @@ class Stage3World {
             for (int q = 0; q < n_; ++q) want += micro_steps * grad(r * c + j, q);
             ASSERT_EQ(mem_.at(grad_partition_)[r][grad_esz_ * (at + j)], want)
                 << p_.units[u].name << "#" << k << " rank " << r << " element " << r * c + j;
-            ASSERT_EQ(mem_.at(partition_)[r][2 * e_ * (at + j)], updated(static_cast<int>(u), static_cast<int>(k), r * c + j))
+            ASSERT_EQ(partition_element(r, at + j), updated(static_cast<int>(u), static_cast<int>(k), r * c + j))
                 << "params.partition after the step: " << p_.units[u].name << "#" << k << " rank " << r << " element "
                 << r * c + j;
           }
@@ -393,17 +396,25 @@ class Stage3World {
       first += sub;
     }
   }
-  void init_partition(OpId id) {
-    partition_ = id;
+  // The partition's elements from `first` on that buffer `id` holds (all of them from its start).
+  void init_partition(OpId id, Elements first) {
+    const Elements end = first + sch_.ops[id].mem.bytes / e_;
     Elements at = 0;
     for (size_t u = 0; u < p_.units.size(); ++u)
       for (size_t k = 0; k < p_.units[u].tensors.size(); ++k) {
         const Elements numel = p_.units[u].tensors[k].numel(), c = (numel + n_ - 1) / n_;
         for (int r = 0; r < n_; ++r)
           for (Elements j = 0; j < c && r * c + j < numel; ++j)
-            mem_[id][r][2 * e_ * (at + j)] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
+            if (at + j >= first && at + j < end)
+              mem_[id][r][2 * e_ * (at + j - first)] = weight(static_cast<int>(u), static_cast<int>(k), r * c + j);
         at += c;
       }
+  }
+  // Element `at` of rank r's partition, in params.partition or params.partition.nvme.
+  std::int64_t partition_element(int r, Elements at) const {
+    if (partition_nvme_ >= 0 && at >= p_.nvme_params_from)
+      return mem_.at(partition_nvme_)[r][2 * e_ * (at - p_.nvme_params_from)];
+    return mem_.at(partition_)[r][2 * e_ * at];
   }
   // Element j (of `esz` nibbles) of a use's range on rank r (blocks; `index`: the rank's index for rank_stride), as a
   // nibble address in its buffer.
@@ -591,7 +602,7 @@ class Stage3World {
   std::vector<std::vector<std::int64_t>> ids_;
   std::int64_t next_id_ = 1;
   std::map<OpId, std::vector<std::vector<std::int64_t>>> mem_;  // alloc -> per rank, per element
-  OpId persistent_ = -1, grad_partition_ = -1, partition_ = -1;
+  OpId persistent_ = -1, grad_partition_ = -1, partition_ = -1, partition_nvme_ = -1;
   Bytes grad_esz_ = 0;     // nibbles per element of the gradient partition (16-bit, or fp32 with the optimizer offloaded)
   bool in_step_ = false;
   int steps_begun_ = 0;
@@ -643,68 +654,95 @@ TEST(ScheduleBufferUses, Stage3FetchesAndBucketReductionsPlaceEveryTensorsBytesW
 // ZeRO-Infinity's parameter offload on 8 ranks over 2 steps (docs/schedule-format.md, "offload_param"): with
 // offload_param cpu or nvme and the optimizer on the GPU, the CPU or NVMe, every fetch path, with and without
 // persistent tensors and with sub-groups that cut tensors, the interpreter above follows every rank's weight bytes
-// from params.partition (NVMe: through a nvme_read into a pinned param_swap buffer) by h2d into the GPU staging buffer,
-// through the gathers into the tensors the compute ops read (the second step reads the first step's update), and
-// after each step from the optimizer back into params.partition (NVMe: through the pinned write-back buffer and a
-// param_nvme_write), exactly; the persistent tensors are gathered anew from the updated partitions.
+// from params.partition (CPU) and params.partition.nvme (through a nvme_read into a pinned param_swap buffer) by h2d
+// into the GPU staging buffer, through the gathers into the tensors the compute ops read (the second step reads the
+// first step's update), and after each step from the optimizer back into the partition (NVMe: through the pinned
+// write-back buffer and a param_nvme_write), exactly; the persistent tensors are gathered anew from the updated
+// partitions. With nvme, max_in_cpu puts nothing, a prefix of the sub-groups (so that a tensor straddles the two
+// buffers), or everything in CPU memory, as DeepSpeed does.
 TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGatheredTensorsAndBackOn8Ranks) {
-  int nvme_runs = 0;
+  int nvme_runs = 0, split_runs = 0, straddling = 0;
   for (const char* param : {"cpu", "nvme"})
-    for (const char* optimizer : {"none", "cpu", "nvme"})
-      for (const char* fetch : kFetchPaths)
-        for (const char* persist : kPersistence)
-          for (const char* sub : {"deepspeed.zero_optimization.sub_group_size=1000000000",
-                                  "deepspeed.zero_optimization.sub_group_size=777"}) {
-            const Scenario s = tiny_world8(
-                {fetch, persist, sub, "cluster.host.memory_bytes=1TiB", "cluster.host.cores=16",
-                 "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",
-                 std::string("deepspeed.zero_optimization.offload_param.device=") + param,
-                 std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
-            const Plan p = make_plan(s);
-            ASSERT_EQ(p.dp, 8);
-            const Schedule sch = make_schedule(s, p, 2);
-            SCOPED_TRACE(std::string("offload_param ") + param + ", offload_optimizer " + optimizer + ", " + fetch +
-                         " " + persist + " " + sub);
-            ASSERT_NO_THROW(check_schedule(sch));
-            Stage3World w(sch, p, 8);
-            w.run();
-            ASSERT_EQ(w.steps(), 2);
-            w.expect_results(s.training.grad_accum);
-            EXPECT_GT(w.weight_checks(), 0);
-            // The path itself: on NVMe every h2d of weights reads a pinned param_swap buffer that a nvme_read of
-            // params.partition filled, and every weight written back goes to params.partition by a nvme_write.
-            if (std::string(param) != "nvme") continue;
-            ++nvme_runs;
-            OpId partition = -1;
-            int reads = 0, writes = 0, h2d = 0;
-            for (const Op& op : sch.ops) {
-              if (op.kind == OpKind::alloc && op.mem.buffer == "params.partition") {
-                partition = op.id;
-                EXPECT_EQ(op.mem.tier, Tier::nvme);
+    for (const char* in_cpu : {"0", "1554", "1000000000"})
+      for (const char* optimizer : {"none", "cpu", "nvme"})
+        for (const char* fetch : kFetchPaths)
+          for (const char* persist : kPersistence)
+            for (const char* sub : {"deepspeed.zero_optimization.sub_group_size=1000000000",
+                                    "deepspeed.zero_optimization.sub_group_size=777"}) {
+              if (std::string(param) == "cpu" && std::string(in_cpu) != "0") continue;  // max_in_cpu: NVMe only
+              const Scenario s = tiny_world8(
+                  {fetch, persist, sub, "cluster.host.memory_bytes=1TiB", "cluster.host.cores=16",
+                   "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",
+                   std::string("deepspeed.zero_optimization.offload_param.device=") + param,
+                   std::string("deepspeed.zero_optimization.offload_param.max_in_cpu=") + in_cpu,
+                   std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
+              const Plan p = make_plan(s);
+              ASSERT_EQ(p.dp, 8);
+              const Schedule sch = make_schedule(s, p, 2);
+              SCOPED_TRACE(std::string("offload_param ") + param + ", max_in_cpu " + in_cpu + ", offload_optimizer " +
+                           optimizer + ", " + fetch + " " + persist + " " + sub);
+              ASSERT_NO_THROW(check_schedule(sch));
+              Stage3World w(sch, p, 8);
+              w.run();
+              ASSERT_EQ(w.steps(), 2);
+              w.expect_results(s.training.grad_accum);
+              EXPECT_GT(w.weight_checks(), 0);
+              // The path itself: on NVMe every h2d of weights reads params.partition or a pinned param_swap buffer
+              // that a nvme_read of params.partition.nvme filled, and every weight of a sub-group past max_in_cpu
+              // written back goes to params.partition.nvme by a nvme_write.
+              if (std::string(param) != "nvme") continue;
+              ++nvme_runs;
+              OpId cpu_part = -1, nvme_part = -1;
+              int reads = 0, writes = 0, h2d_from_swap = 0;
+              for (const Op& op : sch.ops) {
+                if (op.kind == OpKind::alloc && op.mem.buffer == "params.partition") {
+                  cpu_part = op.id;
+                  EXPECT_EQ(op.mem.tier, Tier::cpu);
+                }
+                if (op.kind == OpKind::alloc && op.mem.buffer == "params.partition.nvme") {
+                  nvme_part = op.id;
+                  EXPECT_EQ(op.mem.tier, Tier::nvme);
+                }
+                if (op.kind != OpKind::copy) continue;
+                const std::string where = op.name;
+                if (op.copy.what == CopyKind::nvme_read && op.uses.front().alloc == nvme_part) {
+                  ++reads;
+                  for (size_t i = 0; i < op.uses.size(); i += 2)
+                    EXPECT_EQ(sch.ops[op.uses[i + 1].alloc].mem.detail, "param_swap") << where;
+                }
+                if (op.copy.what == CopyKind::nvme_write && op.uses[1].alloc == nvme_part) {
+                  ++writes;
+                  EXPECT_EQ(sch.ops[op.uses[0].alloc].mem.tier, Tier::cpu) << where;
+                }
+                if (op.copy.what == CopyKind::h2d && op.name.find("param") == std::string::npos &&
+                    op.name.find(".h2d") != std::string::npos && sch.ops[op.uses[1].alloc].mem.detail == "prefetch") {
+                  bool swap = false, cpu = false;
+                  for (size_t i = 0; i < op.uses.size(); i += 2) {
+                    const OpId from = op.uses[i].alloc;
+                    EXPECT_TRUE(from == cpu_part || sch.ops[from].mem.detail == "param_swap") << where;
+                    (from == cpu_part ? cpu : swap) = true;
+                  }
+                  h2d_from_swap += swap;
+                  if (swap && cpu && op.uses.size() == 4) ++straddling;  // one tensor, from both buffers
+                }
               }
-              if (op.kind != OpKind::copy) continue;
-              const std::string where = op.name;
-              if (op.copy.what == CopyKind::nvme_read && op.uses.front().alloc == partition) {
-                ++reads;
-                for (size_t i = 0; i < op.uses.size(); i += 2)
-                  EXPECT_EQ(sch.ops[op.uses[i + 1].alloc].mem.detail, "param_swap") << where;
+              const bool all_cpu = p.nvme_params_from == p.optimizer_partition;
+              EXPECT_EQ(nvme_part < 0, all_cpu);
+              EXPECT_EQ(cpu_part < 0, p.nvme_params_from == 0);
+              EXPECT_EQ(reads > 0, !all_cpu);
+              EXPECT_EQ(reads, h2d_from_swap);
+              int nvme_sub_groups = 0;
+              Elements first = 0;
+              for (Elements sub_group : p.sub_groups) {
+                nvme_sub_groups += first >= p.nvme_params_from;
+                first += sub_group;
               }
-              if (op.copy.what == CopyKind::nvme_write && op.uses[1].alloc == partition) {
-                ++writes;
-                EXPECT_EQ(sch.ops[op.uses[0].alloc].mem.tier, Tier::cpu) << where;
-              }
-              if (op.copy.what == CopyKind::h2d && op.name.find("param") == std::string::npos &&
-                  op.name.find(".h2d") != std::string::npos && sch.ops[op.uses[1].alloc].mem.detail == "prefetch") {
-                ++h2d;
-                for (size_t i = 0; i < op.uses.size(); i += 2)
-                  EXPECT_EQ(sch.ops[op.uses[i].alloc].mem.detail, "param_swap") << where;
-              }
+              EXPECT_EQ(writes, 2 * nvme_sub_groups);
+              split_runs += p.nvme_params_from > 0 && !all_cpu;
             }
-            EXPECT_GT(reads, 0);
-            EXPECT_EQ(reads, h2d);
-            EXPECT_EQ(writes, 2 * static_cast<int>(p.sub_groups.size()));
-          }
-  EXPECT_EQ(nvme_runs, 48);
+  EXPECT_EQ(nvme_runs, 144);
+  EXPECT_GT(split_runs, 0);
+  EXPECT_GT(straddling, 0);
 }
 
 // qgZ on 8 ranks as 2 nodes x 4, 4 x 2 and 8 x 1 GPUs (intra-node and inter-node groups of every shape), with and

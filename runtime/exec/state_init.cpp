@@ -63,10 +63,11 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
   };
   if (plan.param_device != zsim::OffloadDevice::none && plan.hpz_enabled) refuse("offload_param with hpZ");
   const Stage3States st = stage3_states(plan, cfg, rank);
-  zsim::OpId partition = -1, persistent = -1, optimizer = -1;
+  zsim::OpId partition = -1, partition_nvme = -1, persistent = -1, optimizer = -1;
   for (zsim::OpId id : init_ops) {
     const zsim::MemOp& m = s.ops[id].mem;
-    if (m.category == zsim::MemCategory::params) (m.detail == "persistent" ? persistent : partition) = id;
+    if (m.category == zsim::MemCategory::params)
+      (m.detail == "persistent" ? persistent : m.detail == "nvme" ? partition_nvme : partition) = id;
     if (m.category == zsim::MemCategory::optimizer) optimizer = id;
   }
   auto put = [&](zsim::OpId id, const void* data, std::size_t bytes, const char* what) {
@@ -76,7 +77,12 @@ void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const m
     put_state(id, data, bytes);
   };
   const std::vector<std::byte> part = encode(st.partition, plan.dtype), pers = encode(st.persistent, plan.dtype);
-  put(partition, part.data(), part.size(), "params.partition");
+  // offload_param nvme: the partition's elements before plan.nvme_params_from in params.partition (pinned CPU memory,
+  // DeepSpeed's max_in_cpu), the rest in params.partition.nvme (a swap file).
+  const std::size_t in_cpu =
+      partition_nvme >= 0 ? static_cast<std::size_t>(plan.nvme_params_from * plan.elem_bytes) : part.size();
+  if (partition >= 0 || in_cpu > 0) put(partition, part.data(), in_cpu, "params.partition");
+  if (partition_nvme >= 0) put(partition_nvme, part.data() + in_cpu, part.size() - in_cpu, "params.partition.nvme");
   if (!pers.empty()) put(persistent, pers.data(), pers.size(), "params.persistent");
   put(optimizer, st.optimizer.data(), st.optimizer.size() * 4, "optimizer");
 }

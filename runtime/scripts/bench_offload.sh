@@ -33,7 +33,8 @@ for dev in ${DEVS:-cpu nvme param pnvme}; do
   opt=cpu
   [ $dev = nvme ] && { opt=nvme; extra=(--nvme-dir "$NVME_DIR"); }
   [ $dev = param ] && extra=(--set deepspeed.zero_optimization.offload_param.device=cpu)
-  [ $dev = pnvme ] && extra=(--set deepspeed.zero_optimization.offload_param.device=nvme --nvme-dir "$NVME_DIR")
+  [ $dev = pnvme ] && extra=(--set deepspeed.zero_optimization.offload_param.device=nvme
+    --set deepspeed.zero_optimization.offload_param.max_in_cpu=0 --nvme-dir "$NVME_DIR")
   echo "== zrun, offload_optimizer $opt${extra:+ (${extra[*]})}"
   "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=$opt "${extra[@]}" \
       --steps 3 --warmup 1 --json "$OUT/offload_$dev.json" 2>&1 | tee "$OUT/offload_$dev.log" | grep -vE "^step " 

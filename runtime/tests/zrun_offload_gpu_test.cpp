@@ -216,16 +216,20 @@ TEST(ZrunOffloadGpu, AnInjectedEnospcEndsTheJobNamingTheFileAndTheOpAndLeavesNoF
 }
 
 // offload_param nvme moves the same 16-bit bytes as offload_param cpu, through the swap file: each fetch reads every
-// tensor's chunk into a pinned buffer and copies it up, the step's persistent gathers read theirs too, and each
+// tensor's chunk on NVMe into a pinned buffer and copies it up, the step's persistent gathers read theirs too, and each
 // sub-group's updated weights go through the pinned write-back buffer into the file (writes that span and cut
-// tensors, reads of single tensors: the store's mirrored layout). After 10 steps the master weights are bitwise
-// offload_param cpu's, with the optimizer on the GPU, on the CPU and on NVMe; with two micro-steps, and with
-// sub-groups that cut tensors.
+// tensors, reads of single tensors: the store's mirrored layout). max_in_cpu 0 puts the whole partition on NVMe;
+// 300000 keeps the first sub-group in CPU memory (DeepSpeed's max_in_cpu), so a tensor straddles the two. After 10
+// steps the master weights are bitwise offload_param cpu's, with the optimizer on the GPU, on the CPU and on NVMe; with
+// two micro-steps, and with sub-groups that cut tensors.
 TEST(ZrunOffloadGpu, ParamOffloadToNvmeGivesExactlyTheMasterWeightsOfParamOffloadToCpu) {
   REQUIRE_GPU();
+  const std::string all_nvme = " --set deepspeed.zero_optimization.offload_param.max_in_cpu=0";
+  const std::string sub_groups = "--set deepspeed.zero_optimization.sub_group_size=300000";
   for (const std::string optimizer : {"gpu", "cpu", "nvme"})
-    for (const std::string& more : {std::string(""), std::string("--set training.micro_batch=1 --set training.grad_accum=2"),
-                                   std::string("--set deepspeed.zero_optimization.sub_group_size=300000")}) {
+    for (const std::string& more : {all_nvme, "--set training.micro_batch=1 --set training.grad_accum=2" + all_nvme,
+                                    sub_groups + all_nvme,
+                                    sub_groups + " --set deepspeed.zero_optimization.offload_param.max_in_cpu=300000"}) {
       const std::vector<float> cpu =
           master_after(3, optimizer, 10, nullptr, more + " --set deepspeed.zero_optimization.offload_param.device=cpu");
       std::string out;
@@ -245,7 +249,8 @@ TEST(ZrunOffloadGpu, RemovingTheParamNvmeDirectoryMidRunEndsTheJobNamingTheFileA
   REQUIRE_GPU();
   const fs::path dir = scratch("kill_rm_param");
   const fs::path swap = dir / "swap", log = dir / "out.txt";
-  const KilledRun run = remove_swap_directory_mid_run("offload_param.device=nvme", swap, log);
+  const KilledRun run = remove_swap_directory_mid_run(
+      "offload_param.device=nvme --set deepspeed.zero_optimization.offload_param.max_in_cpu=0", swap, log);
   const std::string& out = run.out;
   EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0) << out;
   EXPECT_LT(run.seconds, 60) << out;
@@ -270,6 +275,7 @@ TEST(ZrunOffloadGpu, AnInjectedEnospcOnAParamWriteEndsTheJobNamingTheFileAndTheO
     const fs::path swap = scratch("kill_enospc_param_" + optimizer);
     const ZrunRun r = zrun("ZRUN_NVME_FAULT=op=step.sub0.param_nvme_write,errno=ENOSPC", 3,
                            "--steps 3 --warmup 0 --set deepspeed.zero_optimization.offload_param.device=nvme "
+                           "--set deepspeed.zero_optimization.offload_param.max_in_cpu=0 "
                            "--set deepspeed.zero_optimization.offload_optimizer.device=" + optimizer +
                            " --nvme-dir " + swap.string());
     EXPECT_NE(r.exit_code, 0) << r.out;

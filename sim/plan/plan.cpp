@@ -318,6 +318,19 @@ Plan make_plan(const Scenario& s) {
     }
   }
   p.sub_groups = split(p.optimizer_partition, p.stage == 3 ? z.sub_group_size : p.optimizer_partition);
+  p.nvme_params_from = p.optimizer_partition;
+  if (p.param_device == OffloadDevice::nvme) {
+    // stage3.py _create_param_groups_fp16_flat_cpu_memory: one CPU flat buffer of min(partition, max_in_cpu)
+    // elements; _create_fp16_partitions_with_defragmentation gives a sub-group a slice of it when
+    // `flat_offset + total_elements <= buffer.numel()`, else None (its parameters stay on NVMe). A prefix of the
+    // sub-groups, then.
+    Elements in_cpu = 0;
+    for (Elements sub : p.sub_groups) {
+      if (in_cpu + sub > z.offload_param.max_in_cpu) break;
+      in_cpu += sub;
+    }
+    p.nvme_params_from = in_cpu;
+  }
   p.trace = make_trace(p, z);
   return p;
 }

@@ -110,6 +110,11 @@ struct Plan {
   std::vector<GradBucket> buckets;   // backward order
   std::vector<Elements> allgather_chunks;  // stages 1-2: post-step parameter all-gathers
   std::vector<Elements> sub_groups;  // optimizer sub-groups over this rank's partition (sub_group_size)
+  // Stage 3, offload_param nvme: the first element of this rank's partition that lives on NVMe. DeepSpeed keeps whole
+  // sub-groups in pinned CPU memory while their running total stays within offload_param.max_in_cpu (stage3.py
+  // _create_param_groups_fp16_flat_cpu_memory, _move_to_flat_buffer: "swapping in ... permanently to CPU"), so
+  // [0, nvme_params_from) is in CPU memory and the rest on NVMe. optimizer_partition when nothing is on NVMe.
+  Elements nvme_params_from = 0;
   std::vector<FetchStep> trace;      // one micro-step: forward, then backward (with recomputes); the
                                      // fetch/prefetch/release decisions only for stage 3
 

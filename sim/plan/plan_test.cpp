@@ -58,6 +58,26 @@ TEST(Plan, PersistenceThresholdKeepsSmallTensorsWhole) {
   EXPECT_EQ(p.persistent_params, 2 * (2 * 512) + 512);  // 2 norms per layer + the final norm
 }
 
+// offload_param nvme (stage3.py _create_param_groups_fp16_flat_cpu_memory): whole sub-groups stay in CPU memory
+// while their running total is within max_in_cpu; the partition from the first one past it is on NVMe.
+TEST(Plan, ParamOffloadToNvmeKeepsTheSubGroupsWithinMaxInCpuInCpuMemory) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::nvme;
+  s.zero.sub_group_size = 100'000;
+  Plan p = make_plan(s);
+  ASSERT_GT(p.sub_groups.size(), 3u);
+  EXPECT_EQ(p.nvme_params_from, p.optimizer_partition);  // max_in_cpu 1e9 holds this model's partition
+  s.zero.offload_param.max_in_cpu = 250'000;  // two and a half sub-groups: two of them
+  p = make_plan(s);
+  EXPECT_EQ(p.nvme_params_from, 200'000);
+  s.zero.offload_param.max_in_cpu = 0;
+  EXPECT_EQ(make_plan(s).nvme_params_from, 0);
+  s.zero.offload_param.device = OffloadDevice::cpu;  // max_in_cpu applies to NVMe only
+  p = make_plan(s);
+  EXPECT_EQ(p.nvme_params_from, p.optimizer_partition);
+}
+
 TEST(Plan, GradientBucketsRespectReduceBucketSize) {
   Scenario s = test::scenario(test::small_llama(4), 2, 1, 8);
   const Plan one = make_plan(s);

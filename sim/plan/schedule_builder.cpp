@@ -148,19 +148,31 @@ class Builder {
     } else {
       // Every tensor's partition (DeepSpeed's ds_tensor), persistent ones included: the optimizer updates them all
       // and _post_step gathers the persistent ones from theirs.
-      partition_ = alloc("params.partition", tier_of(p_.param_device), MemCategory::params, "",
-                         e_ * p_.optimizer_partition, ph, compute_);
+      // offload_param nvme: the partition's first plan.nvme_params_from elements stay in pinned CPU memory (DeepSpeed's
+      // max_in_cpu), the rest is on NVMe (params.partition.nvme, the same layout from that element on).
+      const Elements in_cpu = p_.param_device == OffloadDevice::nvme ? p_.nvme_params_from : p_.optimizer_partition;
+      const Tier tier = p_.param_device == OffloadDevice::nvme ? Tier::cpu : tier_of(p_.param_device);
+      if (in_cpu > 0 || p_.optimizer_partition == 0)
+        partition_ = alloc("params.partition", tier, MemCategory::params, "", e_ * in_cpu, ph, compute_);
+      if (in_cpu < p_.optimizer_partition)
+        partition_nvme_ = alloc("params.partition.nvme", Tier::nvme, MemCategory::params, "nvme",
+                                e_ * (p_.optimizer_partition - in_cpu), ph, compute_);
       if (p_.persistent_params > 0)
         persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
                             e_ * p_.persistent_params, ph, compute_);
-      if (p_.param_device == OffloadDevice::nvme && !p_.sub_groups.empty()) {
+      if (partition_nvme_ >= 0 && !p_.sub_groups.empty()) {
         // DeepSpeed's partitioned_swap_buffer (stage3.py, building the 16-bit sub-groups:
         // `should_create_fp16_flat_reuse_buffer` -> partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
         // run, into which `swap_out_partitioned_params` writes each sub-group's updated weights before their NVMe
         // writes. Sized here to the largest sub-group (DeepSpeed sums the io-aligned numels of that sub-group's
         // params, see docs/schedule-semantics.md "Offload").
-        param_swap_out_ = alloc("params16.swap_out", Tier::cpu, MemCategory::buffers, "param_swap",
-                                e_ * *std::max_element(p_.sub_groups.begin(), p_.sub_groups.end()), ph, compute_);
+        Elements largest = 0, first = 0;  // the largest sub-group on NVMe
+        for (Elements sub : p_.sub_groups) {
+          if (first >= p_.nvme_params_from) largest = std::max(largest, sub);
+          first += sub;
+        }
+        param_swap_out_ = alloc("params16.swap_out", Tier::cpu, MemCategory::buffers, "param_swap", e_ * largest, ph,
+                                compute_);
       }
     }
     // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
@@ -483,11 +495,38 @@ class Builder {
       if (layout_.gathered[u][j] >= 0) at += per_tensor(p_.units[u].tensors[j]);
     return at;
   }
-  // This rank's partition of tensor (u, k) in params.partition.
-  void use_partition(OpId op, int u, int k, Role role, Access access) {
-    use(op, partition_, e_ * layout_.partition[u][k], e_ * partition_numel(p_.units[u].tensors[k].numel(), p_.dp), role,
-        access, u, k);
+  // A piece of a range of this rank's partition in the buffer that holds it: `at` bytes into `buffer`, `from` bytes
+  // into the range.
+  struct PartitionPiece {
+    OpId buffer = -1;
+    Bytes at = 0, bytes = 0, from = 0;
+  };
+  // Range [first, first + n) of this rank's partition, as pieces of params.partition (elements before
+  // plan.nvme_params_from) and params.partition.nvme (from it on): one piece unless the range straddles that element.
+  std::vector<PartitionPiece> partition_pieces(Elements first, Elements n) const {
+    const Elements split = partition_nvme_ >= 0 ? p_.nvme_params_from : p_.optimizer_partition;
+    std::vector<PartitionPiece> out;
+    if (first < split) out.push_back({partition_, e_ * first, e_ * (std::min(first + n, split) - first), 0});
+    if (first + n > split) {
+      const Elements at = std::max(first, split);
+      out.push_back({partition_nvme_, e_ * (at - split), e_ * (first + n - at), e_ * (at - first)});
+    }
+    return out;
   }
+  // The pieces of tensor (u, k)'s partition.
+  std::vector<PartitionPiece> tensor_pieces(int u, int k) const {
+    return partition_pieces(layout_.partition[u][k], partition_numel(p_.units[u].tensors[k].numel(), p_.dp));
+  }
+  // This rank's partition of tensor (u, k) in params.partition (and params.partition.nvme).
+  void use_partition(OpId op, int u, int k, Role role, Access access) {
+    for (const PartitionPiece& q : tensor_pieces(u, k)) use(op, q.buffer, q.at, q.bytes, role, access, u, k);
+  }
+  // The buffer that holds sub-group [first, first + n): sub-groups never straddle plan.nvme_params_from.
+  BufferUse sub_group_params(Elements first, Elements n, Role role = Role::input, Access access = Access::read) const {
+    const PartitionPiece q = partition_pieces(first, n).front();
+    return {q.buffer, q.at, q.bytes, role, access};
+  }
+  bool sub_group_on_nvme(Elements first) const { return partition_nvme_ >= 0 && first >= p_.nvme_params_from; }
   // What this rank contributes of the call's tensor i: its partition, or (hpZ) its secondary partition.
   void use_source(const Call& c, OpId op, size_t i, Role role, Access access) {
     const auto [u, k] = c.ids[i];
@@ -537,35 +576,46 @@ class Builder {
         const std::string what = U.name + suffix;
         std::vector<OpId> d = deps;  // after the previous compute, and the step before
         std::optional<OpId> cpu_swap;
-        if (p_.param_device == OffloadDevice::nvme) {
+        // The unit's partition pieces on NVMe (offload_param nvme, past max_in_cpu), packed in order in the swap
+        // buffer: where each gathered tensor's NVMe piece lands there.
+        std::map<int, Bytes> swap_at;
+        Bytes nvme_bytes = 0;
+        for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
+          if (layout_.gathered[m.unit][k] >= 0)
+            for (const PartitionPiece& q : tensor_pieces(m.unit, k))
+              if (q.buffer == partition_nvme_) {
+                swap_at[k] = nvme_bytes;
+                nvme_bytes += q.bytes;
+              }
+        if (nvme_bytes > 0) {
           // partitioned_param_swapper.py `swap_in`: each parameter's partition is read from its swap file into a
           // pinned swap buffer (`_allocate_and_return_buffers_for_swap_in`), from which `ds_tensor.to(device)` copies
-          // it up. One read per tensor chunk, into the unit's chunks in order.
-          cpu_swap = alloc("param_swap." + what, Tier::cpu, MemCategory::buffers, "param_swap", part_bytes, ph,
+          // it up. One read per tensor chunk on NVMe, into the swap buffer in order.
+          cpu_swap = alloc("param_swap." + what, Tier::cpu, MemCategory::buffers, "param_swap", nvme_bytes, ph,
                            stream("nvme"), d, U.layer);
-          d = {copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, part_bytes, true, ph, stream("nvme"),
+          d = {copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, nvme_bytes, true, ph, stream("nvme"),
                     {*cpu_swap}, U.layer)};
           if (uses)
-            for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
-              if (layout_.gathered[m.unit][k] >= 0) {
-                use_partition(d[0], m.unit, k, Role::input, Access::read);
-                use(d[0], *cpu_swap, e_ * staged_offset(m.unit, k), sch_.ops[d[0]].uses.back().bytes, Role::output,
-                    Access::write, m.unit, k);
-              }
+            for (const auto& [k, at] : swap_at) {
+              const PartitionPiece q = tensor_pieces(m.unit, k).back();
+              use(d[0], q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
+              use(d[0], *cpu_swap, at, q.bytes, Role::output, Access::write, m.unit, k);
+            }
         }
         staging.push_back(alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", part_bytes, ph,
                                 stream("h2d"), d, U.layer));
         d = {copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph,
                   stream("h2d"), {staging.back()}, U.layer)};
-        if (uses) {  // each gathered tensor's chunk: params.partition (cpu) or the swap buffer (nvme) -> the staging
+        if (uses) {  // each gathered tensor's chunk: params.partition (CPU) or the swap buffer (NVMe) -> the staging
           c.staged[m.unit] = staging.back();
           for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
             if (layout_.gathered[m.unit][k] >= 0) {
-              const Elements at = staged_offset(m.unit, k);
-              const Bytes bytes = e_ * partition_numel(U.tensors[k].numel(), p_.dp);
-              if (cpu_swap) use(d[0], *cpu_swap, e_ * at, bytes, Role::input, Access::read, m.unit, k);
-              else use_partition(d[0], m.unit, k, Role::input, Access::read);
-              use(d[0], staging.back(), e_ * at, bytes, Role::output, Access::write, m.unit, k);
+              const Bytes at = e_ * staged_offset(m.unit, k);
+              for (const PartitionPiece& q : tensor_pieces(m.unit, k)) {
+                if (q.buffer == partition_nvme_) use(d[0], *cpu_swap, swap_at.at(k), q.bytes, Role::input, Access::read, m.unit, k);
+                else use(d[0], q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
+                use(d[0], staging.back(), at + q.from, q.bytes, Role::output, Access::write, m.unit, k);
+              }
             }
         }
         if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), d);
@@ -604,7 +654,7 @@ class Builder {
         in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * chunk, true, ph, comm_, {in}, layer);
         if (uses) {
           const auto [u, k] = c.ids[i];
-          use_partition(in, u, k, Role::input, Access::read);
+          use_source(c, in, i, Role::input, Access::read);  // the partition, or its staged copy (offload_param)
           use(in, buf, e_ * at, e_ * chunk, Role::output, Access::write, u, k);
           sch_.ops[in].uses.back().rank_stride = e_ * chunk;
         }
@@ -1886,16 +1936,18 @@ class Builder {
                                                      stream("cpu"), deps);
       // offload_param nvme: CPU Adam's 16-bit weights go into the write-back buffer, which the previous sub-group's
       // NVMe write must have left (swap_out_partitioned_params: synchronize_writes() before reusing the pool).
+      // A sub-group within max_in_cpu is in CPU memory, as with offload_param cpu.
+      const bool params_on_nvme = p_.param_device == OffloadDevice::nvme && sub_group_on_nvme(sub_first);
       std::vector<OpId> adam_deps = deps;
-      if (p_.param_device == OffloadDevice::nvme && last_param_write_ >= 0) adam_deps.push_back(last_param_write_);
+      if (params_on_nvme && last_param_write_ >= 0) adam_deps.push_back(last_param_write_);
       OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, adam_deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                          stream("cpu"));
-      // With offload_param cpu the partition itself is in host memory: CPU Adam writes its 16-bit weights there.
+      // With the partition in host memory CPU Adam writes its 16-bit weights there (stage3.py
+      // `_reassign_or_swap_out_partitioned_parameters`: the fp16 flat's `.data.copy_(` the fp32 master).
       use_cpu_adam(sch_.ops[opt], grad_use, state_use,
-                   weights16 >= 0 ? whole(sch_.ops[weights16], Role::param, Access::write)
-                   : p_.param_device == OffloadDevice::nvme
-                       ? BufferUse{param_swap_out_, 0, e_ * sub, Role::param, Access::write}
-                       : BufferUse{partition_, e_ * sub_first, e_ * sub, Role::param, Access::write});
+                   weights16 >= 0     ? whole(sch_.ops[weights16], Role::param, Access::write)
+                   : params_on_nvme ? BufferUse{param_swap_out_, 0, e_ * sub, Role::param, Access::write}
+                                      : sub_group_params(sub_first, sub, Role::param, Access::write));
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[w], {*swap, 0, state}, {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
@@ -1911,12 +1963,12 @@ class Builder {
           use_copy(sch_.ops[opt], whole(sch_.ops[weights16], Role::input, Access::read), to);
           if (p_.stage == 3) release(weights16, ph, stream("h2d"), {opt});
         }
-      } else if (p_.param_device == OffloadDevice::nvme) {
+      } else if (params_on_nvme) {
         // stage3.py `_partitioned_params_swap_out` -> swap_out_partitioned_params: the sub-group's weights to the
-        // params' swap files (here: the sub-group's range of params.partition on the NVMe tier).
+        // params' swap files (here: the sub-group's range of params.partition.nvme).
         opt = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[opt], {param_swap_out_, 0, e_ * sub, Role::input, Access::read},
-                 {partition_, e_ * sub_first, e_ * sub});
+                 sub_group_params(sub_first, sub));
         last_param_write_ = opt;
       }
       param_ready.push_back(opt);
@@ -1957,29 +2009,34 @@ class Builder {
         const OpId buf = alloc("persistent_gather." + what + ".s" + std::to_string(step_), Tier::gpu,
                                MemCategory::buffers, "gathered", e_ * chunk * p_.dp, ph, comm_, after, p_.units[u].layer);
         const bool uses = true;
-        // Offloaded params: the updated partition comes to the GPU first (`ds_tensor.to(device)`); on NVMe it is read
-        // into a pinned host buffer first, as every other partition (zsim keeps every partition on the offload tier;
-        // DeepSpeed keeps a persistent parameter's partition on the GPU: docs/schedule-semantics.md "Offload").
+        // Offloaded params: the updated partition comes to the GPU first (`ds_tensor.to(device)`); its piece on NVMe
+        // (past max_in_cpu) is read into a pinned host buffer first, as every other partition (zsim keeps a persistent
+        // tensor's partition where its place in the partition says; DeepSpeed keeps a small one on the GPU when its
+        // sub-group is on NVMe: docs/schedule-semantics.md "Offload").
         std::optional<OpId> staged, swap;
         std::vector<OpId> deps{buf};
         if (p_.param_device != OffloadDevice::none) {
           std::vector<OpId> d = after;
-          if (p_.param_device == OffloadDevice::nvme) {
+          const std::vector<PartitionPiece> pieces = tensor_pieces(u, k);
+          const PartitionPiece& last = pieces.back();
+          if (last.buffer == partition_nvme_) {
             swap = alloc("persistent_swap." + what + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
-                         "param_swap", e_ * chunk, ph, stream("nvme"), after, p_.units[u].layer);
-            const OpId rd = copy("step.persistent." + what + ".nvme_read", CopyKind::nvme_read, e_ * chunk, true, ph,
+                         "param_swap", last.bytes, ph, stream("nvme"), after, p_.units[u].layer);
+            const OpId rd = copy("step.persistent." + what + ".nvme_read", CopyKind::nvme_read, last.bytes, true, ph,
                                  stream("nvme"), {*swap}, p_.units[u].layer);
-            use_partition(rd, u, k, Role::input, Access::read);
-            use(rd, *swap, 0, e_ * chunk, Role::output, Access::write, u, k);
+            use(rd, last.buffer, last.at, last.bytes, Role::input, Access::read, u, k);
+            use(rd, *swap, 0, last.bytes, Role::output, Access::write, u, k);
             d = {rd};
           }
           staged = alloc("persistent_h2d." + what + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers,
                          "prefetch", e_ * chunk, ph, stream("h2d"), d, p_.units[u].layer);
           const OpId h = copy("step.persistent." + what + ".h2d", CopyKind::h2d, e_ * chunk,
                               s_.zero.offload_param.pin_memory, ph, stream("h2d"), {*staged}, p_.units[u].layer);
-          if (swap) use(h, *swap, 0, e_ * chunk, Role::input, Access::read, u, k);
-          else use_partition(h, u, k, Role::input, Access::read);
-          use(h, *staged, 0, e_ * chunk, Role::output, Access::write, u, k);
+          for (const PartitionPiece& q : pieces) {
+            if (q.buffer == partition_nvme_) use(h, *swap, 0, q.bytes, Role::input, Access::read, u, k);
+            else use(h, q.buffer, q.at, q.bytes, Role::input, Access::read, u, k);
+            use(h, *staged, q.from, q.bytes, Role::output, Access::write, u, k);
+          }
           if (swap) release(*swap, ph, stream("h2d"), {h});
           deps.push_back(h);
         }
@@ -2007,17 +2064,17 @@ class Builder {
   // pool of swap_out_partitioned_params, then written). Frees w16 after its copy.
   OpId write_back_params(const std::string& name, Elements first, Elements sub, OpId opt, OpId w16) {
     const Phase ph = Phase::step;
+    const bool on_nvme = sub_group_on_nvme(first);
     std::vector<OpId> deps{opt};
-    if (p_.param_device == OffloadDevice::nvme && last_param_write_ >= 0) deps.push_back(last_param_write_);
+    if (on_nvme && last_param_write_ >= 0) deps.push_back(last_param_write_);
     OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, ph, stream("d2h"),
                   deps);
-    const BufferUse to_host = p_.param_device == OffloadDevice::nvme ? BufferUse{param_swap_out_, 0, e_ * sub}
-                                                                     : BufferUse{partition_, e_ * first, e_ * sub};
+    const BufferUse to_host = on_nvme ? BufferUse{param_swap_out_, 0, e_ * sub} : sub_group_params(first, sub);
     use_copy(sch_.ops[d], whole(sch_.ops[w16], Role::input, Access::read), to_host);
     release(w16, ph, stream("d2h"), {d});
-    if (p_.param_device == OffloadDevice::nvme) {
+    if (on_nvme) {
       d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {d});
-      use_copy(sch_.ops[d], {param_swap_out_, 0, e_ * sub, Role::input, Access::read}, {partition_, e_ * first, e_ * sub});
+      use_copy(sch_.ops[d], {param_swap_out_, 0, e_ * sub, Role::input, Access::read}, sub_group_params(first, sub));
       last_param_write_ = d;
     }
     return d;
@@ -2030,6 +2087,7 @@ class Builder {
   Schedule sch_;
   OpId params_ = -1, persistent_ = -1, grads_ = -1, optimizer_ = -1;  // init allocs of the whole params / persistent / grads
   OpId partition_ = -1, grad_partition_ = -1;  // stages 2-3: init allocs of params.partition / grads.partition
+  OpId partition_nvme_ = -1;    // offload_param nvme: init alloc of the partition's elements past max_in_cpu
   OpId param_swap_out_ = -1;    // offload_param nvme: init alloc of the pinned 16-bit write-back buffer
   OpId last_param_write_ = -1;  // offload_param nvme: the last param_nvme_write (the write-back buffer is free after it)
   std::vector<OpId> grad_writes_;              // stage 3, optimizer on NVMe: this step's gradient swap-outs

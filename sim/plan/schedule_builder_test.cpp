@@ -575,6 +575,33 @@ TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
   }
 }
 
+// offload_param nvme with the partition within max_in_cpu: DeepSpeed swaps every partition in "permanently to CPU" at
+// init, so the step is offload_param cpu's op for op; with max_in_cpu 0 every fetch reads NVMe first.
+TEST(ScheduleBuilder, ParamOffloadToNvmeWithinMaxInCpuRunsOffloadToCpusSchedule) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::cpu;
+  const Schedule cpu = build(s);
+  s.zero.offload_param.device = OffloadDevice::nvme;
+  const Schedule nvme = build(s);
+  ASSERT_EQ(nvme.ops.size(), cpu.ops.size());
+  for (size_t i = 0; i < cpu.ops.size(); ++i) {
+    EXPECT_EQ(nvme.ops[i].name, cpu.ops[i].name);
+    EXPECT_EQ(nvme.ops[i].kind, cpu.ops[i].kind) << cpu.ops[i].name;
+    EXPECT_EQ(nvme.ops[i].uses, cpu.ops[i].uses) << cpu.ops[i].name;
+    if (cpu.ops[i].kind == OpKind::alloc) {
+      EXPECT_EQ(nvme.ops[i].mem.tier, cpu.ops[i].mem.tier) << cpu.ops[i].name;
+      EXPECT_EQ(nvme.ops[i].mem.bytes, cpu.ops[i].mem.bytes) << cpu.ops[i].name;
+    }
+  }
+  s.zero.offload_param.max_in_cpu = 0;
+  const Schedule all_nvme = build(s);
+  EXPECT_FALSE(ops_where(all_nvme, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::nvme_read; })
+                   .empty());
+  for (const Op* a : ops_where(all_nvme, [](const Op& o) { return o.kind == OpKind::alloc && o.phase == Phase::init; }))
+    if (a->mem.category == MemCategory::params && a->mem.detail != "persistent") EXPECT_EQ(a->mem.tier, Tier::nvme);
+}
+
 // Eager attention, summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h;
 // backward = 2 x forward; recompute = forward.
 TEST(ScheduleBuilder, ComputeFlopsFollowTheEagerConvention) {
