@@ -93,7 +93,7 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
                  // The model's own bytes for the activation buffers the schedule sizes by zsim's model.
                  return model::needed_activation_bytes(model_.layout(), model_.config().checkpointing, a.mem);
                }),
-      waits_(stream_waits(s)),
+      waits_(zsim::stream_waits(s)),
       data_(model.config().vocab) {
   for (const zsim::ProcessGroup& g : s.groups)
     group_index_.push_back(split_color_key(rank, g, s.meta.world_size, s.meta.gpus_per_node).key);

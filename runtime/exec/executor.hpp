@@ -23,7 +23,7 @@
 #include "runtime/exec/device_buffers.hpp"
 #include "runtime/exec/host_ops.hpp"
 #include "runtime/exec/qgz_error.hpp"
-#include "runtime/exec/stream_waits.hpp"
+#include "sim/schedule/stream_waits.hpp"
 #include "runtime/memory/arena.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/synthetic_data.hpp"
@@ -107,7 +107,7 @@ class Executor {
   const FaultInjector& faults_;
   const ExecOptions o_;
   DeviceBuffers buffers_;
-  StreamWaits waits_;
+  zsim::StreamWaits waits_;
   std::vector<int> group_index_;               // by schedule group: this rank's index in it
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> dep_events_;        // by op id, for ops others wait for

@@ -117,41 +117,6 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   return w;
 }
 
-// The GEMMs of a GPU compute op under the schedule's model: each weight matrix W [in x out] of the op's unit
-// (a recompute: every unit of its layer) multiplies the micro-batch's tokens: forward (and recompute)
-// tokens x out x in; backward the input gradient tokens x in x out and the weight gradient in x out x tokens.
-// The head multiplies by the (possibly tied) vocab x hidden matrix. With `core_calls`, the unit's own GEMM calls
-// (ModelUnit::forward_gemms / backward_gemms: eager attention's batched products) are listed too; without, they are
-// not and the op's remaining FLOPs run at the listed GEMMs' efficiency.
-std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m, bool core_calls) {
-  std::vector<GemmShape> out;
-  const std::int64_t tokens = m.micro_batch * m.seq_len;
-  if (tokens <= 0) return out;
-  const bool backward = op.compute.what == ComputeKind::backward;
-  auto add = [&](std::int64_t in, std::int64_t outs) {
-    if (backward) {
-      out.push_back({tokens, in, outs, 1});
-      out.push_back({in, outs, tokens, 1});
-    } else {
-      out.push_back({tokens, outs, in, 1});
-    }
-  };
-  auto add_unit = [&](const ModelUnit& u) {
-    if (u.name == "head" && u.tensors.empty()) add(m.hidden, m.vocab);  // tied: the embedding's matrix
-    for (const ModelTensor& t : u.tensors)
-      if (t.cols != 0 && u.name != "embedding") add(t.rows, t.cols);
-    if (core_calls)
-      for (const GemmCalls& c : backward ? u.backward_gemms : u.forward_gemms)
-        out.push_back({c.m, c.n, c.k, c.batch, c.calls});
-  };
-  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) {
-    add_unit(m.units[op.unit]);
-  } else if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
-    for (const ModelUnit& u : m.units)
-      if (u.layer == op.layer) add_unit(u);
-  }
-  return out;
-}
 
 // Which kind of memory-bound kernel a unit's hbm_bytes are (the schedule builder's convention,
 // docs/schedule-semantics.md "Compute figures"): the embedding lookup a gather (copy), a unit of vectors only a
@@ -257,6 +222,42 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
 }
 
 }  // namespace
+
+// The GEMMs of a GPU compute op under the schedule's model: each weight matrix W [in x out] of the op's unit
+// (a recompute: every unit of its layer) multiplies the micro-batch's tokens: forward (and recompute)
+// tokens x out x in; backward the input gradient tokens x in x out and the weight gradient in x out x tokens.
+// The head multiplies by the (possibly tied) vocab x hidden matrix. With `core_calls`, the unit's own GEMM calls
+// (ModelUnit::forward_gemms / backward_gemms: eager attention's batched products) are listed too; without, they are
+// not and the op's remaining FLOPs run at the listed GEMMs' efficiency.
+std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m, bool core_calls) {
+  std::vector<GemmShape> out;
+  const std::int64_t tokens = m.micro_batch * m.seq_len;
+  if (tokens <= 0) return out;
+  const bool backward = op.compute.what == ComputeKind::backward;
+  auto add = [&](std::int64_t in, std::int64_t outs) {
+    if (backward) {
+      out.push_back({tokens, in, outs, 1});
+      out.push_back({in, outs, tokens, 1});
+    } else {
+      out.push_back({tokens, outs, in, 1});
+    }
+  };
+  auto add_unit = [&](const ModelUnit& u) {
+    if (u.name == "head" && u.tensors.empty()) add(m.hidden, m.vocab);  // tied: the embedding's matrix
+    for (const ModelTensor& t : u.tensors)
+      if (t.cols != 0 && u.name != "embedding") add(t.rows, t.cols);
+    if (core_calls)
+      for (const GemmCalls& c : backward ? u.backward_gemms : u.forward_gemms)
+        out.push_back({c.m, c.n, c.k, c.batch, c.calls});
+  };
+  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) {
+    add_unit(m.units[op.unit]);
+  } else if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
+    for (const ModelUnit& u : m.units)
+      if (u.layer == op.layer) add_unit(u);
+  }
+  return out;
+}
 
 double off_leaf_fraction(CollectiveKind kind, int k, int nodes_per_leaf) {
   if (k <= 1 || nodes_per_leaf <= 0 || k <= nodes_per_leaf) return 0;

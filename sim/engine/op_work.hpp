@@ -47,6 +47,10 @@ struct OpWork {
 // Throws std::invalid_argument when an op needs a link or unit of zero capacity.
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o);
 
+// The GEMMs of a GPU compute op under the schedule's model (each weight matrix of its unit, or of its layer for a
+// recompute; with `core_calls` also the unit's own calls: eager attention's batched products).
+std::vector<GemmShape> unit_gemms(const Op& op, const ScheduleModel& m, bool core_calls);
+
 // The collective's input is where its output starts on rank 0 (an in-place call; no uses: false).
 bool collective_in_place(const Op& op);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "sim/engine/host_issue.hpp"
 #include "sim/engine/op_work.hpp"
 #include "sim/topology/max_min_fair.hpp"
 #include "sim/topology/topology.hpp"
@@ -167,6 +168,7 @@ class Engine {
     }
     head_.assign(s_.streams.size(), 0);
     for (size_t st = 0; st < s_.streams.size(); ++st) head_[st] = p.queue_begin[st];
+    if (c.efficiency.host_issue.present()) init_host_issue(c);
     busy_.assign(s_.streams.size(), 0);
     if (o.share == SharePolicy::ordered) order_transfers_per_link();
     else link_dependents_begin_.assign(n + 1, 0);
@@ -185,6 +187,10 @@ class Engine {
       const bool progressing = std::any_of(running_.begin(), running_.end(), [&](OpId id) {
         return state_[id] == State::fixed || state_[id] == State::flowing;
       });
+      if (!progressing && !sleeping_.empty()) {  // only the host's issue is ahead: on to the next op it issues
+        t = wake_sleepers(std::numeric_limits<double>::infinity());
+        continue;
+      }
       if (!progressing && !blocked_.empty()) {
         // Deadlock on memory: let the earliest waiting alloc through over capacity.
         std::sort(blocked_.begin(), blocked_.end());
@@ -198,8 +204,9 @@ class Engine {
       ++r_.events;
       if (flows_changed_) recompute_rates();
       if (sides_changed_) pace_side_kernels(t);
-      // Next event: the earliest fixed-phase end or flow completion.
+      // Next event: the earliest fixed-phase end or flow completion (or the host's issue of a waiting op).
       Seconds next = std::numeric_limits<double>::infinity();
+      for (const auto& [at, id] : sleeping_) next = std::min(next, at);
       for (OpId id : running_) {
         if (state_[id] == State::fixed) next = std::min(next, fixed_end_[id]);
         else if (state_[id] == State::flowing) next = std::min(next, t + remaining_[id] / rate_[id]);
@@ -220,6 +227,7 @@ class Engine {
         if (ends) finished.push_back(id);
       }
       t = next;
+      if (!sleeping_.empty()) wake_sleepers(t);
       for (OpId id : finished) {
         if (state_[id] == State::fixed && flow_bytes_[p_.work_class[id]] > 0) {
           begin_flow_when_links_free(id);
@@ -266,6 +274,7 @@ class Engine {
         const int st = p_.stream_of[id];
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
         if (head_[st] >= p_.queue_begin[st + 1] || p_.queue[head_[st]] != id) continue;
+        if (host_ && !issued(id, t)) continue;
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
@@ -276,6 +285,7 @@ class Engine {
         if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
           fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
+          if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
           if (pace_sides_ && side_rate_[p_.work_class[id]] < 1) {
             fixed_left_[id] = fixed_s_[p_.work_class[id]];
             fixed_rate_[id] = 1;
@@ -374,6 +384,7 @@ class Engine {
       if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
     r_.ops[id].end_s = t;
+    if (host_) step_op_done(id, t);
     const int st = p_.stream_of[id];
     r_.stream_busy_s[st] += t - r_.ops[id].start_s;
     busy_[st] = 0;
@@ -387,9 +398,74 @@ class Engine {
   void pace_side_kernels(Seconds t) {
     for (OpId id : side_running_) {
       fixed_rate_[id] = main_running_ > 0 ? side_rate_[p_.work_class[id]] : 1.0;
-      fixed_end_[id] = t + fixed_left_[id] / fixed_rate_[id];
+      fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
+      if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
     }
     sides_changed_ = false;
+  }
+
+  // efficiency.host_issue: one host thread issues each step's ops in program order, as zrun's executor does after it
+  // has waited for the step before (runtime/exec/executor.cpp run_step); an op starts once the host has made its
+  // first call, and its fixed part ends no earlier than the host has issued all of it.
+  void init_host_issue(const ClusterSpec& c) {
+    const std::vector<HostIssue> h = host_issue(s_, c);
+    const size_t n = s_.ops.size();
+    host_ = true;
+    issue_lead_.assign(n, 0.0);
+    issue_end_.assign(n, 0.0);
+    std::vector<Seconds> at(p_.steps.size(), 0.0);  // the host's time into each step
+    step_left_.assign(p_.steps.size(), 0);
+    for (const Op& op : s_.ops) {
+      const int k = p_.step_of_op[op.id];
+      if (k < 0) continue;
+      issue_lead_[op.id] = at[k] + h[op.id].lead_s;
+      at[k] += h[op.id].total_s;
+      issue_end_[op.id] = at[k];
+      ++step_left_[k];
+    }
+    asleep_.assign(n, 0);
+    step_base_.assign(p_.steps.size(), -1.0);
+    if (!step_base_.empty()) step_base_[0] = 0;
+    parked_.assign(p_.steps.size(), {});
+  }
+  // Whether the host has issued op id's first call by t; if not, the op sleeps until then (or, its step's issue not
+  // begun, until the step before has ended).
+  bool issued(OpId id, Seconds t) {
+    const int k = p_.step_of_op[id];
+    if (k < 0) return true;
+    if (step_base_[k] < 0) {
+      parked_[k].push_back(id);
+      return false;
+    }
+    const Seconds at = step_base_[k] + issue_lead_[id];
+    if (t >= at) return true;
+    if (!asleep_[id]) sleeping_.push_back({at, id});
+    asleep_[id] = 1;
+    return false;
+  }
+  Seconds issued_by(OpId id) const {
+    const int k = p_.step_of_op[id];
+    return k < 0 ? 0 : step_base_[k] + issue_end_[id];
+  }
+  // Moves the ops the host has issued by t (or, t infinite, the earliest) back to the candidates; returns the time.
+  Seconds wake_sleepers(Seconds t) {
+    if (t == std::numeric_limits<double>::infinity())
+      for (const auto& [at, id] : sleeping_) t = std::min(t, at);
+    std::erase_if(sleeping_, [&](const std::pair<Seconds, OpId>& e) {
+      if (e.first > t) return false;
+      candidates_.push_back(e.second);
+      asleep_[e.second] = 0;
+      return true;
+    });
+    return t;
+  }
+  // The step's last op done: the host, which waited for it, begins issuing the next step.
+  void step_op_done(OpId id, Seconds t) {
+    const int k = p_.step_of_op[id];
+    if (k < 0 || --step_left_[k] > 0 || k + 1 >= static_cast<int>(step_base_.size())) return;
+    step_base_[k + 1] = t;
+    candidates_.insert(candidates_.end(), parked_[k + 1].begin(), parked_[k + 1].end());
+    parked_[k + 1].clear();
   }
 
   static double beside_compute_rate(SideKind k, const EfficiencySpec::BesideCompute& b) {
@@ -449,6 +525,14 @@ class Engine {
   std::vector<OpId> blocked_;
   std::vector<char> waited_;
   OpId forced_ = -1;
+  // efficiency.host_issue (none without): per op the host's time into its step when it has made the op's first call
+  // and all of them; per step the time its issue began (-1: the step before still runs) and its ops not yet done.
+  bool host_ = false;
+  std::vector<Seconds> issue_lead_, issue_end_, step_base_;
+  std::vector<int> step_left_;
+  std::vector<std::vector<OpId>> parked_;            // by step: ops waiting for the step's issue to begin
+  std::vector<std::pair<Seconds, OpId>> sleeping_;   // (when the host issues it, op)
+  std::vector<char> asleep_;                         // by op: in sleeping_
 };
 
 }  // namespace

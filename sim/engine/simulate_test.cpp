@@ -419,3 +419,61 @@ TEST(SimulateBesideCompute, EachSideKindTakesItsOwnRate) {
 
 }  // namespace
 }  // namespace zsim
+
+namespace zsim {
+namespace {
+
+// efficiency.host_issue: ops shorter than their issue run at the host's rate (each starts once the host has made its
+// call), ops longer hide it (the host runs ahead), and without the block the host costs nothing.
+TEST(SimulateHostIssue, TinyOpsRunAtTheHostsRateAndLongOnesHideIt) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  auto last_end = [&](Flops flops, double kernel_us) {
+    ScheduleBuilder b(c);
+    OpId prev = -1;
+    for (int i = 0; i < 100; ++i) {
+      prev = b.compute("f" + std::to_string(i), Phase::forward, flops, prev < 0 ? std::vector<OpId>{} : std::vector<OpId>{prev});
+      b.s.ops[prev].compute.kernel_launches = 1;
+    }
+    ClusterSpec cl = c;
+    cl.efficiency.host_issue.kernel_us = kernel_us;
+    return simulate(cl, b.s).ops[prev].end_s;
+  };
+  const Flops tiny = 1e-6 * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 1 us of GPU work
+  EXPECT_NEAR(last_end(tiny, 0), 100e-6, 1e-12);
+  EXPECT_NEAR(last_end(tiny, 10), 100 * 10e-6 + 1e-6, 1e-12);  // the host's 100 calls, then the last op's 1 us
+  EXPECT_NEAR(last_end(1000 * tiny, 10), 10e-6 + 100 * 1e-3, 1e-12);  // the first call, then the GPU's 100 ms
+}
+
+// An op of several kernels whose launches take the host longer than the GPU's work ends when the host has launched
+// its last one.
+TEST(SimulateHostIssue, AnOpEndsNoEarlierThanItsLastLaunch) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  c.efficiency.host_issue.kernel_us = 5;
+  ScheduleBuilder b(c);
+  const OpId f = b.compute("f", Phase::forward, 1e-6 * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm);
+  b.s.ops[f].compute.kernel_launches = 40;
+  const TimingResult r = simulate(c, b.s);
+  EXPECT_NEAR(r.ops[f].start_s, 5e-6, 1e-12);
+  EXPECT_NEAR(r.ops[f].end_s, 200e-6, 1e-12);
+}
+
+// The host waits for each step to end before it issues the next (zrun synchronises between steps): an op of the second
+// step that depends on nothing still starts after the first step's last op, by its own issue.
+TEST(SimulateHostIssue, TheHostIssuesAStepOnlyAfterTheStepBeforeHasEnded) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  const Flops ms = 1e-3 * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;
+  ScheduleBuilder b(c, 2);
+  const OpId f0 = b.compute("fwd0", Phase::forward, ms);
+  const OpId o0 = b.compute("opt0", Phase::step, ms, {f0}, "compute", ComputeKind::optimizer);
+  const OpId f1 = b.compute("fwd1", Phase::forward, ms, {}, "other");
+  for (OpId id : {f0, o0, f1}) b.s.ops[id].compute.kernel_launches = 1;
+  EXPECT_NEAR(simulate(c, b.s).ops[f1].start_s, 0, 1e-12);  // no host model: at once, beside the first step
+  c.efficiency.host_issue.kernel_us = 4;
+  const TimingResult r = simulate(c, b.s);
+  EXPECT_NEAR(r.ops[f0].start_s, 4e-6, 1e-12);
+  EXPECT_NEAR(r.ops[o0].end_s, 4e-6 + 2e-3, 1e-9);
+  EXPECT_NEAR(r.ops[f1].start_s, r.ops[o0].end_s + 4e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace zsim

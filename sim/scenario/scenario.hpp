@@ -175,6 +175,18 @@ struct EfficiencySpec {
   } beside_compute{};
   // Measured efficiency of the fused attention kernel (ComputeOp::fused_attention_flops); 0 = as the unit's GEMMs.
   FlashAttentionEfficiency flash_attention{};
+  // The issuing thread's time per call (zrun calibrate: the host's time to enqueue each kind while the GPU is held),
+  // where a profile gives it: the engine then issues each step's ops in program order from one host thread, and an
+  // op starts no earlier than the host has issued it (docs/timing.md "Host issue"). All 0 = no host model (the
+  // figures above then include the host's launch cost, as calibrate measured them before 2026-11-26).
+  struct HostIssue {
+    double kernel_us = 0;      // a kernel launch (also a host function: CPU and NVMe ops)
+    double gemm_us = 0;        // a cuBLASLt GEMM call
+    double collective_us = 0;  // an NCCL call
+    double memcpy_us = 0;      // a cudaMemcpyAsync
+    double event_us = 0;       // a cudaEventRecord or cudaStreamWaitEvent
+    bool present() const { return kernel_us > 0 || gemm_us > 0 || collective_us > 0 || memcpy_us > 0 || event_us > 0; }
+  } host_issue{};
 };
 
 struct ClusterSpec {

@@ -58,6 +58,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
+  const auto& host = c.efficiency.host_issue;
+  if (host.present())
+    j["cluster"]["efficiency"]["host_issue"] = {{"kernel_us", host.kernel_us}, {"gemm_us", host.gemm_us},
+                                                {"collective_us", host.collective_us}, {"memcpy_us", host.memcpy_us},
+                                                {"event_us", host.event_us}};
   for (auto [v, key] : {std::pair{c.efficiency.beside_compute.memcpy, "memcpy"},
                         {c.efficiency.beside_compute.kernel, "kernel"},
                         {c.efficiency.beside_compute.collective, "collective"}})

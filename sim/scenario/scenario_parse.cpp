@@ -313,6 +313,11 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   real("cluster.efficiency.one_rank_collective.latency_us", c.efficiency.one_rank_collective.latency_us);
   real("cluster.efficiency.one_rank_collective.GBps", c.efficiency.one_rank_collective.GBps);
+  real("cluster.efficiency.host_issue.kernel_us", c.efficiency.host_issue.kernel_us);
+  real("cluster.efficiency.host_issue.gemm_us", c.efficiency.host_issue.gemm_us);
+  real("cluster.efficiency.host_issue.collective_us", c.efficiency.host_issue.collective_us);
+  real("cluster.efficiency.host_issue.memcpy_us", c.efficiency.host_issue.memcpy_us);
+  real("cluster.efficiency.host_issue.event_us", c.efficiency.host_issue.event_us);
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);

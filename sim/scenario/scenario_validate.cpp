@@ -104,6 +104,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
+  const auto& host = cl.efficiency.host_issue;
+  for (auto [v, key] : {std::pair{host.kernel_us, "kernel_us"}, {host.gemm_us, "gemm_us"},
+                        {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1000, std::string("cluster.efficiency.host_issue.") + key,
+           "must be in [0, 1000] microseconds (0 = the call costs the host nothing), got " + Check::num(v));
   for (auto [v, key] : {std::pair{cl.efficiency.beside_compute.memcpy, "memcpy"},
                         {cl.efficiency.beside_compute.kernel, "kernel"},
                         {cl.efficiency.beside_compute.collective, "collective"}})

@@ -1,10 +1,8 @@
-#include "runtime/exec/stream_waits.hpp"
+#include "sim/schedule/stream_waits.hpp"
 
 #include <algorithm>
 
-namespace zrun {
-
-using zsim::OpId;
+namespace zsim {
 
 std::size_t StreamWaits::total_waits() const {
   std::size_t n = 0;
@@ -12,7 +10,7 @@ std::size_t StreamWaits::total_waits() const {
   return n;
 }
 
-StreamWaits stream_waits(const zsim::Schedule& s) {
+StreamWaits stream_waits(const Schedule& s) {
   const std::size_t n_ops = s.ops.size(), n_streams = s.streams.size();
   StreamWaits out;
   out.waits.resize(n_ops);
@@ -40,4 +38,4 @@ StreamWaits stream_waits(const zsim::Schedule& s) {
   return out;
 }
 
-}  // namespace zrun
+}  // namespace zsim

@@ -1,22 +1,16 @@
 // The executor's cross-stream waits: enough to order every dep, and no more than needed.
-#include "runtime/exec/stream_waits.hpp"
+#include "sim/schedule/stream_waits.hpp"
 
 #include <gtest/gtest.h>
 
 #include <deque>
 
-#include "runtime/exec/bus_bandwidth.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "tests/pipeline_test_util.hpp"
 
-namespace zrun {
+namespace zsim {
 namespace {
-
-using zsim::Op;
-using zsim::OpId;
-using zsim::OpKind;
-using zsim::Schedule;
 
 // A schedule of compute ops on the named streams, with the given deps.
 Schedule program(const std::vector<std::pair<const char*, std::vector<OpId>>>& ops) {
@@ -80,9 +74,9 @@ bool ordered_by_waits(const Schedule& s, const StreamWaits& w, OpId from, OpId t
 }
 
 TEST(StreamWaits, EveryDepOfEveryBundledScenarioIsOrderedByTheWaits) {
-  for (const auto& file : zsim::test::bundled_scenario_files()) {
-    const zsim::Scenario sc = zsim::test::load_bundled(file, zsim::test::small_overrides(2));
-    const Schedule s = zsim::make_schedule(sc, zsim::make_plan(sc), 1);
+  for (const auto& file : test::bundled_scenario_files()) {
+    const Scenario sc = test::load_bundled(file, test::small_overrides(2));
+    const Schedule s = make_schedule(sc, make_plan(sc), 1);
     const StreamWaits w = stream_waits(s);
     std::size_t deps = 0;
     for (const Op& op : s.ops)
@@ -94,17 +88,5 @@ TEST(StreamWaits, EveryDepOfEveryBundledScenarioIsOrderedByTheWaits) {
   }
 }
 
-TEST(BusBandwidth, FollowsNcclTestsFactors) {
-  using zsim::CollectiveKind;
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_reduce, 4), 1.5);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 4), 0.75);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce_scatter, 2), 0.5);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::broadcast, 8), 1.0);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce, 8), 1.0);
-  // 1 GiB all-gathered on 4 ranks in 2.5 ms: 429.5 GB/s algorithm, 322.1 GB/s bus.
-  EXPECT_NEAR(bus_GBps(CollectiveKind::all_gather, 4, 1LL << 30, 2.5e-3), 322.1225472, 1e-6);
-  EXPECT_EQ(algorithm_GBps(100, 0), 0.0);
-}
-
 }  // namespace
-}  // namespace zrun
+}  // namespace zsim

@@ -6,14 +6,14 @@
 
 #include "sim/schedule/schedule.hpp"
 
-namespace zrun {
+namespace zsim {
 
 struct StreamWaits {
-  std::vector<std::vector<zsim::OpId>> waits;  // by op id: ops (on other streams) to wait for before launching
+  std::vector<std::vector<OpId>> waits;  // by op id: ops (on other streams) to wait for before launching
   std::vector<char> records_event;             // by op id: some later op waits for it
   std::size_t total_waits() const;
 };
 
-StreamWaits stream_waits(const zsim::Schedule& s);
+StreamWaits stream_waits(const Schedule& s);
 
-}  // namespace zrun
+}  // namespace zsim

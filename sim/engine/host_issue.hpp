@@ -1,0 +1,31 @@
+// The issuing thread's time for each op of a schedule, as zrun's executor issues it (runtime/exec/executor.cpp
+// `launch`): the event waits for its deps on other streams, a start and an end event around a timed op, its calls
+// (cuBLASLt GEMMs, kernels, NCCL calls, cudaMemcpyAsync, host functions), and the event a later op of another stream
+// waits for. Priced at the profile's efficiency.host_issue; pure.
+#pragma once
+#include <vector>
+
+#include "sim/schedule/schedule.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace zsim {
+
+struct HostIssue {
+  Seconds total_s = 0;  // the whole op
+  Seconds lead_s = 0;   // up to and including its first call (its GPU work cannot start before)
+};
+
+// Calls the op makes, by kind (what efficiency.host_issue prices).
+struct HostCalls {
+  int gemms = 0, kernels = 0, collectives = 0, memcpys = 0;
+  int events = 0;  // records and waits
+};
+
+// The calls of one op: `waits` of its deps are on other streams (not already ordered), `records` whether a later op
+// of another stream waits for it.
+HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records);
+
+// Every op's host time (all 0 without efficiency.host_issue).
+std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c);
+
+}  // namespace zsim
