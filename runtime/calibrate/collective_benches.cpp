@@ -128,10 +128,11 @@ void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log
   // into another buffer (a single parameter's gather into its own tensor) and the averaging reductions (ncclAvg: a
   // PreMulSum kernel over the buffer), in place. An all-gather in place moves nothing (NCCL returns at once).
   log << "zrun calibrate: collectives on a one-rank communicator (all-gather out of place, averaging reductions in place)\n";
+  std::vector<double> host;  // the host's enqueue time per call
   for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce})
     for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
       const std::size_t count = bytes / 2;  // bf16
-      const double t = time_gpu(
+      const CallTime call = time_call(
           [&] {
             if (kind == CollectiveKind::all_gather)
               ZRUN_NCCL_CHECK(ncclAllGather(a, b, count, ncclBfloat16, c, s));
@@ -141,10 +142,15 @@ void measure_one_rank_collectives(Measurements& m, bool quick, std::ostream& log
               ZRUN_NCCL_CHECK(ncclAllReduce(a, a, count, ncclBfloat16, ncclAvg, c, s));
           },
           s);
+      const double t = call.gpu_s;
+      host.push_back(call.host_s);
       m.one_rank.push_back({kind, 1, 1, static_cast<double>(bytes), t});
       log << fmt::format("  one-rank {} {} B: {:.1f} us, {:.1f} GB/s\n", zsim::to_string(kind), bytes, t * 1e6,
                          static_cast<double>(bytes) / t / 1e9);
     }
+  std::sort(host.begin(), host.end());
+  m.host_issue.collective_s = host[host.size() / 2];
+  log << fmt::format("  one-rank NCCL host issue per call (median): {:.2f} us\n", m.host_issue.collective_s * 1e6);
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
 }

@@ -44,6 +44,7 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
     fill_random(a.p, mmax * kmax, kind, 1, s);
     fill_random(b.p, kmax * nmax, kind, 2, s);
     std::vector<GemmSample>& out = m.gemm[model::dtype_name(dt)];
+    std::vector<double> host;  // the host's enqueue time per call over the grid
     for (std::int64_t M : ms)
       for (std::int64_t N : ns)
         for (std::int64_t K : ks) {
@@ -52,11 +53,18 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
           g.a = a.p; g.lda = M;
           g.b = b.p; g.ldb = K;
           g.d = d.p; g.ldd = M;
-          const double t = time_gpu([&] { gemm.run(g, dt, s); }, s);
+          const CallTime c = time_call([&] { gemm.run(g, dt, s); }, s);
+          const double t = c.gpu_s;
+          host.push_back(c.host_s);
           out.push_back({M, N, K, t});
           log << fmt::format("  gemm {} {}x{}x{}: {:.1f} us, {:.0f} TFLOPS\n", model::dtype_name(dt), M, N, K, t * 1e6,
                              2.0 * M * N * K / t / 1e12);
         }
+    if (dt == DType::bf16) {
+      std::sort(host.begin(), host.end());
+      m.host_issue.gemm_s = host[host.size() / 2];
+      log << fmt::format("  gemm host issue (median over the bf16 grid): {:.2f} us\n", m.host_issue.gemm_s * 1e6);
+    }
   }
   // Launch to launch of a tiny GEMM.
   DeviceBuffer t(64 * 64 * 2);
@@ -220,9 +228,23 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
     record("copy.d2d", "copy", 2.0 * n * 2,
            time_gpu([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(z.p, x.p, n * 2, cudaMemcpyDeviceToDevice, s)); }, s));
   }
-  m.kernel_launch_s = time_gpu([&] { launch_empty_kernel(s); }, s, 5000);
-  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us\n", m.kernel_launch_s * 1e6,
-                     m.gemm_launch_s * 1e6);
+  const CallTime empty = time_call([&] { launch_empty_kernel(s); }, s, 5000);
+  m.kernel_launch_s = empty.gpu_s;
+  m.host_issue.kernel_s = empty.host_s;
+  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us (on the GPU)\n",
+                     m.kernel_launch_s * 1e6, m.gemm_launch_s * 1e6);
+  // The host's side of the calls zrun's executor makes around and inside its ops.
+  {
+    DeviceBuffer a(4096), b(4096);
+    cudaEvent_t ev;
+    ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    m.host_issue.event_s = time_call([&] { ZRUN_CUDA_CHECK(cudaEventRecord(ev, s)); }, s, 1000).host_s;
+    m.host_issue.memcpy_s =
+        time_call([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, 4096, cudaMemcpyDeviceToDevice, s)); }, s, 1000).host_s;
+    cudaEventDestroy(ev);
+  }
+  log << fmt::format("  host issue per call: kernel {:.2f} us, event {:.2f} us, cudaMemcpyAsync {:.2f} us\n",
+                     m.host_issue.kernel_s * 1e6, m.host_issue.event_s * 1e6, m.host_issue.memcpy_s * 1e6);
 }
 
 void measure_copies(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {

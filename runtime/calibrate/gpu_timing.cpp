@@ -1,8 +1,10 @@
 #include "runtime/calibrate/gpu_timing.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
+#include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/comm/check.hpp"
 
 namespace zrun::calibrate {
@@ -28,7 +30,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps) {
+CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps) {
   Events e;
   for (int i = 0; i < 2; ++i) call();
   ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -38,18 +40,24 @@ double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps)
   ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
   float ms = 0;
   ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
-  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, max_reps);
-  std::vector<double> trials;
+  const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, std::min(max_reps, 1000));
+  // Long enough for the host to enqueue every call of a trial (at most ~30 us each: a cuBLASLt or NCCL call) before
+  // the GPU reaches them.
+  const double hold_s = std::min(0.2, 1e-3 + reps * 30e-6);
+  std::vector<double> gpu, host;
   for (int t = 0; t < 5; ++t) {
+    hold_stream(s, hold_s);
     ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
+    const auto h0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r) call();
+    host.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / reps);
     ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
     ZRUN_CUDA_CHECK(cudaEventSynchronize(e.b));
     ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
-    trials.push_back(ms * 1e-3 / reps);
+    gpu.push_back(ms * 1e-3 / reps);
   }
   ZRUN_CUDA_CHECK(cudaGetLastError());
-  return median(trials);
+  return {median(gpu), median(host)};
 }
 
 }  // namespace zrun::calibrate

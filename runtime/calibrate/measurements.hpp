@@ -51,6 +51,15 @@ struct Measurements {
   bool nvme_direct = false;           // O_DIRECT was used
   double kernel_launch_s = 0;         // an empty kernel, launch to launch
   double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch
+  // The host's time to enqueue one call of each kind, as zrun's executor makes it (0: not measured, an older record):
+  // what efficiency.host_issue charges the issuing thread.
+  struct HostIssue {
+    double kernel_s = 0;      // an empty kernel's launch
+    double gemm_s = 0;        // a cuBLASLt GEMM (zrun's GemmRunner::run), the median over the bf16 grid's shapes
+    double collective_s = 0;  // an NCCL call on a one-rank communicator (the median over sizes and kinds)
+    double memcpy_s = 0;      // a cudaMemcpyAsync device to device
+    double event_s = 0;       // a cudaEventRecord (zrun records and waits on events around its ops)
+  } host_issue;
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
   std::string collectives_note;       // why a link class has no measurements
   // NCCL on a one-rank communicator as zrun calls it where data moves (all_gather out of place, reduce_scatter and
