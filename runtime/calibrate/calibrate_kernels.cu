@@ -1,6 +1,5 @@
-// The kernels zrun calibrate needs of its own: an empty kernel (launch overhead), a spin that holds a stream while
-// the host enqueues the timed calls, and a fill of random finite values (GEMM operands, so that tensor cores switch
-// real bits, not zeros).
+// The two kernels zrun calibrate needs of its own: an empty kernel (launch overhead) and a fill of random
+// finite values (GEMM operands, so that tensor cores switch real bits, not zeros).
 #include "runtime/calibrate/calibrate_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -10,14 +9,6 @@ namespace zrun::calibrate {
 
 namespace {
 __global__ void empty_kernel() {}
-
-__global__ void hold_kernel(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 __device__ float uniform(std::uint64_t i, std::uint64_t seed) {
   std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
@@ -34,10 +25,6 @@ __global__ void fill_kernel(T* p, std::int64_t n, std::uint64_t seed) {
 }  // namespace
 
 void launch_empty_kernel(cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(); }
-
-void hold_stream(cudaStream_t s, double seconds) {
-  hold_kernel<<<1, 1, 0, s>>>(static_cast<unsigned long long>(seconds * 1e9));
-}
 
 void fill_random(void* p, std::int64_t n, int element_bytes_and_kind, std::uint64_t seed, cudaStream_t s) {
   const int blocks = 1024, threads = 256;

@@ -9,9 +9,6 @@ namespace zrun::calibrate {
 inline constexpr int kFillF32 = 0, kFillBf16 = 1, kFillF16 = 2;
 
 void launch_empty_kernel(cudaStream_t s);
-// One thread spinning on the GPU's global timer for `seconds`: holds the stream while the host enqueues what follows,
-// so that the calls are timed on the GPU alone, their host launch overhead hidden as in a training step's full queue.
-void hold_stream(cudaStream_t s, double seconds);
 // n elements of the kind (kFill*) with values in [-0.5, 0.5).
 void fill_random(void* p, std::int64_t n, int kind, std::uint64_t seed, cudaStream_t s);
 

@@ -231,7 +231,7 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
   const CallTime empty = time_call([&] { launch_empty_kernel(s); }, s, 5000);
   m.kernel_launch_s = empty.gpu_s;
   m.host_issue.kernel_s = empty.host_s;
-  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us (on the GPU)\n",
+  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us\n",
                      m.kernel_launch_s * 1e6, m.gemm_launch_s * 1e6);
   // The host's side of the calls zrun's executor makes around and inside its ops.
   {

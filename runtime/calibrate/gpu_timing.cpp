@@ -4,7 +4,6 @@
 #include <chrono>
 #include <vector>
 
-#include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/comm/check.hpp"
 
 namespace zrun::calibrate {
@@ -41,12 +40,8 @@ CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_re
   float ms = 0;
   ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, e.a, e.b));
   const int reps = std::clamp(static_cast<int>(2.0 / std::max(ms, 1e-4f)), 3, std::min(max_reps, 1000));
-  // Long enough for the host to enqueue every call of a trial (at most ~30 us each: a cuBLASLt or NCCL call) before
-  // the GPU reaches them.
-  const double hold_s = std::min(0.2, 1e-3 + reps * 30e-6);
   std::vector<double> gpu, host;
   for (int t = 0; t < 5; ++t) {
-    hold_stream(s, hold_s);
     ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
     const auto h0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r) call();

@@ -1,7 +1,8 @@
-// How zrun calibrate times a call: CUDA events around batches of back-to-back calls on one stream, enqueued while a
-// spin kernel holds the stream, so that each call is timed on the GPU alone; and the host's time to enqueue them,
-// timed apart. A training step's time is both: the GPU's work, and the host's issue of it where that is slower
-// (efficiency.host_issue, docs/timing.md "Host issue").
+// How zrun calibrate times a call: CUDA events around batches of back-to-back calls on one stream, so a call whose host
+// side is slower than its kernel is timed at its host rate, as a training step issues it; and the host's time to
+// enqueue one call, timed apart (calibration.host_issue_us, docs/timing.md "Host issue"). Timing the GPU alone (the
+// calls enqueued behind a spin kernel) was tried twice on 2026-11-26 and predicted zrun's steps worse (validate/results/
+// h200/NOTES.md).
 #pragma once
 #include <functional>
 
@@ -10,7 +11,7 @@
 namespace zrun::calibrate {
 
 struct CallTime {
-  double gpu_s = 0;   // one call on the GPU, launch to launch (median of 5 trials)
+  double gpu_s = 0;   // one call, launch to launch on the GPU, at the host's rate where that is slower (median of 5)
   double host_s = 0;  // the host's time to enqueue one call (median of the same trials)
 };
 

@@ -240,22 +240,20 @@ TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
   EXPECT_GT(base.efficiency.launch_us, 0);  // the data-sheet profiles carry a default
 }
 
-// The host's time per call goes to efficiency.host_issue and into the record, from which a refit reads it back; a
-// record without it (timed host-inclusive, before 2026-11-26) writes no key and zsim keeps no host model.
-TEST(CalibratedProfile, TheHostsIssueTimePerCallIsTheHostIssueBlockAndSurvivesARefit) {
+// The host's time per call goes into the record, from which a refit reads it back; the profile writes no
+// efficiency.host_issue (its GPU figures are timed host-inclusive), so zsim keeps no host model.
+TEST(CalibratedProfile, TheHostsIssueTimePerCallIsRecordedAndSurvivesARefitButIsNoProfileKey) {
   TempDir d;
   Measurements m = synthetic(false);
   m.host_issue = {2.5e-6, 6e-6, 4e-6, 3e-6, 1e-6};
   const zsim::ClusterSpec c = loaded_profile(d, "calib-host", m);
-  EXPECT_NEAR(c.efficiency.host_issue.kernel_us, 2.5, 1e-9);
-  EXPECT_NEAR(c.efficiency.host_issue.gemm_us, 6, 1e-9);
-  EXPECT_NEAR(c.efficiency.host_issue.collective_us, 4, 1e-9);
-  EXPECT_NEAR(c.efficiency.host_issue.memcpy_us, 3, 1e-9);
-  EXPECT_NEAR(c.efficiency.host_issue.event_us, 1, 1e-9);
+  EXPECT_FALSE(c.efficiency.host_issue.present());
   const Measurements back = measurements_from_profile((d.path / "calib-host.yaml").string());
+  EXPECT_NEAR(back.host_issue.kernel_s, 2.5e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.gemm_s, 6e-6, 1e-15);
+  EXPECT_NEAR(back.host_issue.collective_s, 4e-6, 1e-15);
+  EXPECT_NEAR(back.host_issue.memcpy_s, 3e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.event_s, 1e-6, 1e-15);
-  EXPECT_FALSE(loaded_profile(d, "calib-nohost", synthetic(false)).efficiency.host_issue.present());
 }
 
 TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
