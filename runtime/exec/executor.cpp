@@ -322,8 +322,9 @@ std::vector<float> Executor::master_weights() {
 
 // ---- one step ---------------------------------------------------------------------------------------
 
-StepResult Executor::run_step(std::int64_t step) {
+StepResult Executor::run_step(std::int64_t step, bool time_ops) {
   step_ = step;
+  timing_ = o_.time_ops && time_ops;
   micro_ = -1;
   const auto& c = model_.config();
   const std::int64_t ga = s_.model.grad_accum, T = c.tokens(), dp = s_.meta.world_size;
@@ -378,7 +379,7 @@ StepResult Executor::run_step(std::int64_t step) {
   }
   r.loss = mean;
   if (qgz_meter_) r.qgz_error = qgz_meter_->step_error(comms_.group(world_group_), streams_[0]);
-  if (o_.time_ops) {
+  if (timing_) {
     r.ops.assign(s_.ops.size(), {});
     std::vector<double> stream_end(streams_.size(), 0.0);
     for (OpId id : step_ops_) {
@@ -416,7 +417,7 @@ void Executor::wait_for_step_end(cudaEvent_t end) {
     if (waited > o_.op_timeout_s) {
       // The first op in program order whose completion is not recorded yet is where the step stands.
       std::string where = "an unknown op";
-      const auto& ev = o_.time_ops ? end_events_ : dep_events_;
+      const auto& ev = timing_ ? end_events_ : dep_events_;
       for (OpId id : step_ops_)
         if (ev[id] && cudaEventQuery(ev[id]) == cudaErrorNotReady) {
           const Op& op = s_.ops[id];
@@ -445,7 +446,7 @@ void Executor::launch(const Op& op, cudaStream_t s) {
     micro_ = op.micro_step;
     std::fill(unit_done_.begin(), unit_done_.end(), 0);
   }
-  if (o_.time_ops && start_events_[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(start_events_[op.id], s));
+  if (timing_ && start_events_[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(start_events_[op.id], s));
   try {
     switch (op.kind) {
       case OpKind::alloc: {
@@ -465,7 +466,7 @@ void Executor::launch(const Op& op, cudaStream_t s) {
     throw DeviceError(fmt::format("rank {}: op '{}'{}: {}", rank_, op.name, group.empty() ? "" : " (group " + group + ")",
                                   e.what()));
   }
-  if (o_.time_ops && timed(op)) ZRUN_CUDA_CHECK(cudaEventRecord(end_events_[op.id], s));
+  if (timing_ && timed(op)) ZRUN_CUDA_CHECK(cudaEventRecord(end_events_[op.id], s));
   if (waits_.records_event[op.id]) ZRUN_CUDA_CHECK(cudaEventRecord(dep_events_[op.id], s));
   dog_.end(token);
 }

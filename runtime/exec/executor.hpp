@@ -64,8 +64,10 @@ class Executor {
 
   // The init phase: persistent buffers, then the weights (deterministic, by tensor) and the fp32 master copy.
   void run_init();
-  // Every op of the step once: `step` numbers the samples (global sample index) and Adam's bias correction.
-  StepResult run_step(std::int64_t step);
+  // Every op of the step once: `step` numbers the samples (global sample index) and Adam's bias correction. With
+  // `time_ops` (and ExecOptions::time_ops) every op is timed with CUDA events, which slow the step by 2-8% on the
+  // suite's models (runtime/scripts/timing_events_overhead.sh); without, the step's two events only.
+  StepResult run_step(std::int64_t step, bool time_ops = true);
 
   const std::vector<BufferMismatch>& buffer_mismatches() const { return buffers_.mismatches(); }
   const std::vector<zsim::OpId>& step_ops() const { return step_ops_; }  // the first step's ops, which run_step repeats
@@ -112,6 +114,7 @@ class Executor {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> dep_events_;        // by op id, for ops others wait for
   std::vector<cudaEvent_t> start_events_, end_events_;  // by op id, with time_ops
+  bool timing_ = false;                                 // this step records them
   std::vector<zsim::OpId> step_ops_, init_ops_;
   model::SyntheticData data_;
   std::int32_t* tokens_ = nullptr;             // device [grad_accum][T]: this step's tokens, then targets

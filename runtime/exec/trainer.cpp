@@ -92,16 +92,21 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
   ex.run_init();
 
+  // Per-op timing (--json, --trace, --csv) runs one more step after the measured ones, with a CUDA event per op; the
+  // measured steps run without them, which would slow them by 2-8% on the suite's models
+  // (runtime/scripts/timing_events_overhead.sh), so the step time reported is the untimed steps' median.
   std::vector<StepResult> steps;
   std::vector<double> times;
-  for (int i = 0; i < args.warmup + args.steps; ++i) {
-    StepResult r = ex.run_step(i);
+  const int measured_end = args.warmup + args.steps, total = measured_end + (o.time_ops ? 1 : 0);
+  for (int i = 0; i < total; ++i) {
+    const bool timed_step = i >= measured_end;
+    StepResult r = ex.run_step(i, timed_step);
     if (rank == 0)
       std::cout << fmt::format("step {:4d}  loss {:.6f}  {:9.3f} ms{}{}\n", i, r.loss, r.seconds * 1e3,
                                r.qgz_error >= 0 ? fmt::format("  qgz error {:.3e}", r.qgz_error) : "",
-                               i < args.warmup ? "  (warm-up)" : "")
+                               i < args.warmup ? "  (warm-up)" : timed_step ? "  (per-op timing, not in the median)" : "")
                 << std::flush;
-    if (i >= args.warmup) times.push_back(r.seconds);
+    if (i >= args.warmup && !timed_step) times.push_back(r.seconds);
     steps.push_back(std::move(r));
   }
   // ZRUN_DUMP_MASTER=PREFIX: this rank's fp32 master weights after the last step, raw floats in PREFIX.r<rank> (the
@@ -149,6 +154,9 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   std::cout << fmt::format("\nzrun measured {} step(s) after {} warm-up, {} rank(s)\n", args.steps, args.warmup,
                            sch.meta.world_size);
   std::cout << fmt::format("time per step      {:.3f} ms (median)\n", step_s * 1e3);
+  if (o.time_ops)
+    std::cout << fmt::format("per-op timed step  {:.3f} ms (step {}, one CUDA event per op; the ops' times are its)\n",
+                             steps.back().seconds * 1e3, steps.size() - 1);
   std::cout << fmt::format("TFLOPS per GPU     {:.1f} model, {:.1f} with recomputation\n", tflops / sch.meta.world_size,
                            hw_tflops / sch.meta.world_size);
   std::cout << fmt::format("tokens/s           {:.0f}\n", tokens_s);
@@ -223,11 +231,13 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     ordered_json m;
     m["steps"] = ordered_json::array();
     for (std::size_t i = 0; i < steps.size(); ++i)
-      m["steps"].push_back({{"step", i}, {"warmup", static_cast<int>(i) < args.warmup}, {"time_s", steps[i].seconds},
+      m["steps"].push_back({{"step", i}, {"warmup", static_cast<int>(i) < args.warmup},
+                            {"timed_ops", static_cast<int>(i) >= measured_end}, {"time_s", steps[i].seconds},
                             {"loss", steps[i].loss}});
     m["command"] = {{"scenario", args.scenario}, {"overrides", args.overrides}, {"steps", args.steps},
                     {"warmup", args.warmup}};
-    m["step_time_s"] = step_s;
+    m["step_time_s"] = step_s;                      // the median of the measured steps, untimed
+    m["timed_step_time_s"] = steps.back().seconds;  // the step whose ops are timed (ops, trace)
     if (qgz_accumulated >= 0) {
       ordered_json per_step = ordered_json::array();
       for (const StepResult& r : steps) per_step.push_back(r.qgz_error);
