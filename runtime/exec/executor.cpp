@@ -25,6 +25,7 @@
 #include "runtime/model/init.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/nvme/nvme_layout.hpp"
+#include "sim/engine/op_work.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
 namespace zrun {
@@ -757,10 +758,7 @@ void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
 // torch.cat, one kernel per 128 inputs) runs as that many batched-copy launches, as torch.cat does; otherwise each
 // pair is its own copy (DeepSpeed's per-parameter copy_ loops: one kernel each).
 bool Executor::batches_pieces(const Op& op) const {
-  if (op.copy.what != zsim::CopyKind::d2d || op.copy.cast) return false;
-  for (std::size_t i = 1; i < op.uses.size(); i += 2)
-    if (op.uses[i].access != Access::write) return false;
-  return static_cast<std::size_t>(op.copy.kernel_launches) < op.uses.size() / 2;
+  return zsim::copy_run(op) == zsim::CopyRun::batched;
 }
 
 void Executor::run_batched_copy(const Op& op, cudaStream_t s) {

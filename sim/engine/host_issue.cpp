@@ -9,6 +9,10 @@ namespace zsim {
 
 namespace {
 
+// zrun times every op but alloc / free: an end event, and a start event where the op waits for another stream
+// (elsewhere it starts where its stream's op before it ended).
+bool timed(const Op& op) { return op.kind != OpKind::alloc && op.kind != OpKind::free; }
+
 // The executor's GPU compute calls: the unit's cuBLASLt GEMMs, the rest of its kernel launches kernels.
 void compute_calls(const Op& op, const Schedule& s, HostCalls& h) {
   if (op.compute.device == Device::cpu) {  // a host function queued on its stream
@@ -34,13 +38,9 @@ void copy_calls(const Op& op, HostCalls& h) {
     return;
   }
   const int pairs = std::max(1, copy_use_pairs(op));
-  bool all_written = true;
-  for (size_t i = 1; i < op.uses.size(); i += 2) all_written &= op.uses[i].access == Access::write;
-  if (op.copy.what == CopyKind::d2d && !op.copy.cast && all_written && op.copy.kernel_launches < pairs) {
-    h.kernels = std::max(1, op.copy.kernel_launches);
-    return;
-  }
-  (op.copy.cast || copy_adds(op) ? h.kernels : h.memcpys) = pairs;
+  const CopyRun run = copy_run(op);
+  if (run == CopyRun::batched) h.kernels = std::max(1, op.copy.kernel_launches);
+  else (run == CopyRun::kernel_per_piece ? h.kernels : h.memcpys) = pairs;
 }
 
 }  // namespace
@@ -54,10 +54,7 @@ HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records) {
     case OpKind::collective: h.collectives = 1; break;
     case OpKind::copy: copy_calls(op, h); break;
   }
-  // zrun times every op but alloc / free: an end event, and a start event where the op waits for another stream
-  // (elsewhere it starts where its stream's op before it ended).
-  const bool timed = op.kind != OpKind::alloc && op.kind != OpKind::free;
-  h.events = waits + (timed ? 1 + (waits > 0) : 0) + (records ? 1 : 0);
+  h.events = waits + (timed(op) ? 1 + (waits > 0) : 0) + (records ? 1 : 0);
   return h;
 }
 
@@ -74,8 +71,7 @@ std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c) {
     const double first = h.gemms > 0 ? e.gemm_us : h.collectives > 0 ? e.collective_us
                          : h.memcpys > 0 && h.kernels == 0 ? e.memcpy_us : h.kernels > 0 ? e.kernel_us : 0;
     const std::size_t waits = w.waits[op.id].size();
-    const bool timed = op.kind != OpKind::alloc && op.kind != OpKind::free;
-    const double lead = static_cast<double>(waits + (timed && waits > 0)) * e.event_us + first;
+    const double lead = static_cast<double>(waits + (timed(op) && waits > 0)) * e.event_us + first;
     out[op.id] = {us * 1e-6, std::min(us, lead) * 1e-6};
   }
   return out;

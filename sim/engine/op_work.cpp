@@ -106,10 +106,7 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       if (adds) in += out;
       w.fixed_s = memory_bound_s(static_cast<Bytes>(in + out), c.gpu.hbm_GBps, c.efficiency.hbm_for(HbmKind::copy)) +
                   op.copy.kernel_launches * c.efficiency.launch_us * 1e-6;
-      // A plain copy of as many kernels as pieces is a cudaMemcpyAsync each (torch's copy_, zrun's executor); a
-      // torch.cat (fewer kernels than pieces), a cast or an add is a copy kernel.
-      w.side = !op.copy.cast && !adds && op.copy.kernel_launches >= copy_use_pairs(op) ? SideKind::memcpy
-                                                                                       : SideKind::kernel;
+      w.side = copy_run(op) == CopyRun::memcpy_per_piece ? SideKind::memcpy : SideKind::kernel;
       return w;
     }
   }
@@ -282,6 +279,12 @@ bool copy_adds(const Op& op) {
   for (const BufferUse& u : op.uses)
     if (u.role == Role::output && u.access == Access::read_write) return true;
   return false;
+}
+
+CopyRun copy_run(const Op& op) {
+  if (op.copy.cast || copy_adds(op)) return CopyRun::kernel_per_piece;
+  return op.copy.what == CopyKind::d2d && op.copy.kernel_launches < copy_use_pairs(op) ? CopyRun::batched
+                                                                                        : CopyRun::memcpy_per_piece;
 }
 
 OpWork op_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links, const SimOptions& o) {

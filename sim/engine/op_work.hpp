@@ -61,6 +61,12 @@ int copy_use_pairs(const Op& op);
 // destination too.
 bool copy_adds(const Op& op);
 
+// How a copy's pieces run, as zrun's executor runs them (runtime/exec/executor.cpp run_copy): a cast or an add is a
+// kernel per piece; a plain d2d copy of fewer kernel launches than pieces a batched copy kernel per launch (a
+// torch.cat); any other a cudaMemcpyAsync per piece (torch's copy_).
+enum class CopyRun { memcpy_per_piece, batched, kernel_per_piece };
+CopyRun copy_run(const Op& op);
+
 // Fraction of a group's NIC traffic that also crosses its leaf's uplink (group on nodes 0..k-1):
 // ring-like algorithms cross a leaf boundary once per leaf spanned (L/k of node-to-node hops); all_to_all
 // sends uniformly to the other k-1 nodes, (k - nodes under rank 0's leaf)/(k-1) of them elsewhere.
