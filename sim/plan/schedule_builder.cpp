@@ -612,8 +612,9 @@ class Builder {
             if (layout_.gathered[m.unit][k] >= 0) {
               const Bytes at = e_ * staged_offset(m.unit, k);
               for (const PartitionPiece& q : tensor_pieces(m.unit, k)) {
-                if (q.buffer == partition_nvme_) use(d[0], *cpu_swap, swap_at.at(k), q.bytes, Role::input, Access::read, m.unit, k);
-                else use(d[0], q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
+                const bool swapped = q.buffer == partition_nvme_;
+                use(d[0], swapped ? *cpu_swap : q.buffer, swapped ? swap_at.at(k) : q.at, q.bytes, Role::input,
+                    Access::read, m.unit, k);
                 use(d[0], staging.back(), at + q.from, q.bytes, Role::output, Access::write, m.unit, k);
               }
             }
