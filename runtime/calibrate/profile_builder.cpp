@@ -318,9 +318,22 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                                         residual_text(f.residual), per_kind_text);
     b.add("efficiency.one_rank_collective.latency_us", num(f.latency_s * 1e6), src);
     b.add("efficiency.one_rank_collective.GBps", num(f.GBps), src);
+    // One line per kind as well: the out-of-place all-gather (a copy) and the averaging reductions (a PreMulSum
+    // kernel) run at different rates, which the line over all kinds splits.
+    nlohmann::json own = nlohmann::json::object();
+    for (const auto& [kind, v] : by_kind) {
+      if (v.size() < 2) continue;
+      const LatencyBandwidthFit k = fit_latency_bandwidth(v);
+      const std::string ksrc = fmt::format("NCCL {} on a one-rank communicator as zrun calls it, fitted to latency + "
+                                           "bytes / rate: {}; calibration.one_rank_collectives.by_kind",
+                                           kind, residual_text(k.residual));
+      b.add("efficiency.one_rank_collective." + kind + ".latency_us", num(k.latency_s * 1e6), ksrc);
+      b.add("efficiency.one_rank_collective." + kind + ".GBps", num(k.GBps), ksrc);
+      own[kind] = {{"latency_us", k.latency_s * 1e6}, {"GBps", k.GBps}, {"residual", residual_json(k.residual)}};
+    }
     cal["one_rank_collectives"] = {{"latency_us", f.latency_s * 1e6}, {"GBps", f.GBps},
                                    {"residual", residual_json(f.residual)}, {"residual_by_kind", per_kind},
-                                   {"samples [kind, bytes, us]", samples}};
+                                   {"by_kind", own}, {"samples [kind, bytes, us]", samples}};
   }
 
   // Side-stream kernels beside the compute stream's GEMMs: the fraction of its alone rate each kind keeps. None

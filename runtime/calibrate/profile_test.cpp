@@ -269,6 +269,26 @@ TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
   EXPECT_EQ(loaded_profile(d, "calib-none", none).efficiency.one_rank_collective.GBps, 0);
 }
 
+// Each kind gets its own line beside the line over all kinds: an all-gather that copies at 2000 GB/s and reductions
+// that average at 1000 GB/s are each their own latency and rate, where one line over the three fits neither.
+TEST(CalibratedProfile, EachOneRankCollectiveKindIsItsOwnLatencyAndRate) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  m.one_rank.clear();
+  for (double b = 1024; b <= (1 << 30); b *= 16) {
+    m.one_rank.push_back({zsim::CollectiveKind::all_gather, 1, 1, b, 4e-6 + b / 2000e9});
+    m.one_rank.push_back({zsim::CollectiveKind::reduce_scatter, 1, 1, b, 6e-6 + b / 1000e9});
+    m.one_rank.push_back({zsim::CollectiveKind::all_reduce, 1, 1, b, 6e-6 + b / 1000e9});
+  }
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-one-kinds", m);
+  EXPECT_NEAR(c.efficiency.one_rank_collective.all_gather.latency_us, 4, 1e-6);
+  EXPECT_NEAR(c.efficiency.one_rank_collective.all_gather.GBps, 2000, 1e-3);
+  EXPECT_NEAR(c.efficiency.one_rank_collective.reduce_scatter.GBps, 1000, 1e-3);
+  EXPECT_NEAR(c.efficiency.one_rank_collective.all_reduce.latency_us, 6, 1e-6);
+  EXPECT_GT(c.efficiency.one_rank_collective.GBps, 1000);  // the line over all kinds lies between
+  EXPECT_LT(c.efficiency.one_rank_collective.GBps, 2000);
+}
+
 TEST(CalibratedProfile, ASideKernelKeepsItsAloneOverBesideTimeOfItsRate) {
   TempDir d;
   const zsim::ClusterSpec c = loaded_profile(d, "calib-beside", synthetic(false));

@@ -48,10 +48,16 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
     // all_gather_into_tensor of the rank's slot of its own output) moves nothing, and neither would an in-place plain
     // sum, but DeepSpeed's reductions divide the gradients by the world size in a kernel of their own (zrun: ncclAvg).
     // The kernels read and write the bytes once: measured (efficiency.one_rank_collective: zrun calibrate's calls on a
-    // one-rank communicator), its latency plus the bytes at its rate; otherwise a device copy.
+    // one-rank communicator), its kind's latency plus the bytes at its rate (the line over all kinds where the kind has
+    // none); otherwise a device copy.
     if (col.what == CollectiveKind::all_gather && collective_in_place(op)) return w;
     w.side = SideKind::collective;
-    const auto& one = c.efficiency.one_rank_collective;
+    const auto& all = c.efficiency.one_rank_collective;
+    const EfficiencySpec::OneRankLine& own = col.what == CollectiveKind::all_gather       ? all.all_gather
+                                             : col.what == CollectiveKind::reduce_scatter ? all.reduce_scatter
+                                             : col.what == CollectiveKind::all_reduce     ? all.all_reduce
+                                                                                          : EfficiencySpec::OneRankLine{};
+    const EfficiencySpec::OneRankLine one = own.GBps > 0 ? own : EfficiencySpec::OneRankLine{all.latency_us, all.GBps};
     if (one.GBps > 0)
       w.fixed_s = one.latency_us * 1e-6 + static_cast<double>(col.bytes) / GBps_to_bytes_per_s(one.GBps);
     else

@@ -103,6 +103,21 @@ TEST(OpWork, AMeasuredOneRankCollectiveCostsItsLatencyAndItsBytesAtItsRate) {
   }
 }
 
+// A kind with its own measured line (efficiency.one_rank_collective.<kind>) costs that line; the others the line over
+// all kinds.
+TEST(OpWork, AOneRankCollectiveOfAKindWithItsOwnLineCostsThatLine) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.one_rank_collective = {60, 500};
+  c.efficiency.one_rank_collective.all_reduce = {10, 1000};
+  for (const auto& [what, expected] : {std::pair{CollectiveKind::all_reduce, 10e-6 + 1e9 / 1000e9},
+                                       {CollectiveKind::reduce_scatter, 60e-6 + 1e9 / 500e9}}) {
+    ScheduleBuilder b(c);
+    const int one = b.group("one", 1, 1);
+    b.collective("c", Phase::backward, what, one, 1'000'000'000);
+    EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
+  }
+}
+
 // A d2d copy (a flatten, a copy-out, a dtype cast) is one kernel: its launch, then its bytes read and written at
 // the copy kind's efficiency.
 TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {

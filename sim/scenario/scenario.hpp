@@ -162,9 +162,16 @@ struct EfficiencySpec {
   double launch_us = 0;
   // A collective on a group of one rank that moves data (zrun calibrate: NCCL on a one-rank communicator as zrun calls it):
   // latency_us + bytes / GBps. GBps 0 = not measured: the engine prices it as a device copy of its bytes.
+  // Per kind (all_gather out of place, reduce_scatter and all_reduce averaging in place) where calibrate fitted one;
+  // a kind with GBps 0 takes the line over all kinds.
+  struct OneRankLine {
+    double latency_us = 0;
+    double GBps = 0;
+  };
   struct OneRankCollective {
     double latency_us = 0;
     double GBps = 0;
+    OneRankLine all_gather{}, reduce_scatter{}, all_reduce{};
   } one_rank_collective{};
   // The fraction of its alone rate a kernel of a side stream keeps while the compute stream runs (zrun calibrate:
   // each kind timed alone and beside back-to-back GEMMs); 0 = not measured (its alone rate). memcpy: a plain d2d copy

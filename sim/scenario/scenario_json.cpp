@@ -70,6 +70,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};
+  for (auto [line, kind] : {std::pair{c.efficiency.one_rank_collective.all_gather, "all_gather"},
+                            {c.efficiency.one_rank_collective.reduce_scatter, "reduce_scatter"},
+                            {c.efficiency.one_rank_collective.all_reduce, "all_reduce"}})
+    if (line.GBps > 0)
+      j["cluster"]["efficiency"]["one_rank_collective"][kind] = {{"latency_us", line.latency_us}, {"GBps", line.GBps}};
   // Calibrated profiles only (data-sheet reports keep their fields): the flash kernel's efficiency per direction.
   if (c.efficiency.flash_attention.forward > 0)
     j["cluster"]["efficiency"]["flash_attention"]["forward"] = c.efficiency.flash_attention.forward;

@@ -313,6 +313,12 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   real("cluster.efficiency.one_rank_collective.latency_us", c.efficiency.one_rank_collective.latency_us);
   real("cluster.efficiency.one_rank_collective.GBps", c.efficiency.one_rank_collective.GBps);
+  for (auto [line, kind] : {std::pair{&c.efficiency.one_rank_collective.all_gather, "all_gather"},
+                            {&c.efficiency.one_rank_collective.reduce_scatter, "reduce_scatter"},
+                            {&c.efficiency.one_rank_collective.all_reduce, "all_reduce"}}) {
+    real(std::string("cluster.efficiency.one_rank_collective.") + kind + ".latency_us", line->latency_us);
+    real(std::string("cluster.efficiency.one_rank_collective.") + kind + ".GBps", line->GBps);
+  }
   real("cluster.efficiency.host_issue.kernel_us", c.efficiency.host_issue.kernel_us);
   real("cluster.efficiency.host_issue.gemm_us", c.efficiency.host_issue.gemm_us);
   real("cluster.efficiency.host_issue.collective_us", c.efficiency.host_issue.collective_us);

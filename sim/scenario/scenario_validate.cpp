@@ -115,11 +115,16 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute.") + key,
            "must be a fraction in [0, 1] (0 = not measured: the kernel's alone rate), got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
-  c.that(std::isfinite(one.latency_us) && one.latency_us >= 0 && one.latency_us <= 100000,
-         "cluster.efficiency.one_rank_collective.latency_us",
-         "must be in [0, 100000] microseconds, got " + Check::num(one.latency_us));
-  c.that(std::isfinite(one.GBps) && one.GBps >= 0, "cluster.efficiency.one_rank_collective.GBps",
-         "must be >= 0 (0 = priced as a device copy), got " + Check::num(one.GBps));
+  for (auto [line, prefix] : {std::pair{EfficiencySpec::OneRankLine{one.latency_us, one.GBps},
+                                        std::string("cluster.efficiency.one_rank_collective.")},
+                              {one.all_gather, std::string("cluster.efficiency.one_rank_collective.all_gather.")},
+                              {one.reduce_scatter, std::string("cluster.efficiency.one_rank_collective.reduce_scatter.")},
+                              {one.all_reduce, std::string("cluster.efficiency.one_rank_collective.all_reduce.")}}) {
+    c.that(std::isfinite(line.latency_us) && line.latency_us >= 0 && line.latency_us <= 100000, prefix + "latency_us",
+           "must be in [0, 100000] microseconds, got " + Check::num(line.latency_us));
+    c.that(std::isfinite(line.GBps) && line.GBps >= 0, prefix + "GBps",
+           "must be >= 0 (0 = not measured), got " + Check::num(line.GBps));
+  }
   for (auto [v, path] : {std::pair{cl.efficiency.flash_attention.forward, "cluster.efficiency.flash_attention.forward"},
                          {cl.efficiency.flash_attention.backward, "cluster.efficiency.flash_attention.backward"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, path,
