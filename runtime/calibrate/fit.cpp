@@ -9,6 +9,13 @@
 
 namespace zrun::calibrate {
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured) {
   if (predicted.size() != measured.size()) throw std::invalid_argument("residual_of: sizes differ");
   FitResidual r;

@@ -124,4 +124,7 @@ FlashFit fit_flash_efficiency(const std::vector<FlashSample>& samples, double pe
 // Residuals of a model over samples: predicted[i] against measured[i].
 FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured);
 
+// The median (of an even count, the mean of the two middle values); 0 for none.
+double median(std::vector<double> v);
+
 }  // namespace zrun::calibrate

@@ -30,13 +30,6 @@ nlohmann::json samples_json(const std::vector<SizeSample>& v) {
   return a;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Builder {
   CalibratedProfile p;
   std::string base_name;

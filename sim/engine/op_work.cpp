@@ -120,7 +120,6 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   return w;
 }
 
-
 // Which kind of memory-bound kernel a unit's hbm_bytes are (the schedule builder's convention,
 // docs/schedule-semantics.md "Compute figures"): the embedding lookup a gather (copy), a unit of vectors only a
 // norm, the head the loss's cross-entropy over the vocabulary, the attention core (attn.o, eager) the causal
