@@ -673,6 +673,7 @@ TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGat
               const Scenario s = tiny_world8(
                   {fetch, persist, sub, "cluster.host.memory_bytes=1TiB", "cluster.host.cores=16",
                    "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",
+                   "deepspeed.zero_optimization.offload_param.buffer_size=1000",  // the swap-in pool: 5 x 1 KiB
                    std::string("deepspeed.zero_optimization.offload_param.device=") + param,
                    std::string("deepspeed.zero_optimization.offload_param.max_in_cpu=") + in_cpu,
                    std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
@@ -743,6 +744,51 @@ TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGat
   EXPECT_EQ(nvme_runs, 144);
   EXPECT_GT(split_runs, 0);
   EXPECT_GT(straddling, 0);
+}
+
+// offload_param nvme with partitions of at least 1 MiB (DeepSpeed's swappable ones: the MLP's matrices here): each
+// is read into a buffer of the swapper's pool (own fetch, recompute module by module, or read ahead) and copied up
+// from there, the smaller ones through buffers of their own, and every gather and compute sees exactly the weights the
+// last step wrote; with the forward's gathers released after each use or kept for the backward (more buffers held),
+// the optimizer on the GPU or the CPU, and nothing or one sub-group in CPU memory (a matrix across the two).
+TEST(ScheduleBufferUses, ParamSwapInPoolCarriesEveryPartitionToItsGather) {
+  int runs = 0;
+  struct Case {
+    const char *reuse, *in_cpu, *optimizer;
+  };
+  for (const auto& [reuse, in_cpu, optimizer] :
+       {Case{"0", "0", "cpu"}, Case{"1000000000", "0", "none"}, Case{"0", "700000", "cpu"}}) {
+        const Scenario s = load_scenario(
+            std::string(ZSIM_SOURCE_DIR) + "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+            {"model.layers=1", "model.hidden=256", "model.ffn_hidden=2048", "model.heads=4", "model.kv_heads=4",
+             "model.vocab=99",
+             "training.seq_len=16", "training.grad_accum=2", "cluster.host.memory_bytes=1TiB",
+             "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",
+             "deepspeed.zero_optimization.sub_group_size=500000",
+             "deepspeed.zero_optimization.offload_param.device=nvme",
+             "deepspeed.zero_optimization.offload_param.buffer_count=4",
+             "deepspeed.zero_optimization.offload_param.buffer_size=600000",
+             std::string("deepspeed.zero_optimization.stage3_max_reuse_distance=") + reuse,
+             std::string("deepspeed.zero_optimization.offload_param.max_in_cpu=") + in_cpu,
+             std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
+        SCOPED_TRACE(std::string("reuse ") + reuse + ", max_in_cpu " + in_cpu + ", optimizer " + optimizer);
+        const Plan p = make_plan(s);
+        const Schedule sch = make_schedule(s, p, 2);
+        ASSERT_NO_THROW(check_schedule(sch));
+        int pooled = 0;
+        for (const Op& op : sch.ops)
+          if (op.kind == OpKind::copy && op.copy.what == CopyKind::nvme_read &&
+              sch.ops[op.uses[1].alloc].mem.buffer == "params.swap_in")
+            ++pooled;
+        EXPECT_GT(pooled, 0);
+        Stage3World w(sch, p, 1);
+        w.run();
+        ASSERT_EQ(w.steps(), 2);
+        w.expect_results(s.training.grad_accum);
+        EXPECT_GT(w.weight_checks(), 0);
+        ++runs;
+  }
+  EXPECT_EQ(runs, 3);
 }
 
 // qgZ on 8 ranks as 2 nodes x 4, 4 x 2 and 8 x 1 GPUs (intra-node and inter-node groups of every shape), with and

@@ -1,8 +1,11 @@
 #include "sim/plan/plan.hpp"
 
+#include "sim/plan/param_swap_in.hpp"
 #include "sim/plan/quantization.hpp"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -66,24 +69,33 @@ std::vector<int> fetch_units(const Plan& p, int unit) {
   return {unit};
 }
 
+// Where DeepSpeed's swap-in pool runs out (offload_param nvme): the phase and unit of the fetch that finds fewer free
+// buffers than it has partitions to read (swap_in asserts "Not enough buffers").
+struct SwapStall {
+  Phase phase = Phase::forward;
+  int unit = 0;
+};
+
 // The stage-3 fetch trace of one micro-step: forward over the units, then backward in reverse.
 // Prefetch: after the blocking fetches of a use, gather the next uses' units while the gathered
 // elements ahead of this use stay within stage3_prefetch_bucket_size and everything gathered within
 // stage3_max_live_parameters. Release after a use unless the unit's next use comes within fewer than
 // stage3_max_reuse_distance elements of parameters traversed in between (DeepSpeed's
-// PartitionedParameterCoordinator.__params_to_release; 0 disables reuse).
-std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
+// PartitionedParameterCoordinator.__params_to_release; 0 disables reuse). offload_param nvme: which partitions
+// each step reads from NVMe, into which buffers of the swapper's pool; `stall` says where the pool runs out.
+std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optional<SwapStall>& stall) {
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
-  for (int u = 0; u < n; ++u) trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}});
+  for (int u = 0; u < n; ++u)
+    trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}});
   for (int u = n - 1; u >= 0; --u) {
     const int layer = p.units[u].layer;
     if (p.checkpointing && layer >= 0 && p.layers[layer].last == u) {
-      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}};
+      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}, {}, {}};
       for (int v = p.layers[layer].first; v <= p.layers[layer].last; ++v) rc.uses.push_back(v);
       trace.push_back(std::move(rc));
     }
-    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}});
+    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}});
   }
   if (p.stage != 3) return trace;
   std::vector<std::vector<int>> needs(trace.size());
@@ -95,7 +107,37 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
     live.insert(u);
     live_elems += p.units[u].gathered;
   };
+  // offload_param nvme: the tensors read through DeepSpeed's swap-in pool, the pool, and the tensors it holds (read,
+  // their unit not yet released: their ds_tensor status INFLIGHT or AVAILABLE).
+  std::map<int, std::vector<int>> on_nvme;  // unit -> its tensors read from NVMe
+  for (const auto& [u, k] : tensors_swapped_in(p)) on_nvme[u].push_back(k);
+  ParamSwapPool pool(p.param_swap_buffers);
+  std::map<std::pair<int, int>, int> held;  // (unit, tensor) -> its pool buffer
+  auto read = [&](int u, int k, std::vector<SwapIn>& out) {
+    const int b = pool.take();
+    held[{u, k}] = b;
+    out.push_back({u, k, b});
+  };
+  // _is_currently_on_nvme: a partition of u is on NVMe and not read (status NOT_AVAILABLE).
+  auto not_read = [&](int u) {
+    const auto it = on_nvme.find(u);
+    if (it == on_nvme.end()) return false;
+    for (int k : it->second)
+      if (!held.count({u, k})) return true;
+    return false;
+  };
+  std::set<int> inflight;  // units prefetched and not yet waited for (the coordinator's __inflight_param_registry)
+  // Whether unit u is released after its use at step i: not used again within stage3_max_reuse_distance elements.
   const Elements keep_window = z.stage3_max_reuse_distance;
+  auto released_after = [&](size_t i, int u) {
+    Elements distance = 0;
+    for (size_t k = i + 1; k < trace.size() && distance < keep_window; ++k) {
+      const auto& nk = needs[k];
+      if (std::find(nk.begin(), nk.end(), u) != nk.end()) return false;
+      for (int v : nk) distance += p.units[v].gathered;
+    }
+    return true;
+  };
   for (size_t i = 0; i < trace.size(); ++i) {
     FetchStep& st = trace[i];
     for (int u : needs[i])
@@ -103,10 +145,32 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
         st.fetch.push_back(u);
         gather(u);
       }
+    // The step's own fetch reads its partitions not yet read, and waits (swap_in(async_op=False)); DeepSpeed asserts
+    // when the pool has too few free buffers for one module's call.
+    // A recompute runs the layer's modules one by one: a module released after it gives its buffers back before the
+    // next one reads (the schedule reads each module's partitions just before its own call).
+    for (int u : st.fetch) {
+      const auto it = on_nvme.find(u);
+      if (it == on_nvme.end()) continue;
+      for (int k : it->second) {
+        if (held.count({u, k})) continue;
+        if (pool.free() == 0) {
+          stall = SwapStall{st.phase, u};
+          return trace;
+        }
+        read(u, k, st.swap_in);
+      }
+      if (st.recompute && released_after(i, u))
+        for (int k : it->second) pool.give_back(held.at({u, k})), held.erase({u, k});
+    }
+    for (int u : needs[i]) inflight.erase(u);  // waited for by this step's fetch
     Elements ahead = 0;
     bool stop = z.stage3_prefetch_bucket_size <= 0;
+    // Where the prefetch stopped: the head of DeepSpeed's __param_queue (trace step, index in its units).
+    size_t queue_step = trace.size(), queue_at = 0;
     for (size_t j = i + 1; j < trace.size() && !stop; ++j) {
-      for (int u : needs[j]) {
+      for (size_t x = 0; x < needs[j].size(); ++x) {
+        const int u = needs[j][x];
         if (p.units[u].gathered == 0) continue;
         const Elements e = p.units[u].gathered;
         const bool current = std::find(needs[i].begin(), needs[i].end(), u) != needs[i].end();
@@ -114,33 +178,58 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z) {
           if (!current) ahead += e;
           continue;
         }
-        if (ahead + e > z.stage3_prefetch_bucket_size || live_elems + e > z.stage3_max_live_parameters) {
+        // "nvme prefetch is handled elsewhere. Need to break here to preserve fetch order"
+        if (not_read(u) || ahead + e > z.stage3_prefetch_bucket_size ||
+            live_elems + e > z.stage3_max_live_parameters) {
           stop = true;
+          queue_step = j;
+          queue_at = x;
           break;
         }
         ahead += e;
         st.prefetch.push_back(u);
         st.prefetch_phase.push_back(trace[j].phase);
+        inflight.insert(u);
         gather(u);
       }
     }
-    for (int u : needs[i]) {
-      if (!live.count(u)) continue;
-      Elements distance = 0;
-      bool reused = false;
-      for (size_t k = i + 1; k < trace.size() && distance < keep_window; ++k) {
-        const auto& nk = needs[k];
-        if (std::find(nk.begin(), nk.end(), u) != nk.end()) {
-          reused = true;
-          break;
+    // __prefetch_nvme_param_partitions (only with a prefetch bucket): from the queue's head, read the partitions not
+    // yet read, while the elements looked at stay within twice those in flight and the pool has free buffers.
+    if (!on_nvme.empty() && z.stage3_prefetch_bucket_size > 0) {
+      Elements in_flight = 0, considered = 0;
+      for (int u : inflight) in_flight += p.units[u].gathered;
+      std::vector<std::pair<int, int>> picks;
+      bool full = false;
+      for (size_t j = queue_step; j < trace.size() && !full; ++j)
+        for (size_t x = j == queue_step ? queue_at : 0; x < needs[j].size() && !full; ++x) {
+          const int u = needs[j][x];
+          const auto it = on_nvme.find(u);
+          for (int k = 0; k < static_cast<int>(p.units[u].tensors.size()); ++k) {
+            if (considered > 2 * in_flight || static_cast<int>(picks.size()) >= pool.free()) {
+              full = true;
+              break;
+            }
+            const bool nvme = it != on_nvme.end() && std::count(it->second.begin(), it->second.end(), k) > 0;
+            // A unit met twice within the window is read once (DeepSpeed's list could hold it twice).
+            if (nvme && !held.count({u, k}) && std::find(picks.begin(), picks.end(), std::pair{u, k}) == picks.end())
+              picks.push_back({u, k});
+            considered += p.units[u].tensors[k].numel();
+          }
         }
-        for (int v : nk) distance += p.units[v].gathered;
-      }
-      if (!(reused && distance < keep_window)) {
-        st.release.push_back(u);
-        live.erase(u);
-        live_elems -= p.units[u].gathered;
-      }
+      for (const auto& [u, k] : picks) read(u, k, st.swap_in_ahead);
+    }
+    for (int u : needs[i]) {
+      if (!live.count(u) || !released_after(i, u)) continue;
+      st.release.push_back(u);
+      live.erase(u);
+      live_elems -= p.units[u].gathered;
+      // _partition_param -> remove_partition_and_release_buffers: the unit's partitions leave the pool.
+      if (const auto it = on_nvme.find(u); it != on_nvme.end())
+        for (int k : it->second)
+          if (const auto h = held.find({u, k}); h != held.end()) {
+            pool.give_back(h->second);
+            held.erase(h);
+          }
     }
   }
   return trace;
@@ -177,6 +266,45 @@ std::vector<Elements> split(Elements total, Elements chunk) {
   chunk = std::max<Elements>(chunk, 1);
   for (Elements done = 0; done < total; done += chunk) out.push_back(std::min(chunk, total - done));
   return out;
+}
+
+// offload_param nvme: zero.Init partitions every parameter through the swapper (partition_parameters.py
+// _partition_param): a partition of at least min_aio_bytes (1 MiB, DeepSpeed's default aio.block_size) takes a pool
+// buffer (get_buffer), which asserts `numel < elements_per_buffer`.
+void check_swap_buffer_size(const Plan& p, const ZeroConfig& z) {
+  for (const FetchUnit& u : p.units)
+    for (const TensorShape& t : u.tensors) {
+      const Elements part = ceil_div(t.numel(), p.dp);
+      if (part * p.elem_bytes >= kMinAioBytes && part >= z.offload_param.buffer_size)
+        throw std::invalid_argument(
+            "offload_param.buffer_size " + std::to_string(z.offload_param.buffer_size) + " is too small: " + t.name +
+            "'s partition has " + std::to_string(part) + " elements, and DeepSpeed's NVMe swapper asserts 'More "
+            "elements than buffer size' when it partitions a parameter (partitioned_param_swapper.py get_buffer); "
+            "raise offload_param.buffer_size above " + std::to_string(part));
+    }
+}
+
+// The message for a pool that runs out, with the smallest buffer_count that runs the trace (a bisection between the
+// count given and one buffer per tensor read from NVMe, which always runs).
+std::string swap_stall_message(const Plan& p, const ZeroConfig& z, const SwapStall& at) {
+  Plan q = p;
+  int lo = p.param_swap_buffers + 1, hi = static_cast<int>(tensors_swapped_in(p).size());  // below lo stalls; hi runs
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    q.param_swap_buffers = mid;
+    std::optional<SwapStall> s;
+    make_trace(q, z, s);
+    if (s) lo = mid + 1;
+    else hi = mid;
+  }
+  return "offload_param.buffer_count " + std::to_string(p.param_swap_buffers) +
+         " is too few: DeepSpeed's NVMe swapper runs out of swap-in buffers at the " +
+         (at.phase == Phase::forward ? "forward" : "backward") + " fetch of " + p.units[at.unit].name +
+         " (partitioned_param_swapper.py swap_in asserts 'Not enough buffers', DeepSpeed issue #3062): the parameters "
+         "gathered and kept for reuse (stage3_max_reuse_distance " +
+         std::to_string(z.stage3_max_reuse_distance) + ", stage3_max_live_parameters " +
+         std::to_string(z.stage3_max_live_parameters) + ") and those read ahead hold every buffer. This trace runs "
+         "with offload_param.buffer_count >= " + std::to_string(lo) + ", or a smaller stage3_max_reuse_distance";
 }
 
 }  // namespace
@@ -331,7 +459,14 @@ Plan make_plan(const Scenario& s) {
     }
     p.nvme_params_from = in_cpu;
   }
-  p.trace = make_trace(p, z);
+  if (p.param_device == OffloadDevice::nvme) {
+    p.param_swap_buffers = z.offload_param.buffer_count;
+    p.param_swap_buffer_elements = swap_io_aligned(z.offload_param.buffer_size, p.elem_bytes);
+    check_swap_buffer_size(p, z);
+  }
+  std::optional<SwapStall> stall;
+  p.trace = make_trace(p, z, stall);
+  if (stall) throw std::invalid_argument(swap_stall_message(p, z, *stall));
   return p;
 }
 

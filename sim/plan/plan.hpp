@@ -60,6 +60,14 @@ struct GradBucket {
   std::vector<std::pair<int, int>> members;  // (unit, tensor index in the unit) of each of `tensors`
 };
 
+// offload_param nvme: the partition of tensor `tensor` of unit `unit` read from its swap file into buffer `buffer` of
+// DeepSpeed's swap-in pool (partitioned_param_swapper.py swap_in), where it stays until the unit is released.
+struct SwapIn {
+  int unit = 0;
+  int tensor = 0;
+  int buffer = 0;
+};
+
 // One step of a micro-step's trace: a forward or backward use of one unit, or the recompute of one
 // checkpointed layer (which uses all the layer's units). For stage 3 it also says which units must be
 // gathered for it, which to prefetch after issuing those, and which to release after the compute.
@@ -73,6 +81,11 @@ struct FetchStep {
   std::vector<int> prefetch;         // stage 3: units gathered ahead of their use
   std::vector<Phase> prefetch_phase; // stage 3: the phase of each prefetched unit's next use
   std::vector<int> release;          // stage 3: units freed after the compute
+  // offload_param nvme (partition_parameters.py _ensure_availability_of_partitioned_params, partitioned_param_
+  // coordinator.py __prefetch_nvme_param_partitions): partitions read before this step's own fetch (swap_in with
+  // async_op=False: the host waits for every read), and read ahead after its prefetch, for later fetches.
+  std::vector<SwapIn> swap_in;
+  std::vector<SwapIn> swap_in_ahead;
 };
 
 struct Plan {
@@ -115,6 +128,10 @@ struct Plan {
   // _create_param_groups_fp16_flat_cpu_memory, _move_to_flat_buffer: "swapping in ... permanently to CPU"), so
   // [0, nvme_params_from) is in CPU memory and the rest on NVMe. optimizer_partition when nothing is on NVMe.
   Elements nvme_params_from = 0;
+  // offload_param nvme: DeepSpeed's swap-in pool, allocated once (pinned) whether or not a partition is on NVMe:
+  // offload_param.buffer_count buffers of buffer_size elements, io-aligned. 0 buffers without offload_param nvme.
+  int param_swap_buffers = 0;
+  Elements param_swap_buffer_elements = 0;
   std::vector<FetchStep> trace;      // one micro-step: forward, then backward (with recomputes); the
                                      // fetch/prefetch/release decisions only for stage 3
 

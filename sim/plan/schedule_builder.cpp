@@ -160,6 +160,14 @@ class Builder {
       if (p_.persistent_params > 0)
         persistent_ = alloc("params.persistent", Tier::gpu, MemCategory::params, "persistent",
                             e_ * p_.persistent_params, ph, compute_);
+      if (p_.param_swap_buffers > 0) {
+        // partitioned_param_swapper.py _configure_aio: the swap-in pool, buffer_count pinned buffers of buffer_size
+        // (io-aligned) elements, allocated with the swapper and held for the run, whatever max_in_cpu keeps in CPU
+        // memory. Each partition read from NVMe goes into one buffer (FetchStep::swap_in).
+        swap_pool_ = alloc("params.swap_in", Tier::cpu, MemCategory::buffers, "param_swap",
+                           e_ * p_.param_swap_buffer_elements * p_.param_swap_buffers, ph, compute_);
+        swap_reader_.assign(p_.param_swap_buffers, -1);
+      }
       if (partition_nvme_ >= 0 && !p_.sub_groups.empty()) {
         // DeepSpeed's partitioned_swap_buffer (stage3.py, building the 16-bit sub-groups:
         // `should_create_fp16_flat_reuse_buffer` -> partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
@@ -537,6 +545,28 @@ class Builder {
     use(op, hpz_buffers_.at(u), e_ * at, e_ * c.chunk[i], role, access, u, k);
   }
 
+  // offload_param nvme: reads partitions into the swap-in pool (partitioned_param_swapper.py swap_in: one aio read
+  // per parameter, into its buffer), after the previous step's compute, and after the copy up of each buffer's
+  // previous holder.
+  Bytes swap_slot_at(int buffer) const { return e_ * p_.param_swap_buffer_elements * buffer; }
+  void read_swap_ins(const std::vector<SwapIn>& reads, Phase ph, OpId after) {
+    for (const SwapIn& r : reads) {
+      const PartitionPiece q = tensor_pieces(r.unit, r.tensor).back();  // the NVMe piece
+      std::vector<OpId> deps{after};
+      deps.insert(deps.end(), step_end_.begin(), step_end_.end());
+      if (host_wait_ >= 0) deps.push_back(host_wait_);
+      if (swap_reader_[r.buffer] >= 0) deps.push_back(swap_reader_[r.buffer]);
+      const FetchUnit& U = p_.units[r.unit];
+      const OpId op = copy(std::string(ph == Phase::forward ? "fwd." : "bwd.") + U.name + ".t" + std::to_string(r.tensor) +
+                               tag() + ".r" + std::to_string(swap_reads_++) + ".nvme_read",
+                           CopyKind::nvme_read, q.bytes, true, ph, stream("nvme"), deps, U.layer);
+      use(op, q.buffer, q.at, q.bytes, Role::input, Access::read, r.unit, r.tensor);
+      use(op, swap_pool_, swap_slot_at(r.buffer), q.bytes, Role::output, Access::write, r.unit, r.tensor);
+      swapped_[{r.unit, r.tensor}] = {op, r.buffer};
+      last_read_ = op;
+    }
+  }
+
   void issue_call(const std::vector<Member>& members, std::vector<std::pair<int, int>> ids, OpId after) {
     const int id = static_cast<int>(calls_.size());
     Call c;
@@ -568,6 +598,7 @@ class Builder {
     // Offloaded params: each unit's partition comes to the GPU first (NVMe -> CPU -> GPU staging).
     std::vector<OpId> deps{after}, staging;
     deps.insert(deps.end(), step_end_.begin(), step_end_.end());  // a fetch before the step's first compute
+    if (host_wait_ >= 0) deps.push_back(host_wait_);  // the host waited for NVMe reads earlier in this step
     if (p_.param_device != OffloadDevice::none) {
       std::vector<OpId> arrived;
       for (const Member& m : members) {
@@ -575,31 +606,41 @@ class Builder {
         const Bytes part_bytes = e_ * U.partition;
         const std::string what = U.name + suffix;
         std::vector<OpId> d = deps;  // after the previous compute, and the step before
+        // offload_param nvme: the unit's partitions on NVMe were read into the swap-in pool (read_swap_ins), and
+        // all_gather_coalesced waits for them first (_ensure_availability_of_partitioned_params): synchronize_reads
+        // waits for every read issued so far, so the host goes on after the last one.
+        bool waits = false;
+        for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
+          if (const auto r = swapped_.find({m.unit, k}); r != swapped_.end()) {
+            d.push_back(r->second.read);
+            waits |= r->second.read > waited_through_;
+          }
+        if (waits) {
+          d.push_back(last_read_);
+          waited_through_ = host_wait_ = last_read_;
+        }
+        // The NVMe pieces too small for the swapper (DeepSpeed keeps them in memory, zsim on NVMe): read here into a
+        // buffer of their own, packed in order: where each tensor's piece lands there.
         std::optional<OpId> cpu_swap;
-        // The unit's partition pieces on NVMe (offload_param nvme, past max_in_cpu), packed in order in the swap
-        // buffer: where each gathered tensor's NVMe piece lands there.
         std::map<int, Bytes> swap_at;
         Bytes nvme_bytes = 0;
         for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
-          if (layout_.gathered[m.unit][k] >= 0)
+          if (layout_.gathered[m.unit][k] >= 0 && !swapped_.count({m.unit, k}))
             for (const PartitionPiece& q : tensor_pieces(m.unit, k))
               if (q.buffer == partition_nvme_) {
                 swap_at[k] = nvme_bytes;
                 nvme_bytes += q.bytes;
               }
         if (nvme_bytes > 0) {
-          // partitioned_param_swapper.py `swap_in`: each parameter's partition is read from its swap file into a
-          // pinned swap buffer (`_allocate_and_return_buffers_for_swap_in`), from which `ds_tensor.to(device)` copies
-          // it up. One read per tensor chunk on NVMe, into the swap buffer in order.
           cpu_swap = alloc("param_swap." + what, Tier::cpu, MemCategory::buffers, "param_swap", nvme_bytes, ph,
                            stream("nvme"), d, U.layer);
-          d = {copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, nvme_bytes, true, ph, stream("nvme"),
-                    {*cpu_swap}, U.layer)};
+          d.push_back(copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, nvme_bytes, true, ph,
+                           stream("nvme"), {*cpu_swap}, U.layer));
           if (uses)
             for (const auto& [k, at] : swap_at) {
               const PartitionPiece q = tensor_pieces(m.unit, k).back();
-              use(d[0], q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
-              use(d[0], *cpu_swap, at, q.bytes, Role::output, Access::write, m.unit, k);
+              use(d.back(), q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
+              use(d.back(), *cpu_swap, at, q.bytes, Role::output, Access::write, m.unit, k);
             }
         }
         staging.push_back(alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", part_bytes, ph,
@@ -611,15 +652,25 @@ class Builder {
           for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
             if (layout_.gathered[m.unit][k] >= 0) {
               const Bytes at = e_ * staged_offset(m.unit, k);
+              const auto pooled = swapped_.find({m.unit, k});
               for (const PartitionPiece& q : tensor_pieces(m.unit, k)) {
-                const bool swapped = q.buffer == partition_nvme_;
-                use(d[0], swapped ? *cpu_swap : q.buffer, swapped ? swap_at.at(k) : q.at, q.bytes, Role::input,
-                    Access::read, m.unit, k);
+                OpId from = q.buffer;
+                Bytes from_at = q.at;
+                if (q.buffer == partition_nvme_ && pooled != swapped_.end()) {
+                  from = swap_pool_;
+                  from_at = swap_slot_at(pooled->second.buffer);
+                } else if (q.buffer == partition_nvme_) {
+                  from = *cpu_swap;
+                  from_at = swap_at.at(k);
+                }
+                use(d[0], from, from_at, q.bytes, Role::input, Access::read, m.unit, k);
                 use(d[0], staging.back(), at + q.from, q.bytes, Role::output, Access::write, m.unit, k);
               }
             }
         }
         if (cpu_swap) release(*cpu_swap, ph, stream("h2d"), d);
+        for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)  // the pool buffers this copy reads
+          if (const auto r = swapped_.find({m.unit, k}); r != swapped_.end()) swap_reader_[r->second.buffer] = d[0];
         arrived.push_back(d[0]);
       }
       deps = arrived;
@@ -1713,20 +1764,30 @@ class Builder {
       const int layer = st.layer;
       // fetch_sub_module: the module's call, the wait for its params, then the prefetch batch's call.
       std::vector<Member> now, ahead;
-      // A recompute step stands for the layer's modules run one by one: one call per module.
+      // A recompute step stands for the layer's modules run one by one: one call per module, each after its own reads
+      // (a module released after the recompute gives its pool buffers to the next: plan.cpp make_trace).
+      if (!st.recompute) read_swap_ins(st.swap_in, st.phase, last_compute_);
       for (int u : st.fetch) {
         now.push_back({u, st.phase, false});
-        if (st.recompute) fetch(now, last_compute_), now.clear();
+        if (!st.recompute) continue;
+        std::vector<SwapIn> own;
+        for (const SwapIn& r : st.swap_in)
+          if (r.unit == u) own.push_back(r);
+        read_swap_ins(own, st.phase, last_compute_);
+        fetch(now, last_compute_), now.clear();
       }
       if (!now.empty()) fetch(now, last_compute_);
       for (int u : st.uses)
         if (live_.count(u)) await_unit(u, last_compute_);
       for (size_t k = 0; k < st.prefetch.size(); ++k) ahead.push_back({st.prefetch[k], st.prefetch_phase[k], true});
       if (!ahead.empty()) fetch(ahead, last_compute_);
+      read_swap_ins(st.swap_in_ahead, st.phase, last_compute_);
       std::vector<OpId> deps;
       for (int u : st.uses)
         if (live_.count(u)) deps.push_back(live_[u].done);
       deps = compute_deps(deps);
+      if (host_wait_ >= 0) deps.push_back(host_wait_);  // issued once the host's wait for NVMe reads is over
+      host_wait_ = -1;
       // The weights of every unit the step uses, and the saved activations of its layer (or the logits).
       auto annotate = [&](OpId op) {
         for (int u : st.uses) use_params(op, u);
@@ -1812,6 +1873,7 @@ class Builder {
         for (OpId b : live_[u].buffers)
           if (!shared_.count(b) || --shared_[b] == 0) release(b, st.phase, compute_, {c});
         live_.erase(u);
+        for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k) swapped_.erase({u, k});
       }
       sch_.ops[c].unit = st.recompute ? -1 : st.unit;
       last_compute_ = c;
@@ -2091,6 +2153,18 @@ class Builder {
   OpId partition_nvme_ = -1;    // offload_param nvme: init alloc of the partition's elements past max_in_cpu
   OpId param_swap_out_ = -1;    // offload_param nvme: init alloc of the pinned 16-bit write-back buffer
   OpId last_param_write_ = -1;  // offload_param nvme: the last param_nvme_write (the write-back buffer is free after it)
+  // offload_param nvme, the swap-in pool: its init alloc, per buffer the last copy that read it, per (unit, tensor) read
+  // the read and its buffer; the last read issued, the last the host has waited for, and a wait that the next
+  // compute (and the fetches before it) must follow.
+  struct SwapRead {
+    OpId read = -1;
+    int buffer = 0;
+  };
+  OpId swap_pool_ = -1;
+  std::vector<OpId> swap_reader_;
+  std::map<std::pair<int, int>, SwapRead> swapped_;
+  OpId last_read_ = -1, waited_through_ = -1, host_wait_ = -1;
+  int swap_reads_ = 0;
   std::vector<OpId> grad_writes_;              // stage 3, optimizer on NVMe: this step's gradient swap-outs
   OpId grads_host16_ = -1;                     // stage 3 optimizer offload: grad_partitions_flat_buffer (16-bit)
   OpId params16_ = -1;                         // ZeRO-1/2 optimizer offload: the 16-bit weights CPU Adam writes

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "sim/plan/attention_flops.hpp"
+#include "sim/plan/param_swap_in.hpp"
 #include "sim/plan/test_scenarios.hpp"
 #include "sim/schedule/schedule_json.hpp"
 
@@ -576,7 +577,8 @@ TEST(ScheduleBuilder, ParamOffloadCopiesEachPartitionToTheGpuBeforeItsGather) {
 }
 
 // offload_param nvme with the partition within max_in_cpu: DeepSpeed swaps every partition in "permanently to CPU" at
-// init, so the step is offload_param cpu's op for op; with max_in_cpu 0 every fetch reads NVMe first.
+// init, so the step is offload_param cpu's op for op, beside the swapper's pool, which it allocates all the same; with
+// max_in_cpu 0 every fetch reads NVMe first.
 TEST(ScheduleBuilder, ParamOffloadToNvmeWithinMaxInCpuRunsOffloadToCpusSchedule) {
   Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;
@@ -584,14 +586,24 @@ TEST(ScheduleBuilder, ParamOffloadToNvmeWithinMaxInCpuRunsOffloadToCpusSchedule)
   const Schedule cpu = build(s);
   s.zero.offload_param.device = OffloadDevice::nvme;
   const Schedule nvme = build(s);
-  ASSERT_EQ(nvme.ops.size(), cpu.ops.size());
-  for (size_t i = 0; i < cpu.ops.size(); ++i) {
-    EXPECT_EQ(nvme.ops[i].name, cpu.ops[i].name);
-    EXPECT_EQ(nvme.ops[i].kind, cpu.ops[i].kind) << cpu.ops[i].name;
-    EXPECT_EQ(nvme.ops[i].uses, cpu.ops[i].uses) << cpu.ops[i].name;
+  const auto pool = ops_where(nvme, [](const Op& o) { return o.kind == OpKind::alloc && o.mem.buffer == "params.swap_in"; });
+  ASSERT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool[0]->mem.tier, Tier::cpu);
+  EXPECT_EQ(pool[0]->mem.bytes, 5 * swap_io_aligned(100'000'000, 2) * 2);  // buffer_count x buffer_size, io-aligned
+  ASSERT_EQ(nvme.ops.size(), cpu.ops.size() + 1);
+  for (size_t i = 0, j = 0; i < cpu.ops.size(); ++i, ++j) {
+    if (nvme.ops[j].id == pool[0]->id) ++j;
+    EXPECT_EQ(nvme.ops[j].name, cpu.ops[i].name);
+    EXPECT_EQ(nvme.ops[j].kind, cpu.ops[i].kind) << cpu.ops[i].name;
+    ASSERT_EQ(nvme.ops[j].uses.size(), cpu.ops[i].uses.size()) << cpu.ops[i].name;
+    for (size_t k = 0; k < cpu.ops[i].uses.size(); ++k) {  // the same buffers (their ids one apart past the pool)
+      EXPECT_EQ(nvme.ops[nvme.ops[j].uses[k].alloc].name, cpu.ops[cpu.ops[i].uses[k].alloc].name) << cpu.ops[i].name;
+      EXPECT_EQ(nvme.ops[j].uses[k].offset, cpu.ops[i].uses[k].offset) << cpu.ops[i].name;
+      EXPECT_EQ(nvme.ops[j].uses[k].bytes, cpu.ops[i].uses[k].bytes) << cpu.ops[i].name;
+    }
     if (cpu.ops[i].kind == OpKind::alloc) {
-      EXPECT_EQ(nvme.ops[i].mem.tier, cpu.ops[i].mem.tier) << cpu.ops[i].name;
-      EXPECT_EQ(nvme.ops[i].mem.bytes, cpu.ops[i].mem.bytes) << cpu.ops[i].name;
+      EXPECT_EQ(nvme.ops[j].mem.tier, cpu.ops[i].mem.tier) << cpu.ops[i].name;
+      EXPECT_EQ(nvme.ops[j].mem.bytes, cpu.ops[i].mem.bytes) << cpu.ops[i].name;
     }
   }
   s.zero.offload_param.max_in_cpu = 0;
@@ -600,6 +612,59 @@ TEST(ScheduleBuilder, ParamOffloadToNvmeWithinMaxInCpuRunsOffloadToCpusSchedule)
                    .empty());
   for (const Op* a : ops_where(all_nvme, [](const Op& o) { return o.kind == OpKind::alloc && o.phase == Phase::init; }))
     if (a->mem.category == MemCategory::params && a->mem.detail != "persistent") EXPECT_EQ(a->mem.tier, Tier::nvme);
+}
+
+// offload_param nvme, partitions of at least 1 MiB: each is read into a buffer of the swapper's pool, the h2d that
+// copies it up waits for that read, a read into a buffer waits for the copy out of its previous holder, and the host's
+// wait for the reads (synchronize_reads) holds back the compute that follows the fetch.
+TEST(ScheduleBuilder, ParamSwapInReadsIntoPoolBuffersThatTheH2dCopiesUpInOrder) {
+  ModelSpec m = test::small_llama(2);
+  m.hidden = 1024, m.ffn_hidden = 2048;
+  Scenario s = test::scenario(m, 3, 1, 2);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::nvme;
+  s.zero.offload_param.max_in_cpu = 0;
+  s.zero.offload_param.buffer_size = 2'000'000;
+  s.zero.stage3_max_reuse_distance = 0;
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p, 1);
+  const auto pools = ops_where(sch, [](const Op& o) { return o.kind == OpKind::alloc && o.mem.buffer == "params.swap_in"; });
+  ASSERT_EQ(pools.size(), 1u);
+  const OpId pool = pools[0]->id;
+  const Bytes slot = 2 * swap_io_aligned(2'000'000, 2);
+  EXPECT_EQ(pools[0]->mem.bytes, 5 * slot);
+  auto depends = [&](const Op& op, OpId on) { return std::count(op.deps.begin(), op.deps.end(), on) > 0; };
+  std::map<Bytes, OpId> writer, reader;  // per buffer (its offset): the last read into it, the last h2d out of it
+  int reads = 0, copies = 0, waited_computes = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind == OpKind::copy && op.copy.what == CopyKind::nvme_read && op.uses[1].alloc == pool) {
+      const Bytes at = op.uses[1].offset;
+      EXPECT_EQ(at % slot, 0) << op.name;
+      EXPECT_LE(op.uses[1].bytes, slot) << op.name;
+      if (reader.count(at)) EXPECT_TRUE(depends(op, reader[at])) << op.name << " overwrites a buffer not yet copied up";
+      writer[at] = op.id;
+      ++reads;
+    }
+    if (op.kind == OpKind::copy && op.copy.what == CopyKind::h2d) {
+      for (size_t i = 0; i < op.uses.size(); i += 2) {
+        if (op.uses[i].alloc != pool) continue;
+        const Bytes at = op.uses[i].offset - op.uses[i].offset % slot;
+        ASSERT_TRUE(writer.count(at)) << op.name;
+        // through its staging alloc: the alloc waits for the read
+        bool after = false;
+        for (OpId d : op.deps) after |= d == writer[at] || depends(sch.ops[d], writer[at]);
+        EXPECT_TRUE(after) << op.name << " copies up a buffer before its read";
+        reader[at] = op.id;
+        ++copies;
+      }
+    }
+    if (op.kind == OpKind::compute)
+      for (OpId d : op.deps) waited_computes += sch.ops[d].kind == OpKind::copy && sch.ops[d].copy.what == CopyKind::nvme_read;
+  }
+  EXPECT_EQ(reads, copies);
+  // each swapped matrix read for the forward, the layer's recompute and the backward (reuse distance 0)
+  EXPECT_EQ(reads, (2 * 7 + 2) + 2 * 7 + (2 * 7 + 2));
+  EXPECT_GT(waited_computes, 0);
 }
 
 // Eager attention, summed over a layer's ops: forward = 2 x tokens x layer matrix params + 4 b s^2 h;
