@@ -216,8 +216,12 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     std::cout << fmt::format("  exposed offload (zsim's definition) {:.3f} ms measured, {:.3f} ms zsim\n",
                              off.exposed_s * 1e3, zsim_exposed_offload_s * 1e3);
     if (const NvmeStore* nv = ex.nvme())
-      std::cout << fmt::format("  NVMe swap files in {}: {}, {}\n", nv->dir(), nv->direct() ? "O_DIRECT" : "buffered "
-                               "(the file system refused O_DIRECT)", nv->io().uses_io_uring() ? "io_uring" :
+      std::cout << fmt::format("  NVMe swap files in {}: {}, {}\n", nv->dir(),
+                               !nv->direct() ? "buffered (the file system refused O_DIRECT)"
+                               : nv->files() > 0 ? fmt::format("O_DIRECT (host memory aligned to {} B)",
+                                                               nv->memory_alignment(0))
+                                                 : std::string("O_DIRECT"),
+                               nv->io().uses_io_uring() ? "io_uring" :
                                "pread/pwrite (" + nv->io().fallback_reason() + ")");
   }
   for (const BufferMismatch& m : ex.buffer_mismatches())

@@ -37,9 +37,17 @@ std::optional<std::pair<std::string, int>> parse_fault(const char* spec) {
   return std::make_pair(op, err);
 }
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
+// The memory alignment O_DIRECT transfers of `fd` need: the file system's (statx STATX_DIOALIGN, Linux 6.1), or
+// NvmeStore::kAlignBytes where the kernel or the file system does not say.
+zsim::Bytes dio_memory_alignment(int fd) {
+#ifdef STATX_DIOALIGN
+  struct statx sx{};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+      sx.stx_dio_mem_align > 0 && sx.stx_dio_mem_align <= NvmeStore::kAlignBytes)
+    return sx.stx_dio_mem_align;
+#endif
+  return NvmeStore::kAlignBytes;
+}
 
 }  // namespace
 
@@ -135,6 +143,7 @@ int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
     direct_ = false;
   }
   if (f.fd < 0) throw NvmeError(fmt::format("cannot create NVMe file '{}': {}", f.path, std::strerror(errno)));
+  f.mem_align = direct_ ? dio_memory_alignment(f.fd) : 1;
   files_.push_back(f);  // from here on the destructor removes it
   if (at > 0) {
     const int e = ::posix_fallocate(f.fd, 0, at);
@@ -185,12 +194,12 @@ void NvmeStore::transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* bu
   constexpr zsim::Bytes kBounceBytes = zsim::Bytes{8} << 20;
   char* const base = static_cast<char*>(buf);
   const zsim::Bytes end = pos + bytes;
-  std::unique_ptr<char, FreeDeleter> bounce;
-  zsim::Bytes bounce_bytes = 0;
+  auto& bounce = bounce_;
+  auto& bounce_bytes = bounce_bytes_;
   try {
     for (zsim::Bytes p = pos; p < end;) {
       char* const b = base + (p - pos);
-      if (p % kAlignBytes == 0 && reinterpret_cast<std::uintptr_t>(b) % kAlignBytes == 0 && end - p >= kAlignBytes) {
+      if (p % kAlignBytes == 0 && reinterpret_cast<std::uintptr_t>(b) % f.mem_align == 0 && end - p >= kAlignBytes) {
         const zsim::Bytes n = (end - p) / kAlignBytes * kAlignBytes;
         if (write) io_.write(f.fd, p, n, b);
         else io_.read(f.fd, p, n, b);

@@ -17,7 +17,9 @@
 // Fault hook for kill-tests: ZRUN_NVME_FAULT="op=NAME,errno=ENOSPC|EIO" makes the transfers of op NAME fail with
 // that errno, as the kernel would return it.
 #pragma once
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -74,6 +76,9 @@ class NvmeStore {
   bool direct() const { return direct_; }  // O_DIRECT accepted by the directory's file system
   const UringFileIo& io() const { return io_; }
   const std::string& dir() const { return dir_; }
+  // The host pointer alignment at which buffer `id`'s transfers skip the bounce buffer (File::mem_align).
+  zsim::Bytes memory_alignment(int id) const { return files_.at(id).mem_align; }
+  int files() const { return static_cast<int>(files_.size()); }
 
  private:
   struct File {
@@ -82,6 +87,9 @@ class NvmeStore {
     std::map<NvmeRange, zsim::Bytes> at;  // disjoint layout: range -> file offset
     bool flat = false;                    // overlapping layout: file offset = buffer offset
     zsim::Bytes end = 0;                  // overlapping layout: the end of the last range
+    // The host pointer alignment a transfer needs to go straight from / into the caller's buffer: the file system's
+    // O_DIRECT memory alignment (statx STATX_DIOALIGN; 4096 where the kernel does not say), 1 without O_DIRECT.
+    zsim::Bytes mem_align = kAlignBytes;
   };
   zsim::Bytes place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const;
   void transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write, const std::string& op);
@@ -91,6 +99,13 @@ class NvmeStore {
   bool direct_ = true;
   std::vector<File> files_;
   std::optional<std::pair<std::string, int>> fault_;  // ZRUN_NVME_FAULT: (op, errno)
+  // Kept between transfers (they run one at a time, on the `nvme` stream's host functions): a fresh allocation per
+  // transfer costs its pages' first touch each time.
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> bounce_;
+  zsim::Bytes bounce_bytes_ = 0;
 };
 
 }  // namespace zrun

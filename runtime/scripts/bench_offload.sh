@@ -33,8 +33,11 @@ for dev in ${DEVS:-cpu nvme param pnvme}; do
   opt=cpu
   [ $dev = nvme ] && { opt=nvme; extra=(--nvme-dir "$NVME_DIR"); }
   [ $dev = param ] && extra=(--set deepspeed.zero_optimization.offload_param.device=cpu)
+  # pnvme: the swap-in pool holds the parameters the forward keeps for the backward (stage3_max_reuse_distance 1e9):
+  # 30 buffers (zsim names the count DeepSpeed needs), each larger than the embedding's partition.
   [ $dev = pnvme ] && extra=(--set deepspeed.zero_optimization.offload_param.device=nvme
-    --set deepspeed.zero_optimization.offload_param.max_in_cpu=0 --nvme-dir "$NVME_DIR")
+    --set deepspeed.zero_optimization.offload_param.max_in_cpu=0 --set deepspeed.zero_optimization.offload_param.buffer_count=30
+    --set deepspeed.zero_optimization.offload_param.buffer_size=4e7 --nvme-dir "$NVME_DIR")
   echo "== zrun, offload_optimizer $opt${extra:+ (${extra[*]})}"
   "$BIN/zrun" $S --here "${MODEL[@]}" --set deepspeed.zero_optimization.offload_optimizer.device=$opt "${extra[@]}" \
       --steps 3 --warmup 1 --json "$OUT/offload_$dev.json" 2>&1 | tee "$OUT/offload_$dev.log" | grep -vE "^step " 

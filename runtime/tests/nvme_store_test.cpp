@@ -223,6 +223,27 @@ TEST(NvmeStore, AMalformedFaultSpecIsRejected) {
   ::unsetenv("ZRUN_NVME_FAULT");
 }
 
+// DeepSpeed's swap-in buffers are 1024-byte aligned (partitioned_param_swapper.py _io_aligned_numel): a host pointer at
+// the file system's O_DIRECT memory alignment (statx STATX_DIOALIGN, 4096 where the kernel does not say, 1 without
+// O_DIRECT) moves whole blocks straight, and the bytes come back exactly.
+TEST(NvmeStore, ATransferAtTheFileSystemsDirectIoMemoryAlignmentIsExact) {
+  TempDir d;
+  NvmeStore store(d.path.string(), "t0");
+  const zsim::Bytes bytes = (3 << 20) + 100;
+  const int id = store.create("params.swap_in", {{0, bytes}});
+  const zsim::Bytes align = store.memory_alignment(id);
+  EXPECT_GT(align, 0);
+  EXPECT_LE(align, NvmeStore::kAlignBytes);
+  EXPECT_EQ(align & (align - 1), 0) << align << " is not a power of two";
+  EXPECT_EQ(align == 1, !store.direct());
+  const std::vector<char> want = pattern(static_cast<std::size_t>(bytes), 5);
+  Aligned from(bytes + 4096), to(bytes + 4096);
+  std::memcpy(from.get() + align, want.data(), want.size());
+  store.write(id, 0, bytes, from.get() + align, "init.params.partition.nvme");
+  store.read(id, 0, bytes, to.get() + align, "fwd.L0.mlp.up.t0.nvme_read");
+  EXPECT_EQ(std::memcmp(to.get() + align, want.data(), want.size()), 0);
+}
+
 TEST(NvmeStore, TheStoreRemovesItsFilesWhenItGoes) {
   TempDir d;
   {

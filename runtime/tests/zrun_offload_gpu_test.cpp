@@ -226,10 +226,17 @@ TEST(ZrunOffloadGpu, ParamOffloadToNvmeGivesExactlyTheMasterWeightsOfParamOffloa
   REQUIRE_GPU();
   const std::string all_nvme = " --set deepspeed.zero_optimization.offload_param.max_in_cpu=0";
   const std::string sub_groups = "--set deepspeed.zero_optimization.sub_group_size=300000";
+  // Wide enough that every matrix's partition is at least 1 MiB: read through the swapper's pool of 2e6-element
+  // buffers, released after each use (5 buffers), or kept from the forward for the backward (20 buffers).
+  const std::string pooled = "--set model.hidden=1024 --set model.ffn_hidden=1024 --set model.heads=8 --set "
+                             "model.kv_heads=8 --set deepspeed.zero_optimization.offload_param.buffer_size=2000000";
   for (const std::string optimizer : {"gpu", "cpu", "nvme"})
     for (const std::string& more : {all_nvme, "--set training.micro_batch=1 --set training.grad_accum=2" + all_nvme,
                                     sub_groups + all_nvme,
-                                    sub_groups + " --set deepspeed.zero_optimization.offload_param.max_in_cpu=300000"}) {
+                                    sub_groups + " --set deepspeed.zero_optimization.offload_param.max_in_cpu=300000",
+                                    pooled + " --set deepspeed.zero_optimization.stage3_max_reuse_distance=0" + all_nvme,
+                                    pooled + " --set deepspeed.zero_optimization.offload_param.buffer_count=20" +
+                                        all_nvme}) {
       const std::vector<float> cpu =
           master_after(3, optimizer, 10, nullptr, more + " --set deepspeed.zero_optimization.offload_param.device=cpu");
       std::string out;
