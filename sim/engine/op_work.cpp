@@ -99,8 +99,14 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       w.fixed_s = links.pcie_latency_s;
       break;
     }
-    case CopyKind::nvme_read: w.route = links.nvme_read; break;
-    case CopyKind::nvme_write: w.route = links.nvme_write; break;
+    case CopyKind::nvme_read:
+      w.route = links.nvme_read;
+      w.fixed_s = links.nvme_read_latency_s;
+      break;
+    case CopyKind::nvme_write:
+      w.route = links.nvme_write;
+      w.fixed_s = links.nvme_write_latency_s;
+      break;
     case CopyKind::d2d: {  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
       // The kernels write `bytes` and read as many (a cast: in its source dtype's size), and read the
       // destination too where they add into it (an output use read_write: DeepSpeed's add_); each of the copy's

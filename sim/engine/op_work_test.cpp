@@ -130,6 +130,21 @@ TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
 }
 
+// An NVMe transfer (one nvme_read / nvme_write op: zrun's one file transfer, DeepSpeed's one aio request per
+// parameter) pays the profile's per-transfer latency, then its bytes at the node's rate.
+TEST(OpWork, AnNvmeTransferPaysItsLatencyThenItsBytesAtTheRate) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.nvme.read_latency_us = 500;
+  c.nvme.write_latency_us = 200;
+  for (const CopyKind what : {CopyKind::nvme_read, CopyKind::nvme_write}) {
+    ScheduleBuilder b(c);
+    b.copy("io", Phase::step, what, 1'200'000'000);
+    const bool read = what == CopyKind::nvme_read;
+    const double expected = (read ? 500e-6 : 200e-6) + 1.2e9 / ((read ? c.nvme.read_GBps : c.nvme.write_GBps) * 1e9);
+    EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+  }
+}
+
 // A d2d copy of many kernels (DeepSpeed's per-parameter copy_ loop, a torch.cat of more than 128 inputs) pays a launch
 // for each of them; its bytes cost what they cost in one.
 TEST(OpWork, ADeviceCopyPaysALaunchForEachOfItsKernels) {

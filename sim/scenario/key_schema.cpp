@@ -63,6 +63,8 @@ const Entry kEntries[] = {
     {"cluster.nvme.bytes", S, Y},
     {"cluster.nvme.read_GBps", S, Y},
     {"cluster.nvme.write_GBps", S, Y},
+    {"cluster.nvme.read_latency_us", S, Y},
+    {"cluster.nvme.write_latency_us", S, Y},
     {"cluster.links", M, Y},
     {"cluster.links.nvlink_GBps", S, Y},
     {"cluster.links.pcie_GBps", S, Y},

@@ -85,6 +85,8 @@ struct NvmeSpec {                 // per node
   Bytes bytes = 0;
   double read_GBps = 0;
   double write_GBps = 0;
+  double read_latency_us = 0;      // per transfer (one nvme_read / nvme_write op), beside its bytes at the rate
+  double write_latency_us = 0;
 };
 
 struct LinkSpec {                 // per GPU, one direction

@@ -293,6 +293,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   if (auto v = f.get_bytes("cluster.nvme.bytes")) c.nvme.bytes = *v;
   if (auto v = f.get_real("cluster.nvme.read_GBps")) c.nvme.read_GBps = *v;
   if (auto v = f.get_real("cluster.nvme.write_GBps")) c.nvme.write_GBps = *v;
+  if (auto v = f.get_real("cluster.nvme.read_latency_us")) c.nvme.read_latency_us = *v;
+  if (auto v = f.get_real("cluster.nvme.write_latency_us")) c.nvme.write_latency_us = *v;
   auto real = [&](const std::string& path, double& field) {
     if (auto v = f.get_real(path)) field = *v;
   };

@@ -76,6 +76,8 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.non_negative(static_cast<double>(cl.nvme.bytes), "cluster.nvme.bytes");
   c.non_negative(cl.nvme.read_GBps, "cluster.nvme.read_GBps");
   c.non_negative(cl.nvme.write_GBps, "cluster.nvme.write_GBps");
+  c.non_negative(cl.nvme.read_latency_us, "cluster.nvme.read_latency_us");
+  c.non_negative(cl.nvme.write_latency_us, "cluster.nvme.write_latency_us");
   c.non_negative(cl.links.nvlink_GBps, "cluster.links.nvlink_GBps");
   c.non_negative(cl.links.pcie_GBps, "cluster.links.pcie_GBps");
   c.non_negative(cl.links.ib_GBps, "cluster.links.ib_GBps");

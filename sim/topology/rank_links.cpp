@@ -116,6 +116,8 @@ RankLinks rank_links(const Topology& topo) {
   r.nvlink_latency_s = c.links.nvlink_latency_us * 1e-6;
   r.ib_latency_s = c.links.ib_latency_us * 1e-6;
   r.pcie_latency_s = c.links.pcie_latency_us * 1e-6;
+  r.nvme_read_latency_s = c.nvme.read_latency_us * 1e-6;
+  r.nvme_write_latency_s = c.nvme.write_latency_us * 1e-6;
   return r;
 }
 

@@ -22,6 +22,7 @@ struct RankLinks {
   FlowPath h2d, d2h;     // host memory <-> GPU over PCIe
   FlowPath nvme_read, nvme_write;  // node NVMe <-> host memory
   Seconds nvlink_latency_s = 0, ib_latency_s = 0, pcie_latency_s = 0;
+  Seconds nvme_read_latency_s = 0, nvme_write_latency_s = 0;  // per NVMe transfer
   int nodes_per_leaf = 1;  // effective (all nodes when the fabric has one leaf)
 };
 
