@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/nvme/nvme_store.hpp"
 
 namespace zrun::calibrate {
 
@@ -49,62 +50,44 @@ void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
                      m.cpu_adam_threads, n / median);
 }
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// Writes then reads `bytes` of a file in `dir`, in 8 MiB requests, O_DIRECT when the file system allows it.
+// zrun's own NVMe path (runtime/nvme NvmeStore: a swap file per size, O_DIRECT where the file system takes it,
+// io_uring with 1 MiB requests, 32 in flight), at the sizes an offloaded step moves, 1 MiB .. 1 GiB (256 MiB with
+// --quick): every file written, 3 times each, then every file read, 3 times each (a read right after the write of
+// its own file ran up to 1.5x slower on the GPU machine's virtual disk than the step's reads of files written long
+// before), the median of each, for a latency + rate line per direction.
 void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostream& log) {
-  const std::string path = fmt::format("{}/zrun-calibrate-{}.tmp", dir, ::getpid());
-  const std::size_t chunk = 8u << 20;
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, chunk) != 0) throw std::runtime_error("zrun calibrate: posix_memalign failed");
-  std::unique_ptr<void, decltype(&std::free)> hold(buf, &std::free);
-  std::memset(buf, 0x5a, chunk);
-  {
-    // O_DIRECT where the file system takes it: one aligned request must go through (tmpfs refuses the open,
-    // some file systems the write).
-    Fd probe;
-    probe.fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_DIRECT, 0600);
-    m.nvme_direct = probe.fd >= 0 && ::write(probe.fd, buf, chunk) == static_cast<ssize_t>(chunk);
-  }
-  {
-    Fd probe;
-    probe.fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
-    if (probe.fd < 0)
-      throw std::runtime_error(fmt::format("zrun calibrate: cannot create {}: {} (use --nvme-dir)", path, std::strerror(errno)));
-  }
+  NvmeStore store(dir, fmt::format("calibrate.{}", ::getpid()));
   m.nvme_path = dir;
-  const int direct = m.nvme_direct ? O_DIRECT : 0;
+  m.nvme_direct = store.direct();
   const std::int64_t max_bytes = quick ? (256ll << 20) : (1ll << 30);
-  for (std::int64_t bytes = 16ll << 20; bytes <= max_bytes; bytes *= 4) {
-    Fd w;
-    w.fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | direct);
-    if (w.fd < 0) throw std::runtime_error(fmt::format("zrun calibrate: cannot open {}: {}", path, std::strerror(errno)));
-    double t0 = now_s();
-    for (std::int64_t off = 0; off < bytes; off += chunk)
-      if (::write(w.fd, buf, chunk) != static_cast<ssize_t>(chunk))
-        throw std::runtime_error(fmt::format("zrun calibrate: write to {} failed: {}", path, std::strerror(errno)));
-    ::fsync(w.fd);
-    const double tw = now_s() - t0;
-    ::posix_fadvise(w.fd, 0, 0, POSIX_FADV_DONTNEED);
-    Fd r;
-    r.fd = ::open(path.c_str(), O_RDONLY | direct);
-    if (r.fd < 0) throw std::runtime_error(fmt::format("zrun calibrate: cannot open {}: {}", path, std::strerror(errno)));
-    t0 = now_s();
-    for (std::int64_t off = 0; off < bytes; off += chunk)
-      if (::read(r.fd, buf, chunk) != static_cast<ssize_t>(chunk))
-        throw std::runtime_error(fmt::format("zrun calibrate: read of {} failed: {}", path, std::strerror(errno)));
-    const double tr = now_s() - t0;
-    m.nvme_write.push_back({static_cast<double>(bytes), tw});
-    m.nvme_read.push_back({static_cast<double>(bytes), tr});
-    log << fmt::format("  file {} MiB in {}{}: write {:.2f} GB/s, read {:.2f} GB/s\n", bytes >> 20, dir,
-                       m.nvme_direct ? " (O_DIRECT)" : "", bytes / tw / 1e9, bytes / tr / 1e9);
-  }
-  ::unlink(path.c_str());
+  void* raw = nullptr;
+  if (posix_memalign(&raw, NvmeStore::kAlignBytes, static_cast<std::size_t>(max_bytes)) != 0)
+    throw std::runtime_error("zrun calibrate: posix_memalign failed");
+  std::unique_ptr<void, decltype(&std::free)> hold(raw, &std::free);
+  std::memset(raw, 0x5a, static_cast<std::size_t>(max_bytes));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t bytes = 1ll << 20; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
+  std::vector<int> ids;
+  for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}MiB", bytes >> 20), {{0, bytes}}));
+  auto median_of_3 = [&](bool write, std::size_t i) {
+    std::vector<double> t;
+    for (int rep = 0; rep < 3; ++rep) {
+      const double t0 = now_s();
+      if (write) store.write(ids[i], 0, sizes[i], raw, "calibrate.nvme_write");
+      else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
+      t.push_back(now_s() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[1];
+  };
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    m.nvme_write.push_back({static_cast<double>(sizes[i]), median_of_3(true, i)});
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    m.nvme_read.push_back({static_cast<double>(sizes[i]), median_of_3(false, i)});
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    log << fmt::format("  file {} MiB in {}{} ({}): write {:.2f} GB/s, read {:.2f} GB/s\n", sizes[i] >> 20, dir,
+                       m.nvme_direct ? " (O_DIRECT)" : "", store.io().uses_io_uring() ? "io_uring" : "pread/pwrite",
+                       sizes[i] / m.nvme_write[i].seconds / 1e9, sizes[i] / m.nvme_read[i].seconds / 1e9);
 }
 
 }  // namespace

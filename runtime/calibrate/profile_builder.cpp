@@ -82,20 +82,24 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   b.keep("nvme.bytes", integer(base.nvme.bytes));
 
   // NVMe.
-  auto nvme = [&](const std::vector<SizeSample>& v, const char* key, const char* what, double base_value) {
+  auto nvme = [&](const std::vector<SizeSample>& v, const char* key, const char* lat_key, const char* what,
+                  double base_value, double base_latency) {
     if (v.size() < 2) {
       b.keep(key, num(base_value), "no NVMe measurement");
+      b.keep(lat_key, num(base_latency), "no NVMe measurement");
       return;
     }
     const LatencyBandwidthFit f = fit_latency_bandwidth(v);
-    b.add(key, num(f.GBps), fmt::format("{} of a temp file in {}{}: {}; calibration.nvme.{}", what, m.nvme_path,
+    b.add(key, num(f.GBps), fmt::format("{} of zrun's swap files in {}{}: {}; calibration.nvme.{}", what, m.nvme_path,
                                         m.nvme_direct ? " (O_DIRECT)" : " (page cache: O_DIRECT refused)",
                                         residual_text(f.residual), what));
+    b.add(lat_key, num(f.latency_s * 1e6), fmt::format("the same line's intercept, per transfer; calibration.nvme.{}", what));
     cal["nvme"][what] = {{"GBps", f.GBps}, {"latency_us", f.latency_s * 1e6}, {"residual", residual_json(f.residual)},
                          {"samples", samples_json(v)}};
   };
-  nvme(m.nvme_read, "nvme.read_GBps", "read", base.nvme.read_GBps);
-  nvme(m.nvme_write, "nvme.write_GBps", "write", base.nvme.write_GBps);
+  nvme(m.nvme_read, "nvme.read_GBps", "nvme.read_latency_us", "read", base.nvme.read_GBps, base.nvme.read_latency_us);
+  nvme(m.nvme_write, "nvme.write_GBps", "nvme.write_latency_us", "write", base.nvme.write_GBps,
+       base.nvme.write_latency_us);
   cal["nvme"]["path"] = m.nvme_path;
   cal["nvme"]["direct"] = m.nvme_direct;
 

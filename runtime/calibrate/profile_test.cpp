@@ -140,6 +140,8 @@ TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
   EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 5e7, 1);
   EXPECT_NEAR(c.nvme.read_GBps, 6, 1e-3);
   EXPECT_NEAR(c.nvme.write_GBps, 3, 1e-3);
+  EXPECT_NEAR(c.nvme.read_latency_us, 100, 1e-2);  // the synthetic transfers' 1e-4 s intercept
+  EXPECT_NEAR(c.nvme.write_latency_us, 100, 1e-2);
   EXPECT_NEAR(c.links.nvlink_GBps, 350, 1e-2);
   EXPECT_NEAR(c.links.nvlink_latency_us, 4, 1e-3);
   EXPECT_EQ(c.host.cores, 16);
