@@ -1,5 +1,9 @@
 // Raw rates the offload benchmark compares zrun's offload pieces with, measured on the same machine in the same run:
 //   offload_bench copy BYTES            pinned cudaMemcpyAsync d2h and h2d of BYTES (median of 10)
+//   offload_bench copy-under-disk DIR BYTES
+//                                       the copies of `copy` while another thread streams O_DIRECT 8 MiB writes, then
+//                                       reads, of a 256 MiB file in DIR (the disk traffic an NVMe run's step overlaps
+//                                       its copies with): lines "raw d2h_under_disk_write ...", "raw h2d_under_disk_read ..."
 //   offload_bench disk DIR BYTES        sequential O_DIRECT pwrite then pread of one BYTES file in DIR, 8 MiB requests
 //                                       one at a time (plain syscalls, no io_uring), median of 3; then the same with
 //                                       runtime/nvme's UringFileIo (1 MiB requests, 32 in flight) outside any step;
@@ -9,11 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -40,7 +46,8 @@ void print(const char* what, long long bytes, double s) {
   std::printf("raw %s bytes %lld seconds %.6f GBps %.3f\n", what, bytes, s, bytes / s / 1e9);
 }
 
-int copy_bench(long long bytes) {
+// `suffix` names the lines of a run under disk traffic ("" alone).
+int copy_bench(long long bytes, const std::string& suffix = "") {
   void *host = nullptr, *dev = nullptr;
   CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
   CHECK_CUDA(cudaMalloc(&dev, bytes));
@@ -62,9 +69,52 @@ int copy_bench(long long bytes) {
       CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
       if (r >= 2) t.push_back(ms * 1e-3);
     }
-    print(d2h ? "d2h" : "h2d", bytes, median(t));
+    print(((d2h ? "d2h" : "h2d") + suffix).c_str(), bytes, median(t));
   }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  CHECK_CUDA(cudaStreamDestroy(s));
+  CHECK_CUDA(cudaFree(dev));
+  CHECK_CUDA(cudaFreeHost(host));
   return 0;
+}
+
+// The copies of copy_bench while a second thread writes (then reads) a 256 MiB O_DIRECT file in `dir` in 8 MiB
+// requests, one at a time, without pause.
+int copy_under_disk_bench(const std::string& dir, long long bytes) {
+  const long long file_bytes = 256LL << 20, block = 8LL << 20;
+  const std::string path = dir + "/offload_bench_load." + std::to_string(::getpid());
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd < 0) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ::posix_fallocate(fd, 0, file_bytes) != 0) {
+    std::perror(path.c_str());
+    if (fd >= 0) ::unlink(path.c_str());
+    return 1;
+  }
+  void* buf = std::aligned_alloc(4096, block);
+  std::memset(buf, 7, block);
+  int rc = 0;
+  for (const bool write : {true, false}) {  // writes first: a read of a never-written extent moves no data
+    std::atomic<bool> stop{false};
+    std::atomic<long long> moved{0};
+    std::thread load([&] {
+      for (long long at = 0; !stop.load(); at = (at + block) % file_bytes) {
+        const ssize_t got = write ? ::pwrite(fd, buf, block, at) : ::pread(fd, buf, block, at);
+        if (got != block) break;
+        moved += got;
+      }
+    });
+    const auto a = std::chrono::steady_clock::now();
+    rc |= copy_bench(bytes, write ? "_under_disk_write" : "_under_disk_read");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+    stop = true;
+    load.join();
+    print(write ? "disk_write_beside_copies" : "disk_read_beside_copies", moved.load(), s);
+  }
+  std::free(buf);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return rc;
 }
 
 int disk_bench(const std::string& dir, long long bytes) {
@@ -131,7 +181,9 @@ int disk_bench(const std::string& dir, long long bytes) {
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
+  if (what == "copy-under-disk" && argc == 4) return copy_under_disk_bench(argv[2], std::atoll(argv[3]));
   if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
-  std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench disk DIR BYTES\n");
+  std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench disk DIR "
+                       "BYTES\n");
   return 2;
 }

@@ -51,6 +51,15 @@ for dev in ${DEVS:-cpu nvme param pnvme}; do
     raw=$("$BIN/offload_bench" copy $size | awk -v p=$piece '$2 == p {print $8}')
     in_step=$(rate $bytes $sec)
     echo "$piece: $ops op(s), $size bytes each on average: inside the step $in_step GB/s, raw pinned cudaMemcpyAsync $raw GB/s, ratio $(ratio $in_step $raw)"
+    # An NVMe run's copies overlap its disk traffic: the same raw copies while another thread streams O_DIRECT writes,
+    # then reads, in the swap directory.
+    if [ $dev = nvme ] || [ $dev = pnvme ]; then
+      under=$("$BIN/offload_bench" copy-under-disk "$NVME_DIR" $size)
+      r_read=$(awk -v p=${piece}_under_disk_read '$2 == p {print $8}' <<< "$under")
+      r_write=$(awk -v p=${piece}_under_disk_write '$2 == p {print $8}' <<< "$under")
+      disk=$(awk '$2 ~ /beside_copies/ {printf "%s %s GB/s; ", $2, $8}' <<< "$under")
+      echo "$piece under disk traffic (${disk% }): raw $r_read GB/s beside reads, ratio $(ratio $in_step $r_read); $r_write GB/s beside writes, ratio $(ratio $in_step $r_write)"
+    fi
   done
   ops=$(field "$J" cpu_optimizer ops); n=$(field "$J" cpu_optimizer elements); sec=$(field "$J" cpu_optimizer seconds)
   if [ "${ops:-0}" -gt 0 ]; then
