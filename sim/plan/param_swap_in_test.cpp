@@ -16,19 +16,6 @@
 namespace zsim {
 namespace {
 
-// Two layers whose every matrix has a partition of at least 1 MiB on each of 2 ranks (DeepSpeed swaps those), with
-// the parameters on NVMe past max_in_cpu 0.
-Scenario swapping(int buffers = 5) {
-  ModelSpec m = test::small_llama(2);
-  m.hidden = 1024, m.ffn_hidden = 2048;
-  Scenario s = test::scenario(m, 3, 1, 2);
-  s.zero.offload_optimizer.device = OffloadDevice::cpu;
-  s.zero.offload_param.device = OffloadDevice::nvme;
-  s.zero.offload_param.max_in_cpu = 0;
-  s.zero.offload_param.buffer_count = buffers;
-  s.zero.stage3_max_reuse_distance = 0;  // release after each use: the pool never runs out
-  return s;
-}
 
 // Replays a trace's reads and releases; checks that a buffer is taken only when free and that every gather (own fetch
 // or prefetch) finds its unit's NVMe partitions read. Returns the most buffers held at once.
@@ -77,7 +64,7 @@ int replay(const Plan& p) {
 }
 
 TEST(ParamSwapIn, EveryGatherFindsItsPartitionsReadIntoBuffersOfThePool) {
-  const Plan p = make_plan(swapping());
+  const Plan p = make_plan(test::nvme_swapping());
   EXPECT_EQ(p.param_swap_buffers, 5);
   EXPECT_EQ(p.param_swap_buffer_elements, swap_io_aligned(100'000'000, 2));
   ASSERT_EQ(tensors_swapped_in(p).size(), 2u * 7 + 2);  // every matrix, the embedding and the head
@@ -87,7 +74,7 @@ TEST(ParamSwapIn, EveryGatherFindsItsPartitionsReadIntoBuffersOfThePool) {
 }
 
 TEST(ParamSwapIn, ThePrefetchReadsAheadAndStopsAtAPartitionNotReadYet) {
-  Scenario s = swapping();
+  Scenario s = test::nvme_swapping();
   s.zero.stage3_prefetch_bucket_size = 1'000'000'000;  // the whole model fits the prefetch bucket
   const Plan nvme = make_plan(s);
   size_t ahead = 0, prefetched = 0;
@@ -104,7 +91,7 @@ TEST(ParamSwapIn, ThePrefetchReadsAheadAndStopsAtAPartitionNotReadYet) {
 }
 
 TEST(ParamSwapIn, KeptParametersThatHoldEveryBufferAreRefusedWithTheCountThatRuns) {
-  Scenario s = swapping();
+  Scenario s = test::nvme_swapping();
   s.zero.stage3_max_reuse_distance = 1'000'000'000;  // DeepSpeed's default: the forward's gathers kept for the backward
   try {
     make_plan(s);
@@ -123,7 +110,7 @@ TEST(ParamSwapIn, KeptParametersThatHoldEveryBufferAreRefusedWithTheCountThatRun
 }
 
 TEST(ParamSwapIn, ABufferNoLargerThanALargestSwappedPartitionIsRefused) {
-  Scenario s = swapping();
+  Scenario s = test::nvme_swapping();
   s.zero.offload_param.buffer_size = 1 << 20;  // the MLP matrices' partitions are 1 Mi elements
   try {
     make_plan(s);

@@ -618,14 +618,8 @@ TEST(ScheduleBuilder, ParamOffloadToNvmeWithinMaxInCpuRunsOffloadToCpusSchedule)
 // copies it up waits for that read, a read into a buffer waits for the copy out of its previous holder, and the host's
 // wait for the reads (synchronize_reads) holds back the compute that follows the fetch.
 TEST(ScheduleBuilder, ParamSwapInReadsIntoPoolBuffersThatTheH2dCopiesUpInOrder) {
-  ModelSpec m = test::small_llama(2);
-  m.hidden = 1024, m.ffn_hidden = 2048;
-  Scenario s = test::scenario(m, 3, 1, 2);
-  s.zero.offload_optimizer.device = OffloadDevice::cpu;
-  s.zero.offload_param.device = OffloadDevice::nvme;
-  s.zero.offload_param.max_in_cpu = 0;
+  Scenario s = test::nvme_swapping();
   s.zero.offload_param.buffer_size = 2'000'000;
-  s.zero.stage3_max_reuse_distance = 0;
   const Plan p = make_plan(s);
   const Schedule sch = make_schedule(s, p, 1);
   const auto pools = ops_where(sch, [](const Op& o) { return o.kind == OpKind::alloc && o.mem.buffer == "params.swap_in"; });

@@ -44,4 +44,18 @@ inline Scenario scenario(ModelSpec m, int stage, int nodes, int gpus_per_node) {
   return s;
 }
 
+// Stage 3 on 2 ranks with the parameters on NVMe (max_in_cpu 0) and the optimizer on the CPU; two layers whose every
+// matrix's partition is at least 1 MiB (DeepSpeed swaps those through its pool), released after each use
+// (stage3_max_reuse_distance 0), so DeepSpeed's 5 buffers hold what a fetch needs.
+inline Scenario nvme_swapping() {
+  ModelSpec m = small_llama(2);
+  m.hidden = 1024, m.ffn_hidden = 2048;
+  Scenario s = scenario(m, 3, 1, 2);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  s.zero.offload_param.device = OffloadDevice::nvme;
+  s.zero.offload_param.max_in_cpu = 0;
+  s.zero.stage3_max_reuse_distance = 0;
+  return s;
+}
+
 }  // namespace zsim::test
