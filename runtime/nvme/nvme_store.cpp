@@ -138,12 +138,13 @@ int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
     }
   }
   f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
+  bool direct = f.fd >= 0;
   if (f.fd < 0 && errno == EINVAL) {  // tmpfs and some overlay file systems refuse O_DIRECT
     f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    direct_ = false;
+    direct_ = direct = false;
   }
   if (f.fd < 0) throw NvmeError(fmt::format("cannot create NVMe file '{}': {}", f.path, std::strerror(errno)));
-  f.mem_align = direct_ ? dio_memory_alignment(f.fd) : 1;
+  f.mem_align = direct ? dio_memory_alignment(f.fd) : 1;
   files_.push_back(f);  // from here on the destructor removes it
   if (at > 0) {
     const int e = ::posix_fallocate(f.fd, 0, at);

@@ -6,7 +6,8 @@
 //   extent is its own (written zero-padded).
 // - overlapping ranges (params.partition: per-tensor chunk reads, optimizer sub-group writes that span and cut
 //   tensors): the file mirrors the buffer (file offset = buffer offset). A transfer moves whole 4096-byte blocks
-//   directly where both the file position and the host pointer are aligned; a partial block at either end is
+//   directly where the file position is 4096-aligned and the host pointer at the file system's O_DIRECT memory
+//   alignment (File::mem_align: 512 bytes on ext4 over most disks); a partial block at either end is
 //   read-modify-written through an aligned bounce buffer, so the bytes of a neighbouring range in that block are
 //   kept. This needs one file's transfers not to run concurrently: the schedule puts every NVMe op on its one `nvme`
 //   stream, whose host functions run in order.

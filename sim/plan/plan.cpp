@@ -161,7 +161,10 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
         read(u, k, st.swap_in);
       }
       if (st.recompute && released_after(i, u))
-        for (int k : it->second) pool.give_back(held.at({u, k})), held.erase({u, k});
+        for (int k : it->second) {
+          pool.give_back(held.at({u, k}));
+          held.erase({u, k});
+        }
     }
     for (int u : needs[i]) inflight.erase(u);  // waited for by this step's fetch
     Elements ahead = 0;
