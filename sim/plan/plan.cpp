@@ -118,6 +118,15 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
     held[{u, k}] = b;
     out.push_back({u, k, b});
   };
+  // _partition_param -> remove_partition_and_release_buffers: unit u's partitions leave the pool.
+  auto give_back = [&](int u) {
+    if (const auto it = on_nvme.find(u); it != on_nvme.end())
+      for (int k : it->second)
+        if (const auto h = held.find({u, k}); h != held.end()) {
+          pool.give_back(h->second);
+          held.erase(h);
+        }
+  };
   // _is_currently_on_nvme: a partition of u is on NVMe and not read (status NOT_AVAILABLE).
   auto not_read = [&](int u) {
     const auto it = on_nvme.find(u);
@@ -160,11 +169,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
         }
         read(u, k, st.swap_in);
       }
-      if (st.recompute && released_after(i, u))
-        for (int k : it->second) {
-          pool.give_back(held.at({u, k}));
-          held.erase({u, k});
-        }
+      if (st.recompute && released_after(i, u)) give_back(u);
     }
     for (int u : needs[i]) inflight.erase(u);  // waited for by this step's fetch
     Elements ahead = 0;
@@ -226,13 +231,7 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
       st.release.push_back(u);
       live.erase(u);
       live_elems -= p.units[u].gathered;
-      // _partition_param -> remove_partition_and_release_buffers: the unit's partitions leave the pool.
-      if (const auto it = on_nvme.find(u); it != on_nvme.end())
-        for (int k : it->second)
-          if (const auto h = held.find({u, k}); h != held.end()) {
-            pool.give_back(h->second);
-            held.erase(h);
-          }
+      give_back(u);
     }
   }
   return trace;
