@@ -1,5 +1,3 @@
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 
 #include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/fit.hpp"
 #include "runtime/nvme/nvme_store.hpp"
 
 namespace zrun::calibrate {
@@ -77,8 +76,7 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
       else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
       t.push_back(now_s() - t0);
     }
-    std::sort(t.begin(), t.end());
-    return t[1];
+    return median(std::move(t));
   };
   for (std::size_t i = 0; i < sizes.size(); ++i)
     m.nvme_write.push_back({static_cast<double>(sizes[i]), median_of_3(true, i)});
