@@ -545,26 +545,33 @@ class Builder {
     use(op, hpz_buffers_.at(u), e_ * at, e_ * c.chunk[i], role, access, u, k);
   }
 
-  // offload_param nvme: reads partitions into the swap-in pool (partitioned_param_swapper.py swap_in: one aio read
-  // per parameter, into its buffer), after the previous step's compute, and after the copy up of each buffer's
-  // previous holder.
+  // offload_param nvme: one swap_in call (partitioned_param_swapper.py swap_in: an aio read per parameter, into its
+  // buffer, all submitted before the swapper waits) reads `reads` into the swap-in pool: one nvme_read op with a pair
+  // per partition, after the previous step's compute and after the copy up of each buffer's previous holder.
   Bytes swap_slot_at(int buffer) const { return e_ * p_.param_swap_buffer_elements * buffer; }
   void read_swap_ins(const std::vector<SwapIn>& reads, Phase ph, OpId after) {
+    if (reads.empty()) return;
+    std::vector<OpId> deps{after};
+    deps.insert(deps.end(), step_end_.begin(), step_end_.end());
+    if (host_wait_ >= 0) deps.push_back(host_wait_);
+    Bytes bytes = 0;
+    for (const SwapIn& r : reads) {
+      bytes += tensor_pieces(r.unit, r.tensor).back().bytes;
+      if (swap_reader_[r.buffer] >= 0) deps.push_back(swap_reader_[r.buffer]);
+    }
+    const FetchUnit& U = p_.units[reads[0].unit];
+    const std::string more = reads.size() > 1 ? "+" + std::to_string(reads.size() - 1) : "";
+    const OpId op = copy(std::string(ph == Phase::forward ? "fwd." : "bwd.") + U.name + ".t" +
+                             std::to_string(reads[0].tensor) + more + tag() + ".r" + std::to_string(swap_reads_++) +
+                             ".nvme_read",
+                         CopyKind::nvme_read, bytes, true, ph, stream("nvme"), deps, U.layer);
     for (const SwapIn& r : reads) {
       const PartitionPiece q = tensor_pieces(r.unit, r.tensor).back();  // the NVMe piece
-      std::vector<OpId> deps{after};
-      deps.insert(deps.end(), step_end_.begin(), step_end_.end());
-      if (host_wait_ >= 0) deps.push_back(host_wait_);
-      if (swap_reader_[r.buffer] >= 0) deps.push_back(swap_reader_[r.buffer]);
-      const FetchUnit& U = p_.units[r.unit];
-      const OpId op = copy(std::string(ph == Phase::forward ? "fwd." : "bwd.") + U.name + ".t" + std::to_string(r.tensor) +
-                               tag() + ".r" + std::to_string(swap_reads_++) + ".nvme_read",
-                           CopyKind::nvme_read, q.bytes, true, ph, stream("nvme"), deps, U.layer);
       use(op, q.buffer, q.at, q.bytes, Role::input, Access::read, r.unit, r.tensor);
       use(op, swap_pool_, swap_slot_at(r.buffer), q.bytes, Role::output, Access::write, r.unit, r.tensor);
       swapped_[{r.unit, r.tensor}] = {op, r.buffer};
-      last_read_ = op;
     }
+    last_read_ = op;
   }
 
   void issue_call(const std::vector<Member>& members, std::vector<std::pair<int, int>> ids, OpId after) {

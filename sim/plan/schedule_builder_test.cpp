@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "sim/plan/attention_flops.hpp"
 #include "sim/plan/param_swap_in.hpp"
@@ -629,15 +630,21 @@ TEST(ScheduleBuilder, ParamSwapInReadsIntoPoolBuffersThatTheH2dCopiesUpInOrder) 
   EXPECT_EQ(pools[0]->mem.bytes, 5 * slot);
   auto depends = [&](const Op& op, OpId on) { return std::count(op.deps.begin(), op.deps.end(), on) > 0; };
   std::map<Bytes, OpId> writer, reader;  // per buffer (its offset): the last read into it, the last h2d out of it
-  int reads = 0, copies = 0, waited_computes = 0;
+  int reads = 0, read_ops = 0, copies = 0, waited_computes = 0;
   for (const Op& op : sch.ops) {
     if (op.kind == OpKind::copy && op.copy.what == CopyKind::nvme_read && op.uses[1].alloc == pool) {
-      const Bytes at = op.uses[1].offset;
-      EXPECT_EQ(at % slot, 0) << op.name;
-      EXPECT_LE(op.uses[1].bytes, slot) << op.name;
-      if (reader.count(at)) EXPECT_TRUE(depends(op, reader[at])) << op.name << " overwrites a buffer not yet copied up";
-      writer[at] = op.id;
-      ++reads;
+      std::set<Bytes> buffers;  // one swap_in call: a pair per partition, each into a buffer of its own
+      for (size_t i = 0; i + 1 < op.uses.size(); i += 2) {
+        const Bytes at = op.uses[i + 1].offset;
+        EXPECT_EQ(op.uses[i + 1].alloc, pool) << op.name;
+        EXPECT_EQ(at % slot, 0) << op.name;
+        EXPECT_LE(op.uses[i + 1].bytes, slot) << op.name;
+        EXPECT_TRUE(buffers.insert(at).second) << op.name << " reads two partitions into one buffer";
+        if (reader.count(at)) EXPECT_TRUE(depends(op, reader[at])) << op.name << " overwrites a buffer not yet copied up";
+        writer[at] = op.id;
+        ++reads;
+      }
+      ++read_ops;
     }
     if (op.kind == OpKind::copy && op.copy.what == CopyKind::h2d) {
       for (size_t i = 0; i < op.uses.size(); i += 2) {
@@ -658,6 +665,16 @@ TEST(ScheduleBuilder, ParamSwapInReadsIntoPoolBuffersThatTheH2dCopiesUpInOrder) 
   EXPECT_EQ(reads, copies);
   // each swapped matrix read for the forward, the layer's recompute and the backward (reuse distance 0)
   EXPECT_EQ(reads, (2 * 7 + 2) + 2 * 7 + (2 * 7 + 2));
+  // one op per swap_in call of the plan's trace: a step's own reads (a recompute's module by module), its reads ahead
+  int calls = 0;
+  for (const FetchStep& st : p.trace) {
+    std::set<int> units;
+    for (const SwapIn& r : st.swap_in) units.insert(r.unit);
+    calls += st.recompute ? static_cast<int>(units.size()) : !st.swap_in.empty();
+    calls += !st.swap_in_ahead.empty();
+  }
+  EXPECT_EQ(read_ops, calls);
+  EXPECT_LT(read_ops, reads);
   EXPECT_GT(waited_computes, 0);
 }
 
