@@ -731,9 +731,11 @@ void Executor::run_cpu_optimizer(const Op& op, cudaStream_t s) {
   host_.enqueue(s, op.name, [=] { zk::cpu_adam_step(master, master + n, master + 2 * n, g, w, fmt, n, h); });
 }
 
-// NVMe swaps: one pinned host range and one range of a swap file, transferred on a host thread in stream order.
+// NVMe swaps: pairs of a pinned host range and a range of a swap file, transferred on a host thread in stream order;
+// the pairs of one op (a swap_in call's parameters) are one batch per file, their requests in flight together.
 void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
   const bool read = op.copy.what == zsim::CopyKind::nvme_read;
+  std::vector<std::pair<int, std::vector<NvmeTransfer>>> batches;  // per file, in the order of the op's pairs
   for (std::size_t i = 0; i + 1 < op.uses.size(); i += 2) {
     const BufferUse& file = read ? op.uses[i] : op.uses[i + 1];
     const BufferUse& host = read ? op.uses[i + 1] : op.uses[i];
@@ -742,16 +744,17 @@ void Executor::run_nvme_copy(const Op& op, cudaStream_t s) {
         file.bytes != host.bytes)
       throw std::logic_error(fmt::format("op '{}': an NVMe {} needs a swap file range and a host range of the same "
                                          "size", op.name, read ? "read" : "write"));
-    std::byte* p = buffers_.at(host, rank_);
-    NvmeStore* store = nvme_.get();
-    const int id = f->second;
-    const zsim::Bytes offset = file.offset, bytes = file.bytes;
-    const std::string name = op.name;
-    host_.enqueue(s, op.name, [=] {
-      if (read) store->read(id, offset, bytes, p, name);
-      else store->write(id, offset, bytes, p, name);
-    });
+    auto batch = std::find_if(batches.begin(), batches.end(), [&](const auto& b) { return b.first == f->second; });
+    if (batch == batches.end()) batch = batches.insert(batches.end(), {f->second, {}});
+    batch->second.push_back({file.offset, file.bytes, buffers_.at(host, rank_)});
   }
+  NvmeStore* store = nvme_.get();
+  host_.enqueue(s, op.name, [store, batches = std::move(batches), read, name = op.name] {
+    for (const auto& [id, ranges] : batches) {
+      if (read) store->read(id, ranges, name);
+      else store->write(id, ranges, name);
+    }
+  });
 }
 
 // A plain d2d copy of more (input, output) pairs than the kernels the schedule gives it (CopyOp::kernel_launches: a

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -68,10 +69,15 @@ void NvmeStore::check_directory(const std::string& dir) {
 }
 
 std::vector<NvmeRange> NvmeStore::ranges(int id) const {
-  if (files_.at(id).flat) return {{0, files_.at(id).end}};
   std::vector<NvmeRange> r;
-  for (const auto& [range, at] : files_.at(id).at) r.push_back(range);
+  for (const Piece& p : files_.at(id).pieces) r.push_back({p.offset, p.bytes});
   return r;
+}
+
+zsim::Bytes NvmeStore::file_offset(int id, zsim::Bytes offset) const {
+  for (const Piece& p : files_.at(id).pieces)
+    if (p.offset == offset) return p.at;
+  throw std::out_of_range(fmt::format("no piece of NVMe file '{}' starts at byte {}", files_.at(id).path, offset));
 }
 
 NvmeStore::~NvmeStore() {
@@ -81,35 +87,24 @@ NvmeStore::~NvmeStore() {
   }
 }
 
-namespace {
-
-void sort_unique(std::vector<NvmeRange>& ranges) {
-  std::sort(ranges.begin(), ranges.end());
-  ranges.erase(std::unique(ranges.begin(), ranges.end(),
-                           [](const NvmeRange& a, const NvmeRange& b) { return a.offset == b.offset && a.bytes == b.bytes; }),
-               ranges.end());
-}
-
-}  // namespace
-
-bool NvmeStore::overlapping(std::vector<NvmeRange> ranges) {
-  sort_unique(ranges);
-  zsim::Bytes end = 0;
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    if (i > 0 && ranges[i].offset < end) return true;
-    end = std::max(end, ranges[i].offset + ranges[i].bytes);
+std::vector<NvmeRange> NvmeStore::pieces(std::vector<NvmeRange> ranges) {
+  std::map<zsim::Bytes, int> opens;  // cut -> ranges starting there minus ranges ending there
+  for (const NvmeRange& r : ranges)
+    if (r.bytes > 0) ++opens[r.offset], --opens[r.offset + r.bytes];
+  std::vector<NvmeRange> out;
+  int open = 0;
+  for (auto it = opens.begin(); it != opens.end(); ++it) {
+    open += it->second;
+    const auto next = std::next(it);
+    if (open > 0 && next != opens.end()) out.push_back({it->first, next->first - it->first});
   }
-  return false;
+  return out;
 }
 
 zsim::Bytes NvmeStore::file_bytes(std::vector<NvmeRange> ranges) {
-  sort_unique(ranges);
-  zsim::Bytes total = 0, end = 0;
-  for (const NvmeRange& r : ranges) {
-    total += aligned(r.bytes);
-    end = std::max(end, r.offset + r.bytes);
-  }
-  return overlapping(ranges) ? aligned(end) : total;
+  zsim::Bytes total = 0;
+  for (const NvmeRange& p : pieces(std::move(ranges))) total += aligned(p.bytes);
+  return total;
 }
 
 void NvmeStore::check_space(const std::string& dir, zsim::Bytes bytes) {
@@ -125,17 +120,10 @@ void NvmeStore::check_space(const std::string& dir, zsim::Bytes bytes) {
 int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
   File f;
   f.path = fmt::format("{}/zrun.{}.{}", dir_, tag_, name);
-  sort_unique(ranges);
   zsim::Bytes at = 0;
-  if (overlapping(ranges)) {  // the file mirrors the buffer
-    f.flat = true;
-    for (const NvmeRange& r : ranges) f.end = std::max(f.end, r.offset + r.bytes);
-    at = aligned(f.end);
-  } else {
-    for (const NvmeRange& r : ranges) {
-      f.at[r] = at;
-      at += aligned(r.bytes);
-    }
+  for (const NvmeRange& p : pieces(std::move(ranges))) {
+    f.pieces.push_back({p.offset, p.bytes, at});
+    at += aligned(p.bytes);
   }
   f.fd = ::open(f.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT, 0600);
   bool direct = f.fd >= 0;
@@ -155,81 +143,107 @@ int NvmeStore::create(const std::string& name, std::vector<NvmeRange> ranges) {
   return static_cast<int>(files_.size()) - 1;
 }
 
-zsim::Bytes NvmeStore::place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const {
-  if (f.flat) {
-    if (offset < 0 || bytes < 0 || offset + bytes > f.end)
-      throw NvmeError(fmt::format("op '{}': range [{}, +{}) is outside NVMe file '{}' (its ranges end at byte {})", op,
-                                  offset, bytes, f.path, f.end));
-    return offset;
+std::vector<NvmeStore::Span> NvmeStore::place(const File& f, const NvmeTransfer& t, const std::string& op) const {
+  const zsim::Bytes end = t.offset + t.bytes;
+  auto outside = [&] {
+    const zsim::Bytes last = f.pieces.empty() ? 0 : f.pieces.back().offset + f.pieces.back().bytes;
+    return NvmeError(fmt::format("op '{}': range [{}, +{}) is not inside NVMe file '{}''s ranges (they end at byte {})",
+                                 op, t.offset, t.bytes, f.path, last));
+  };
+  if (t.offset < 0 || t.bytes < 0) throw outside();
+  // the first piece that ends after the range's start
+  auto it = std::upper_bound(f.pieces.begin(), f.pieces.end(), t.offset,
+                             [](zsim::Bytes at, const Piece& p) { return at < p.offset + p.bytes; });
+  std::vector<Span> out;
+  for (zsim::Bytes cur = t.offset; cur < end; ++it) {
+    if (it == f.pieces.end() || it->offset > cur) throw outside();  // a gap no range of the buffer covers
+    const zsim::Bytes to = std::min(end, it->offset + it->bytes);
+    out.push_back({it->at + (cur - it->offset), to - cur, static_cast<char*>(t.buf) + (cur - t.offset)});
+    cur = to;
   }
-  const auto it = f.at.find({offset, bytes});
-  if (it == f.at.end())
-    throw NvmeError(fmt::format("op '{}': range [{}, +{}) is not one of NVMe file '{}''s ranges", op, offset, bytes, f.path));
-  return it->second;
+  return out;
 }
 
 void NvmeStore::read(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, const std::string& op) {
-  transfer(id, offset, bytes, buf, false, op);
+  transfer(id, {{offset, bytes, buf}}, false, op);
 }
 
 void NvmeStore::write(int id, zsim::Bytes offset, zsim::Bytes bytes, const void* buf, const std::string& op) {
-  transfer(id, offset, bytes, const_cast<void*>(buf), true, op);
+  transfer(id, {{offset, bytes, const_cast<void*>(buf)}}, true, op);
 }
 
-void NvmeStore::transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write, const std::string& op) {
+void NvmeStore::read(int id, const std::vector<NvmeTransfer>& ranges, const std::string& op) {
+  transfer(id, ranges, false, op);
+}
+
+void NvmeStore::write(int id, const std::vector<NvmeTransfer>& ranges, const std::string& op) {
+  transfer(id, ranges, true, op);
+}
+
+void NvmeStore::transfer(int id, const std::vector<NvmeTransfer>& ranges, bool write, const std::string& op) {
   const File& f = files_.at(id);
-  const char* what = write ? "write" : "read";
+  zsim::Bytes total = 0;
+  for (const NvmeTransfer& t : ranges) total += t.bytes;
   auto error = [&](const std::string& why) {
-    return NvmeError(fmt::format("op '{}': NVMe {} of '{}' ({}, at byte {} of the buffer) failed: {}", op, what, f.path,
-                                 zsim::human_bytes(bytes), offset, why));
+    const std::string where = ranges.size() == 1 ? fmt::format("at byte {} of the buffer", ranges[0].offset)
+                                                 : fmt::format("{} ranges of the buffer", ranges.size());
+    return NvmeError(fmt::format("op '{}': NVMe {} of '{}' ({}, {}) failed: {}", op, write ? "write" : "read", f.path,
+                                 zsim::human_bytes(total), where, why));
   };
-  const zsim::Bytes pos = place(f, offset, bytes, op);
+  std::vector<Span> spans;
+  for (const NvmeTransfer& t : ranges) {
+    const std::vector<Span> s = place(f, t, op);
+    spans.insert(spans.end(), s.begin(), s.end());
+  }
   struct stat st{};
   if (::fstat(f.fd, &st) != 0) throw error(std::strerror(errno));
   if (st.st_nlink == 0) throw error("the file was removed (its directory deleted?)");
   if (fault_ && fault_->first == op) throw error(std::string(std::strerror(fault_->second)) + " (injected by ZRUN_NVME_FAULT)");
-  // Whole 4096-byte blocks straight from / into the caller's buffer where the file position and the pointer are both
-  // aligned; everything else through an aligned bounce buffer of whole blocks (at most kBounceBytes at a time). A
-  // partial block is read first when written (overlapping layout: read-modify-write keeps a neighbouring range's
-  // bytes; disjoint layout: the extent's tail is its own and is written zero-padded).
-  constexpr zsim::Bytes kBounceBytes = zsim::Bytes{8} << 20;
-  char* const base = static_cast<char*>(buf);
-  const zsim::Bytes end = pos + bytes;
-  auto& bounce = bounce_;
-  auto& bounce_bytes = bounce_bytes_;
+  // Whole 4096-byte blocks where the file position and the host pointer are both aligned go straight, all in one
+  // batch; the rest of each span (a partial tail block, a misaligned pointer or position) through the bounce buffer.
+  std::vector<UringFileIo::Range> direct;
+  std::vector<Span> rest;
+  for (const Span& s : spans) {
+    const bool straight = s.at % kAlignBytes == 0 && reinterpret_cast<std::uintptr_t>(s.buf) % f.mem_align == 0;
+    const zsim::Bytes n = straight ? s.bytes / kAlignBytes * kAlignBytes : 0;
+    if (n > 0) direct.push_back({f.fd, s.at, n, s.buf});
+    if (n < s.bytes) rest.push_back({s.at + n, s.bytes - n, s.buf + n});
+  }
   try {
-    for (zsim::Bytes p = pos; p < end;) {
-      char* const b = base + (p - pos);
-      if (p % kAlignBytes == 0 && reinterpret_cast<std::uintptr_t>(b) % f.mem_align == 0 && end - p >= kAlignBytes) {
-        const zsim::Bytes n = (end - p) / kAlignBytes * kAlignBytes;
-        if (write) io_.write(f.fd, p, n, b);
-        else io_.read(f.fd, p, n, b);
-        p += n;
-        continue;
-      }
-      const zsim::Bytes first = p / kAlignBytes * kAlignBytes;
-      const zsim::Bytes last = std::min(aligned(end), first + kBounceBytes);
-      const zsim::Bytes piece_end = std::min(end, last), span = last - first;
-      if (span > bounce_bytes) {
-        bounce.reset(static_cast<char*>(std::aligned_alloc(kAlignBytes, span)));
-        if (!bounce) throw error("out of host memory for the bounce buffer");
-        bounce_bytes = span;
-      }
-      char* const d = bounce.get() + (p - first);
-      if (write) {
-        const bool partial = p > first || piece_end < last;
-        if (partial && f.flat) io_.read(f.fd, first, span, bounce.get());
-        else if (partial) std::memset(bounce.get(), 0, span);
-        std::memcpy(d, b, piece_end - p);
-        io_.write(f.fd, first, span, bounce.get());
-      } else {
-        io_.read(f.fd, first, span, bounce.get());
-        std::memcpy(b, d, piece_end - p);
-      }
-      p = piece_end;
-    }
+    if (!direct.empty()) io_.transfer(direct, write);
+    for (const Span& s : rest) bounce(f, s, write);
   } catch (const IoError& e) {
     throw error(e.what());
+  }
+}
+
+// One span through the aligned bounce buffer, whole blocks at most kBounceBytes at a time. A write reads a block it
+// covers partly first, so the block's other bytes (a neighbour's, in a piece a range cuts) stay.
+void NvmeStore::bounce(const File& f, const Span& s, bool write) {
+  constexpr zsim::Bytes kBounceBytes = zsim::Bytes{8} << 20;
+  const zsim::Bytes end = s.at + s.bytes;
+  for (zsim::Bytes p = s.at; p < end;) {
+    char* const b = s.buf + (p - s.at);
+    const zsim::Bytes first = p / kAlignBytes * kAlignBytes;
+    const zsim::Bytes last = std::min(aligned(end), first + kBounceBytes);
+    const zsim::Bytes piece_end = std::min(end, last), span = last - first;
+    if (span > bounce_bytes_) {
+      bounce_.reset(static_cast<char*>(std::aligned_alloc(kAlignBytes, span)));
+      if (!bounce_) throw IoError("out of host memory for the bounce buffer", ENOMEM);
+      bounce_bytes_ = span;
+    }
+    char* const d = bounce_.get() + (p - first);
+    if (write) {
+      if (p > first) io_.read(f.fd, first, kAlignBytes, bounce_.get());
+      if (piece_end < last && (span > kAlignBytes || p == first))
+        io_.read(f.fd, last - kAlignBytes, kAlignBytes, bounce_.get() + span - kAlignBytes);
+      std::memcpy(d, b, piece_end - p);
+      io_.write(f.fd, first, span, bounce_.get());
+    } else {
+      io_.read(f.fd, first, span, bounce_.get());
+      std::memcpy(b, d, piece_end - p);
+    }
+    p = piece_end;
   }
 }
 

@@ -1,18 +1,17 @@
 // The NVMe tier of one rank (ZeRO-Infinity's swap files): one file per schedule buffer of tier `nvme`, in a
 // directory given by --nvme-dir or the scenario's nvme_path, created at init and removed when the store goes (also
-// when the job fails). Two layouts:
-// - disjoint ranges (an optimizer's sub-groups): each range the schedule reads or writes gets its own extent of the
-//   file, starting at a multiple of 4096 bytes, so every transfer starts O_DIRECT-aligned; the tail block of an
-//   extent is its own (written zero-padded).
-// - overlapping ranges (params.partition: per-tensor chunk reads, optimizer sub-group writes that span and cut
-//   tensors): the file mirrors the buffer (file offset = buffer offset). A transfer moves whole 4096-byte blocks
-//   directly where the file position is 4096-aligned and the host pointer at the file system's O_DIRECT memory
-//   alignment (File::mem_align: 512 bytes on ext4 over most disks); a partial block at either end is
-//   read-modify-written through an aligned bounce buffer, so the bytes of a neighbouring range in that block are
-//   kept. This needs one file's transfers not to run concurrently: the schedule puts every NVMe op on its one `nvme`
-//   stream, whose host functions run in order.
-// Either way the file is allocated in full up front (posix_fallocate), so a directory without room fails before
-// training starts.
+// when the job fails).
+// Layout: the buffer is cut at every start and end of the ranges the schedule uses (an optimizer's sub-groups;
+// params.partition's per-tensor chunks and the sub-group writes that span and cut them), and each piece between two
+// cuts gets its own extent of the file, starting at a multiple of 4096 bytes (DeepSpeed keeps a file per parameter,
+// io-aligned: partitioned_param_swapper.py). A range the schedule moves is then whole pieces, each starting
+// O_DIRECT-aligned in the file, and a piece's partial tail block is its own. Whole 4096-byte blocks go straight from /
+// into the caller's buffer where the host pointer is at the file system's O_DIRECT memory alignment (File::mem_align:
+// 512 bytes on ext4 over most disks); anything else goes through an aligned bounce buffer, and a partial block is
+// read-modify-written (a range that cuts a piece keeps the piece's other bytes).
+// The ranges of one call are one batch: their requests are in flight together (DeepSpeed's swap_in submits a read per
+// parameter before it waits).
+// The file is allocated in full up front (posix_fallocate), so a directory without room fails before training starts.
 // Reads and writes go through UringFileIo. Before each transfer the file is checked to be still linked (a removed
 // directory is an error naming the file and the op, not silent writes into an unlinked inode).
 // Fault hook for kill-tests: ZRUN_NVME_FAULT="op=NAME,errno=ENOSPC|EIO" makes the transfers of op NAME fail with
@@ -39,6 +38,12 @@ struct NvmeRange {
   bool operator<(const NvmeRange& o) const { return offset < o.offset || (offset == o.offset && bytes < o.bytes); }
 };
 
+// One range of a buffer of tier nvme and the host memory it moves from / into.
+struct NvmeTransfer {
+  zsim::Bytes offset = 0, bytes = 0;  // in the buffer
+  void* buf = nullptr;
+};
+
 class NvmeStore {
  public:
   static constexpr zsim::Bytes kAlignBytes = 4096;
@@ -51,11 +56,11 @@ class NvmeStore {
   NvmeStore(const NvmeStore&) = delete;
   NvmeStore& operator=(const NvmeStore&) = delete;
 
-  // The bytes the file of a buffer with these ranges takes: the extents rounded up to 4096 (disjoint ranges), or the
-  // buffer's bytes up to the last range's end rounded up to 4096 (overlapping ranges).
+  // The pieces of a buffer with these ranges (the schedule's uses of it): the spans between consecutive starts and
+  // ends of the ranges that some range covers, in order.
+  static std::vector<NvmeRange> pieces(std::vector<NvmeRange> ranges);
+  // The bytes the file of a buffer with these ranges takes: its pieces, each rounded up to 4096.
   static zsim::Bytes file_bytes(std::vector<NvmeRange> ranges);
-  // Whether some of these ranges overlap (after dropping duplicates).
-  static bool overlapping(std::vector<NvmeRange> ranges);
   // Throws NvmeError naming `dir` unless it is a writable directory.
   static void check_directory(const std::string& dir);
   // Throws NvmeError unless the directory's file system has `bytes` free (statvfs f_bavail).
@@ -64,16 +69,19 @@ class NvmeStore {
 
   // Creates the file of buffer `name` holding `ranges` (the schedule's uses of it). Returns its id.
   int create(const std::string& name, std::vector<NvmeRange> ranges);
-  // Reads / writes range [offset, offset + bytes) of buffer `id` for op `op`: one of its ranges (disjoint layout), or
-  // any range inside [0, end of its last range) (overlapping layout). Whole 4096-byte blocks at an aligned `buf` go
-  // directly, anything else through an aligned bounce buffer.
+  // Reads / writes range [offset, offset + bytes) of buffer `id` for op `op`: any range its pieces cover.
   void read(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, const std::string& op);
   void write(int id, zsim::Bytes offset, zsim::Bytes bytes, const void* buf, const std::string& op);
+  // Several disjoint ranges of buffer `id` in one batch (one schedule op's pairs): their direct blocks in flight
+  // together, then what goes through the bounce buffer.
+  void read(int id, const std::vector<NvmeTransfer>& ranges, const std::string& op);
+  void write(int id, const std::vector<NvmeTransfer>& ranges, const std::string& op);
 
   const std::string& path(int id) const { return files_.at(id).path; }
-  // The ranges of buffer `id` (overlapping layout: the one range [0, end of its last range)).
+  // The pieces of buffer `id`, in order.
   std::vector<NvmeRange> ranges(int id) const;
-  bool flat(int id) const { return files_.at(id).flat; }
+  // Where piece `offset` of buffer `id` starts in its file.
+  zsim::Bytes file_offset(int id, zsim::Bytes offset) const;
   bool direct() const { return direct_; }  // O_DIRECT accepted by the directory's file system
   const UringFileIo& io() const { return io_; }
   const std::string& dir() const { return dir_; }
@@ -82,18 +90,26 @@ class NvmeStore {
   int files() const { return static_cast<int>(files_.size()); }
 
  private:
+  struct Piece {
+    zsim::Bytes offset = 0, bytes = 0;  // in the buffer
+    zsim::Bytes at = 0;                 // in the file (a multiple of 4096)
+  };
   struct File {
     std::string path;
     int fd = -1;
-    std::map<NvmeRange, zsim::Bytes> at;  // disjoint layout: range -> file offset
-    bool flat = false;                    // overlapping layout: file offset = buffer offset
-    zsim::Bytes end = 0;                  // overlapping layout: the end of the last range
+    std::vector<Piece> pieces;  // by offset
     // The host pointer alignment a transfer needs to go straight from / into the caller's buffer: the file system's
     // O_DIRECT memory alignment (statx STATX_DIOALIGN; 4096 where the kernel does not say), 1 without O_DIRECT.
     zsim::Bytes mem_align = kAlignBytes;
   };
-  zsim::Bytes place(const File& f, zsim::Bytes offset, zsim::Bytes bytes, const std::string& op) const;
-  void transfer(int id, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write, const std::string& op);
+  // A stretch of one transfer inside one piece: its file position, bytes and host memory.
+  struct Span {
+    zsim::Bytes at = 0, bytes = 0;
+    char* buf = nullptr;
+  };
+  std::vector<Span> place(const File& f, const NvmeTransfer& t, const std::string& op) const;
+  void transfer(int id, const std::vector<NvmeTransfer>& ranges, bool write, const std::string& op);
+  void bounce(const File& f, const Span& s, bool write);
 
   std::string dir_, tag_;
   UringFileIo io_;

@@ -33,42 +33,57 @@ UringFileIo::~UringFileIo() {
 }
 
 void UringFileIo::read(int fd, zsim::Bytes offset, zsim::Bytes bytes, void* buf) {
-  transfer(fd, offset, bytes, buf, false);
+  transfer({{fd, offset, bytes, buf}}, false);
 }
 
 void UringFileIo::write(int fd, zsim::Bytes offset, zsim::Bytes bytes, const void* buf) {
-  transfer(fd, offset, bytes, const_cast<void*>(buf), true);
+  transfer({{fd, offset, bytes, const_cast<void*>(buf)}}, true);
 }
 
-void UringFileIo::transfer(int fd, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write) {
-  auto* p = static_cast<char*>(buf);
+void UringFileIo::transfer(const std::vector<Range>& ranges, bool write) {
   auto fail = [&](int err, zsim::Bytes at, zsim::Bytes got, zsim::Bytes want) {
     if (err != 0) throw IoError(std::strerror(err), err);
     throw IoError(fmt::format("short {} at offset {}: {} of {} bytes", write ? "write" : "read", at, got, want), EIO);
   };
   if (!ring_) {
-    for (zsim::Bytes done = 0; done < bytes;) {
-      const zsim::Bytes n = std::min(kRequestBytes, bytes - done);
-      const ssize_t r = write ? ::pwrite(fd, p + done, n, offset + done) : ::pread(fd, p + done, n, offset + done);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) fail(r < 0 ? errno : 0, offset + done, 0, n);
-      done += r;
+    for (const Range& g : ranges) {
+      auto* p = static_cast<char*>(g.buf);
+      for (zsim::Bytes done = 0; done < g.bytes;) {
+        const zsim::Bytes n = std::min(kRequestBytes, g.bytes - done);
+        const ssize_t r =
+            write ? ::pwrite(g.fd, p + done, n, g.offset + done) : ::pread(g.fd, p + done, n, g.offset + done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) fail(r < 0 ? errno : 0, g.offset + done, 0, n);
+        done += r;
+      }
     }
     return;
   }
   io_uring& ring = ring_->ring;
-  zsim::Bytes queued = 0;   // bytes handed to the ring
+  std::size_t range = 0;    // the range being handed to the ring
+  zsim::Bytes queued = 0;   // its bytes handed so far
   unsigned in_flight = 0;
   int first_error = 0;
-  zsim::Bytes short_at = -1;
-  while (queued < bytes || in_flight > 0) {
-    while (queued < bytes && in_flight < kQueueDepth && first_error == 0) {
+  zsim::Bytes error_at = -1, short_got = 0, short_want = 0;
+  struct Request {
+    zsim::Bytes at, bytes;  // where in its file, and how many bytes its completion must say
+  };
+  std::vector<Request> requests;
+  auto more = [&] {
+    while (range < ranges.size() && queued >= ranges[range].bytes) ++range, queued = 0;
+    return range < ranges.size();
+  };
+  while (more() || in_flight > 0) {
+    while (first_error == 0 && in_flight < kQueueDepth && more()) {
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       if (!sqe) break;
-      const zsim::Bytes n = std::min(kRequestBytes, bytes - queued);
-      if (write) io_uring_prep_write(sqe, fd, p + queued, static_cast<unsigned>(n), offset + queued);
-      else io_uring_prep_read(sqe, fd, p + queued, static_cast<unsigned>(n), offset + queued);
-      io_uring_sqe_set_data64(sqe, static_cast<std::uint64_t>(n));
+      const Range& g = ranges[range];
+      const zsim::Bytes n = std::min(kRequestBytes, g.bytes - queued);
+      char* const p = static_cast<char*>(g.buf) + queued;
+      if (write) io_uring_prep_write(sqe, g.fd, p, static_cast<unsigned>(n), g.offset + queued);
+      else io_uring_prep_read(sqe, g.fd, p, static_cast<unsigned>(n), g.offset + queued);
+      io_uring_sqe_set_data64(sqe, requests.size());
+      requests.push_back({g.offset + queued, n});
       queued += n;
       ++in_flight;
     }
@@ -78,20 +93,21 @@ void UringFileIo::transfer(int fd, zsim::Bytes offset, zsim::Bytes bytes, void* 
     io_uring_cqe* cqe = nullptr;
     unsigned head = 0, seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {
-      const auto want = static_cast<zsim::Bytes>(io_uring_cqe_get_data64(cqe));
-      if (cqe->res < 0 && first_error == 0) first_error = -cqe->res;
+      const Request& q = requests[io_uring_cqe_get_data64(cqe)];
+      const zsim::Bytes want = q.bytes, at = q.at;
+      if (cqe->res < 0 && first_error == 0) first_error = -cqe->res, error_at = at;
       else if (cqe->res >= 0 && cqe->res != want && first_error == 0) {
         first_error = -1;
-        short_at = cqe->res;
+        error_at = at, short_got = cqe->res, short_want = want;
       }
       ++seen;
     }
     io_uring_cq_advance(&ring, seen);
     in_flight -= seen;
-    if (first_error != 0 && queued < bytes) queued = bytes;  // queue no more; drain what is in flight
+    if (first_error != 0) range = ranges.size();  // queue no more; drain what is in flight
   }
-  if (first_error > 0) fail(first_error, offset, 0, bytes);
-  if (first_error < 0) fail(0, offset, short_at, kRequestBytes);
+  if (first_error > 0) fail(first_error, error_at, 0, 0);
+  if (first_error < 0) fail(0, error_at, short_got, short_want);
 }
 
 }  // namespace zrun

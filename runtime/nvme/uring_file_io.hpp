@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sim/common/units.hpp"
 
@@ -35,8 +36,17 @@ class UringFileIo {
   void read(int fd, zsim::Bytes offset, zsim::Bytes bytes, void* buf);
   void write(int fd, zsim::Bytes offset, zsim::Bytes bytes, const void* buf);
 
+  // One range of a file and the host memory it moves from / into.
+  struct Range {
+    int fd = -1;
+    zsim::Bytes offset = 0, bytes = 0;
+    void* buf = nullptr;
+  };
+  // All of `ranges` in one batch: their requests are kept in flight together (DeepSpeed's swap_in submits a read per
+  // parameter before it waits), in order; returns when every one has completed. Throws IoError as read / write.
+  void transfer(const std::vector<Range>& ranges, bool write);
+
  private:
-  void transfer(int fd, zsim::Bytes offset, zsim::Bytes bytes, void* buf, bool write);
   struct Ring;
   std::unique_ptr<Ring> ring_;
   std::string reason_;
