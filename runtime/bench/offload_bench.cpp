@@ -4,6 +4,11 @@
 //                                       the copies of `copy` while another thread streams O_DIRECT 8 MiB writes, then
 //                                       reads, of a 256 MiB file in DIR (the disk traffic an NVMe run's step overlaps
 //                                       its copies with): lines "raw d2h_under_disk_write ...", "raw h2d_under_disk_read ..."
+//   offload_bench d2h-probes BYTES      what might slow an NVMe run's d2h copies, one line each: a d2h of BYTES after the
+//                                       GPU sat idle 0/1/5/20/100 ms ("d2h_after_idle_<n>ms"); beside a second stream
+//                                       blocked in a 300 ms host function, as a stream behind an NVMe transfer is
+//                                       ("d2h_beside_host_wait"); into successive places of a 4 GiB pinned allocation
+//                                       ("d2h_spread_4GiB"); each the median of 10
 //   offload_bench disk DIR BYTES        sequential O_DIRECT pwrite then pread of one BYTES file in DIR, 8 MiB requests
 //                                       one at a time (plain syscalls, no io_uring), median of 3; then the same with
 //                                       runtime/nvme's UringFileIo (1 MiB requests, 32 in flight) outside any step;
@@ -74,6 +79,70 @@ int copy_bench(long long bytes, const std::string& suffix = "") {
   CHECK_CUDA(cudaEventDestroy(a));
   CHECK_CUDA(cudaEventDestroy(b));
   CHECK_CUDA(cudaStreamDestroy(s));
+  CHECK_CUDA(cudaFree(dev));
+  CHECK_CUDA(cudaFreeHost(host));
+  return 0;
+}
+
+// One timed copy of `bytes` on `s`, in seconds.
+double timed_copy(void* dst, const void* src, long long bytes, cudaMemcpyKind kind, cudaStream_t s, cudaEvent_t a,
+                  cudaEvent_t b) {
+  CHECK_CUDA(cudaEventRecord(a, s));
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
+  CHECK_CUDA(cudaEventRecord(b, s));
+  CHECK_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3;
+}
+
+void CUDART_CB sleep_300ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+int d2h_probes(long long bytes) {
+  const long long spread_bytes = 4LL << 30;
+  void *host = nullptr, *dev = nullptr, *big = nullptr;
+  CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+  CHECK_CUDA(cudaMalloc(&dev, bytes));
+  std::memset(host, 1, bytes);
+  cudaStream_t s, other;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int r = 0; r < 3; ++r) timed_copy(host, dev, bytes, cudaMemcpyDeviceToHost, s, a, b);  // warm-up
+  for (const int idle_ms : {0, 1, 5, 20, 100}) {
+    std::vector<double> t;
+    for (int r = 0; r < 10; ++r) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+      t.push_back(timed_copy(host, dev, bytes, cudaMemcpyDeviceToHost, s, a, b));
+    }
+    print(("d2h_after_idle_" + std::to_string(idle_ms) + "ms").c_str(), bytes, median(t));
+  }
+  {
+    CHECK_CUDA(cudaLaunchHostFunc(other, &sleep_300ms, nullptr));
+    std::vector<double> t;
+    for (int r = 0; r < 10; ++r) t.push_back(timed_copy(host, dev, bytes, cudaMemcpyDeviceToHost, s, a, b));
+    print("d2h_beside_host_wait", bytes, median(t));
+    CHECK_CUDA(cudaStreamSynchronize(other));
+  }
+  if (cudaHostAlloc(&big, spread_bytes, cudaHostAllocDefault) == cudaSuccess) {
+    std::memset(big, 1, spread_bytes);
+    std::vector<double> t;
+    const long long places = spread_bytes / bytes;
+    for (long long r = 0; r < std::min(places, 10LL); ++r)  // each copy into memory no copy before touched
+      t.push_back(timed_copy(static_cast<char*>(big) + (r * 7 % places) * bytes, dev, bytes, cudaMemcpyDeviceToHost, s,
+                             a, b));
+    print("d2h_spread_4GiB", bytes, median(t));
+    CHECK_CUDA(cudaFreeHost(big));
+  } else {
+    (void)cudaGetLastError();
+    std::printf("raw d2h_spread_4GiB skipped: cudaHostAlloc of 4 GiB failed\n");
+  }
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  CHECK_CUDA(cudaStreamDestroy(s));
+  CHECK_CUDA(cudaStreamDestroy(other));
   CHECK_CUDA(cudaFree(dev));
   CHECK_CUDA(cudaFreeHost(host));
   return 0;
@@ -182,8 +251,9 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
   if (what == "copy-under-disk" && argc == 4) return copy_under_disk_bench(argv[2], std::atoll(argv[3]));
+  if (what == "d2h-probes" && argc == 3) return d2h_probes(std::atoll(argv[2]));
   if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
-  std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench disk DIR "
-                       "BYTES\n");
+  std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
+                       "BYTES | offload_bench disk DIR BYTES\n");
   return 2;
 }

@@ -59,6 +59,11 @@ for dev in ${DEVS:-cpu nvme param pnvme}; do
       r_write=$(awk -v p=${piece}_under_disk_write '$2 == p {print $8}' <<< "$under")
       disk=$(awk '$2 ~ /beside_copies/ {printf "%s %s GB/s; ", $2, $8}' <<< "$under")
       echo "$piece under disk traffic (${disk% }): raw $r_read GB/s beside reads, ratio $(ratio $in_step $r_read); $r_write GB/s beside writes, ratio $(ratio $in_step $r_write)"
+      # What else might slow an NVMe run's d2h (its ratio stays 0.86-0.88 where a run without NVMe gives 0.94): the GPU
+      # idle before a copy (the waits for the disk), a stream blocked in a host function beside it (an NVMe transfer),
+      # destinations spread over a large pinned allocation.
+      [ $piece = d2h ] && "$BIN/offload_bench" d2h-probes $size | awk -v s=$in_step '$1 == "raw" && $8 > 0 {
+        printf "d2h probe %s: raw %s GB/s, ratio of the step'"'"'s %.3f\n", $2, $8, s / $8 }'
     fi
   done
   ops=$(field "$J" cpu_optimizer ops); n=$(field "$J" cpu_optimizer elements); sec=$(field "$J" cpu_optimizer seconds)
