@@ -51,9 +51,11 @@ void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
 
 // zrun's own NVMe path (runtime/nvme NvmeStore: a swap file per size, O_DIRECT where the file system takes it,
 // io_uring with 1 MiB requests, 32 in flight), at the sizes an offloaded step moves, 1 MiB .. 1 GiB (256 MiB with
-// --quick): every file written, 3 times each, then every file read, 3 times each (a read right after the write of
+// --quick), for a latency + rate line per direction, and at 4 KiB .. 1 MiB, transfers of one request each (a 1.5 KB
+// norm's read took 50 us in a step where the first line's intercept said 420 us), for the one-request line: every
+// file written (the median of 3 transfers, 5 for one request), then every file read (a read right after the write of
 // its own file ran up to 1.5x slower on the GPU machine's virtual disk than the step's reads of files written long
-// before), the median of each, for a latency + rate line per direction.
+// before).
 void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostream& log) {
   NvmeStore store(dir, fmt::format("calibrate.{}", ::getpid()));
   m.nvme_path = dir;
@@ -64,13 +66,14 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
     throw std::runtime_error("zrun calibrate: posix_memalign failed");
   std::unique_ptr<void, decltype(&std::free)> hold(raw, &std::free);
   std::memset(raw, 0x5a, static_cast<std::size_t>(max_bytes));
-  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> sizes;  // one request each up to 1 MiB, then many
+  for (std::int64_t bytes = 4096; bytes < (1ll << 20); bytes *= 4) sizes.push_back(bytes);
   for (std::int64_t bytes = 1ll << 20; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
   std::vector<int> ids;
-  for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}MiB", bytes >> 20), {{0, bytes}}));
-  auto median_of_3 = [&](bool write, std::size_t i) {
+  for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}KiB", bytes >> 10), {{0, bytes}}));
+  auto median_of = [&](bool write, std::size_t i) {
     std::vector<double> t;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < (sizes[i] <= (1ll << 20) ? 5 : 3); ++rep) {
       const double t0 = now_s();
       if (write) store.write(ids[i], 0, sizes[i], raw, "calibrate.nvme_write");
       else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
@@ -78,14 +81,18 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
     }
     return median(std::move(t));
   };
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    m.nvme_write.push_back({static_cast<double>(sizes[i]), median_of_3(true, i)});
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    m.nvme_read.push_back({static_cast<double>(sizes[i]), median_of_3(false, i)});
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    log << fmt::format("  file {} MiB in {}{} ({}): write {:.2f} GB/s, read {:.2f} GB/s\n", sizes[i] >> 20, dir,
-                       m.nvme_direct ? " (O_DIRECT)" : "", store.io().uses_io_uring() ? "io_uring" : "pread/pwrite",
-                       sizes[i] / m.nvme_write[i].seconds / 1e9, sizes[i] / m.nvme_read[i].seconds / 1e9);
+  std::vector<double> write_s, read_s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) write_s.push_back(median_of(true, i));
+  for (std::size_t i = 0; i < sizes.size(); ++i) read_s.push_back(median_of(false, i));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const SizeSample w{static_cast<double>(sizes[i]), write_s[i]}, r{static_cast<double>(sizes[i]), read_s[i]};
+    if (sizes[i] <= (1ll << 20)) m.nvme_write_one.push_back(w), m.nvme_read_one.push_back(r);
+    if (sizes[i] >= (1ll << 20)) m.nvme_write.push_back(w), m.nvme_read.push_back(r);
+    log << fmt::format("  file {} KiB in {}{} ({}): write {:.2f} GB/s ({:.1f} us), read {:.2f} GB/s ({:.1f} us)\n",
+                       sizes[i] >> 10, dir, m.nvme_direct ? " (O_DIRECT)" : "",
+                       store.io().uses_io_uring() ? "io_uring" : "pread/pwrite", sizes[i] / write_s[i] / 1e9,
+                       write_s[i] * 1e6, sizes[i] / read_s[i] / 1e9, read_s[i] * 1e6);
+  }
 }
 
 }  // namespace
@@ -101,6 +108,8 @@ void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std:
   } catch (const std::exception& e) {  // the profile keeps the base's NVMe figures, saying why
     m.nvme_read.clear();
     m.nvme_write.clear();
+    m.nvme_read_one.clear();
+    m.nvme_write_one.clear();
     log << "  no NVMe figures: " << e.what() << "\n";
   }
 }

@@ -46,7 +46,8 @@ struct Measurements {
   double cpu_adam_params_per_s = 0;   // all threads together
   int cpu_adam_threads = 0;
   std::int64_t cpu_adam_params = 0;
-  std::vector<SizeSample> nvme_read, nvme_write;
+  std::vector<SizeSample> nvme_read, nvme_write;  // 1 MiB .. 1 GiB transfers: many 1 MiB requests in flight
+  std::vector<SizeSample> nvme_read_one, nvme_write_one;  // 4 KiB .. 1 MiB transfers: one request each
   std::string nvme_path;              // the temp file's directory
   bool nvme_direct = false;           // O_DIRECT was used
   double kernel_launch_s = 0;         // an empty kernel, launch to launch

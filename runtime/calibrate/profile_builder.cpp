@@ -100,6 +100,11 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   nvme(m.nvme_read, "nvme.read_GBps", "nvme.read_latency_us", "read", base.nvme.read_GBps, base.nvme.read_latency_us);
   nvme(m.nvme_write, "nvme.write_GBps", "nvme.write_latency_us", "write", base.nvme.write_GBps,
        base.nvme.write_latency_us);
+  // Transfers of one request (4 KiB .. 1 MiB): their own line, which zsim takes for a transfer of at most 1 MiB.
+  nvme(m.nvme_read_one, "nvme.one_request_read_GBps", "nvme.one_request_read_latency_us", "read_one_request",
+       base.nvme.one_request_read_GBps, base.nvme.one_request_read_latency_us);
+  nvme(m.nvme_write_one, "nvme.one_request_write_GBps", "nvme.one_request_write_latency_us", "write_one_request",
+       base.nvme.one_request_write_GBps, base.nvme.one_request_write_latency_us);
   cal["nvme"]["path"] = m.nvme_path;
   cal["nvme"]["direct"] = m.nvme_direct;
 

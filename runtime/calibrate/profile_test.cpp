@@ -71,6 +71,10 @@ Measurements synthetic(bool with_collectives, bool with_attention = false) {
     m.nvme_read.push_back({b, 1e-4 + b / 6e9});
     m.nvme_write.push_back({b, 1e-4 + b / 3e9});
   }
+  for (double b = 4096; b <= (1 << 20); b *= 4) {  // one request each: 50 us / 30 us + bytes at 1.2 / 1.8 GB/s
+    m.nvme_read_one.push_back({b, 5e-5 + b / 1.2e9});
+    m.nvme_write_one.push_back({b, 3e-5 + b / 1.8e9});
+  }
   m.nvme_path = "/tmp";
   m.nvme_direct = true;
   // NCCL on a one-rank communicator (measured on any number of GPUs): 50 us + bytes at 600 GB/s.
@@ -142,6 +146,10 @@ TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
   EXPECT_NEAR(c.nvme.write_GBps, 3, 1e-3);
   EXPECT_NEAR(c.nvme.read_latency_us, 100, 1e-2);  // the synthetic transfers' 1e-4 s intercept
   EXPECT_NEAR(c.nvme.write_latency_us, 100, 1e-2);
+  EXPECT_NEAR(c.nvme.one_request_read_latency_us, 50, 1e-2);  // the one-request transfers' own line
+  EXPECT_NEAR(c.nvme.one_request_read_GBps, 1.2, 1e-3);
+  EXPECT_NEAR(c.nvme.one_request_write_latency_us, 30, 1e-2);
+  EXPECT_NEAR(c.nvme.one_request_write_GBps, 1.8, 1e-3);
   EXPECT_NEAR(c.links.nvlink_GBps, 350, 1e-2);
   EXPECT_NEAR(c.links.nvlink_latency_us, 4, 1e-3);
   EXPECT_EQ(c.host.cores, 16);

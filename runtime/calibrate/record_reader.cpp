@@ -118,6 +118,8 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("nvme")) {
       if (c["nvme"].contains("read")) m.nvme_read = size_samples(c["nvme"]["read"]);
       if (c["nvme"].contains("write")) m.nvme_write = size_samples(c["nvme"]["write"]);
+      if (c["nvme"].contains("read_one_request")) m.nvme_read_one = size_samples(c["nvme"]["read_one_request"]);
+      if (c["nvme"].contains("write_one_request")) m.nvme_write_one = size_samples(c["nvme"]["write_one_request"]);
       m.nvme_path = c["nvme"].value("path", "");
       m.nvme_direct = c["nvme"].value("direct", false);
     }

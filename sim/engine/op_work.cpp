@@ -100,13 +100,20 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       break;
     }
     case CopyKind::nvme_read:
-      w.route = links.nvme_read;
-      w.fixed_s = links.nvme_read_latency_s;
+    case CopyKind::nvme_write: {
+      // One request's line for a transfer of at most one request, where the cluster gives it: its latency, and its
+      // bytes over the NVMe route scaled from the route's rate to that line's.
+      const bool read = op.copy.what == CopyKind::nvme_read;
+      w.route = read ? links.nvme_read : links.nvme_write;
+      w.fixed_s = read ? links.nvme_read_latency_s : links.nvme_write_latency_s;
+      const double one_GBps = read ? c.nvme.one_request_read_GBps : c.nvme.one_request_write_GBps;
+      const double stream_GBps = read ? c.nvme.read_GBps : c.nvme.write_GBps;
+      if (one_GBps > 0 && stream_GBps > 0 && op.copy.bytes <= kNvmeRequestBytes) {
+        w.route = scaled(w.route, stream_GBps / one_GBps);
+        w.fixed_s = (read ? c.nvme.one_request_read_latency_us : c.nvme.one_request_write_latency_us) * 1e-6;
+      }
       break;
-    case CopyKind::nvme_write:
-      w.route = links.nvme_write;
-      w.fixed_s = links.nvme_write_latency_s;
-      break;
+    }
     case CopyKind::d2d: {  // HBM to HBM on the rank's own GPU: no shared link, the HBM roofline
       // The kernels write `bytes` and read as many (a cast: in its source dtype's size), and read the
       // destination too where they add into it (an output use read_write: DeepSpeed's add_); each of the copy's

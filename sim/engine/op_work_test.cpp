@@ -145,6 +145,30 @@ TEST(OpWork, AnNvmeTransferPaysItsLatencyThenItsBytesAtTheRate) {
   }
 }
 
+// Where the cluster gives one request's line (calibrate fits it on 4 KiB .. 1 MiB transfers), a transfer of at most
+// one request (1 MiB) pays that line's latency and rate; a larger one the line of requests in flight together.
+TEST(OpWork, AnNvmeTransferOfOneRequestPaysTheOneRequestLine) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.nvme.read_latency_us = 400;
+  c.nvme.write_latency_us = 250;
+  c.nvme.one_request_read_latency_us = 50;
+  c.nvme.one_request_read_GBps = 1.2;
+  c.nvme.one_request_write_latency_us = 30;
+  c.nvme.one_request_write_GBps = 1.8;
+  for (const CopyKind what : {CopyKind::nvme_read, CopyKind::nvme_write}) {
+    const bool read = what == CopyKind::nvme_read;
+    for (const Bytes bytes : {Bytes{4096}, kNvmeRequestBytes, kNvmeRequestBytes + 4096, Bytes{64} << 20}) {
+      ScheduleBuilder b(c);
+      b.copy("io", Phase::step, what, bytes);
+      const bool one = bytes <= kNvmeRequestBytes;
+      const double latency_us = one ? (read ? 50 : 30) : (read ? 400 : 250);
+      const double GBps = one ? (read ? 1.2 : 1.8) : (read ? c.nvme.read_GBps : c.nvme.write_GBps);
+      const double expected = latency_us * 1e-6 + static_cast<double>(bytes) / (GBps * 1e9);
+      EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9) << (read ? "read " : "write ") << bytes;
+    }
+  }
+}
+
 // A d2d copy of many kernels (DeepSpeed's per-parameter copy_ loop, a torch.cat of more than 128 inputs) pays a launch
 // for each of them; its bytes cost what they cost in one.
 TEST(OpWork, ADeviceCopyPaysALaunchForEachOfItsKernels) {

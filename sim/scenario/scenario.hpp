@@ -87,7 +87,15 @@ struct NvmeSpec {                 // per node
   double write_GBps = 0;
   double read_latency_us = 0;      // per transfer (one nvme_read / nvme_write op), beside its bytes at the rate
   double write_latency_us = 0;
+  // A transfer of at most one request (kNvmeRequestBytes: DeepSpeed's aio block_size default, zrun's request size)
+  // takes its own line where given (> 0): a single request's latency and rate, as measured on 4 KiB .. 1 MiB, which
+  // the line above, fitted on 1 MiB .. 1 GiB of requests in flight together, does not hold.
+  double one_request_read_latency_us = 0;
+  double one_request_read_GBps = 0;
+  double one_request_write_latency_us = 0;
+  double one_request_write_GBps = 0;
 };
+inline constexpr Bytes kNvmeRequestBytes = Bytes{1} << 20;
 
 struct LinkSpec {                 // per GPU, one direction
   double nvlink_GBps = 0;

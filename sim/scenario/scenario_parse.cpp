@@ -295,6 +295,10 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   if (auto v = f.get_real("cluster.nvme.write_GBps")) c.nvme.write_GBps = *v;
   if (auto v = f.get_real("cluster.nvme.read_latency_us")) c.nvme.read_latency_us = *v;
   if (auto v = f.get_real("cluster.nvme.write_latency_us")) c.nvme.write_latency_us = *v;
+  if (auto v = f.get_real("cluster.nvme.one_request_read_latency_us")) c.nvme.one_request_read_latency_us = *v;
+  if (auto v = f.get_real("cluster.nvme.one_request_read_GBps")) c.nvme.one_request_read_GBps = *v;
+  if (auto v = f.get_real("cluster.nvme.one_request_write_latency_us")) c.nvme.one_request_write_latency_us = *v;
+  if (auto v = f.get_real("cluster.nvme.one_request_write_GBps")) c.nvme.one_request_write_GBps = *v;
   auto real = [&](const std::string& path, double& field) {
     if (auto v = f.get_real(path)) field = *v;
   };

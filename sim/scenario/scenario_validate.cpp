@@ -78,6 +78,10 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.non_negative(cl.nvme.write_GBps, "cluster.nvme.write_GBps");
   c.non_negative(cl.nvme.read_latency_us, "cluster.nvme.read_latency_us");
   c.non_negative(cl.nvme.write_latency_us, "cluster.nvme.write_latency_us");
+  c.non_negative(cl.nvme.one_request_read_latency_us, "cluster.nvme.one_request_read_latency_us");
+  c.non_negative(cl.nvme.one_request_read_GBps, "cluster.nvme.one_request_read_GBps");
+  c.non_negative(cl.nvme.one_request_write_latency_us, "cluster.nvme.one_request_write_latency_us");
+  c.non_negative(cl.nvme.one_request_write_GBps, "cluster.nvme.one_request_write_GBps");
   c.non_negative(cl.links.nvlink_GBps, "cluster.links.nvlink_GBps");
   c.non_negative(cl.links.pcie_GBps, "cluster.links.pcie_GBps");
   c.non_negative(cl.links.ib_GBps, "cluster.links.ib_GBps");
