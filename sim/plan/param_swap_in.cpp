@@ -36,4 +36,22 @@ std::vector<std::pair<int, int>> tensors_swapped_in(const Plan& p) {
   return out;
 }
 
+Elements param_swap_out_elements(const Plan& p) {
+  Elements first = 0, at = 0, most = -1;  // the chosen sub-group: its first element and its partition elements
+  for (Elements sub : p.sub_groups) {
+    if (sub > most) most = sub, first = at;  // `total_elements > max_partition_numel`: the first of the largest
+    at += sub;
+  }
+  if (most <= 0) return 0;
+  const TensorLayout l = tensor_layout(p);
+  Elements total = 0;
+  for (int u = 0; u < static_cast<int>(p.units.size()); ++u)
+    for (int k = 0; k < static_cast<int>(p.units[u].tensors.size()); ++k) {
+      const Elements numel = p.units[u].tensors[k].numel(), begin = l.partition[u][k];
+      const Elements end = begin + partition_numel(numel, p.dp);
+      if (begin < first + most && end > first) total += swap_io_aligned(numel, p.elem_bytes);
+    }
+  return total;
+}
+
 }  // namespace zsim

@@ -40,4 +40,11 @@ inline constexpr Bytes kMinAioBytes = Bytes{1} << 20;
 // their own (docs/schedule-semantics.md "Offload").
 std::vector<std::pair<int, int>> tensors_swapped_in(const Plan& p);
 
+// The elements of DeepSpeed's pinned 16-bit write-back buffer (stage3.py, where it builds the 16-bit sub-groups and one
+// has no flat CPU buffer: `should_create_fp16_flat_reuse_buffer` -> `reserve_partitioned_swap_space`): the first
+// sub-group with the most partition elements, and for each of its parameters the io-aligned whole numel
+// (`ds_numel`, not the rank's partition: about N x the sub-group at N ranks). zsim's sub-groups are element ranges
+// of the partition; a sub-group's parameters are the tensors whose chunk meets its range. 0 without sub-groups.
+Elements param_swap_out_elements(const Plan& p);
+
 }  // namespace zsim

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "sim/plan/plan.hpp"
+#include "sim/plan/schedule_builder.hpp"
 #include "sim/plan/test_scenarios.hpp"
 
 namespace zsim {
@@ -129,6 +130,36 @@ TEST(ParamSwapIn, PartitionsUnderOneMiBDoNotUseThePool) {
   const Plan p = make_plan(s);
   EXPECT_TRUE(tensors_swapped_in(p).empty());
   for (const FetchStep& st : p.trace) EXPECT_TRUE(st.swap_in.empty() && st.swap_in_ahead.empty());
+}
+
+// DeepSpeed's 16-bit write-back buffer (reserve_partitioned_swap_space) holds the whole parameters of the largest
+// sub-group, io-aligned, not the rank's partition of them: with one sub-group on 8 ranks, every tensor's io-aligned
+// numel, about 8x the partition. The schedule allocates it so.
+TEST(ParamSwapIn, TheWriteBackBufferHoldsTheLargestSubGroupsWholeParametersIoAligned) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+  s.zero.offload_param.device = OffloadDevice::nvme;
+  s.zero.offload_param.max_in_cpu = 0;
+  const Plan p = make_plan(s);
+  ASSERT_EQ(p.sub_groups.size(), 1u);
+  Elements whole = 0;
+  for (const FetchUnit& u : p.units)
+    for (const TensorShape& t : u.tensors) whole += swap_io_aligned(t.numel(), p.elem_bytes);
+  EXPECT_EQ(param_swap_out_elements(p), whole);
+  EXPECT_GT(param_swap_out_elements(p), 7 * p.optimizer_partition);
+  const Schedule sch = make_schedule(s, p, 1);
+  int found = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::alloc && op.mem.buffer == "params16.swap_out") {
+      EXPECT_EQ(op.mem.bytes, p.elem_bytes * whole);
+      ++found;
+    }
+  EXPECT_EQ(found, 1);
+  // Sub-groups of a third of the partition: the first of the largest holds the tensors whose chunks meet its range.
+  s.zero.sub_group_size = p.optimizer_partition / 3;
+  const Plan q = make_plan(s);
+  ASSERT_GE(q.sub_groups.size(), 3u);
+  EXPECT_LT(param_swap_out_elements(q), whole);
+  EXPECT_GE(param_swap_out_elements(q), 8 * q.sub_groups.front() - 8 * 512);
 }
 
 TEST(ParamSwapIn, ThePoolHandsOutTheLastFreeBufferFirst) {

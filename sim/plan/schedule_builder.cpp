@@ -11,6 +11,7 @@
 #include "sim/plan/grad_reduction.hpp"
 #include "sim/plan/kernel_launches.hpp"
 #include "sim/plan/offload_uses.hpp"
+#include "sim/plan/param_swap_in.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
 
@@ -172,15 +173,9 @@ class Builder {
         // DeepSpeed's partitioned_swap_buffer (stage3.py, building the 16-bit sub-groups:
         // `should_create_fp16_flat_reuse_buffer` -> partitioned_param_swapper.py `reserve_partitioned_swap_space`): one pinned 16-bit buffer, held for the whole
         // run, into which `swap_out_partitioned_params` writes each sub-group's updated weights before their NVMe
-        // writes. Sized here to the largest sub-group (DeepSpeed sums the io-aligned numels of that sub-group's
-        // params, see docs/schedule-semantics.md "Offload").
-        Elements largest = 0, first = 0;  // the largest sub-group on NVMe
-        for (Elements sub : p_.sub_groups) {
-          if (first >= p_.nvme_params_from) largest = std::max(largest, sub);
-          first += sub;
-        }
-        param_swap_out_ = alloc("params16.swap_out", Tier::cpu, MemCategory::buffers, "param_swap", e_ * largest, ph,
-                                compute_);
+        // writes, at offset 0: the io-aligned whole numels of the largest sub-group's params (param_swap_in.hpp).
+        param_swap_out_ = alloc("params16.swap_out", Tier::cpu, MemCategory::buffers, "param_swap",
+                                e_ * param_swap_out_elements(p_), ph, compute_);
       }
     }
     // 16-bit gradients: whole for stages 0-1, this rank's partition for 2-3 (none on the GPU when the
