@@ -112,12 +112,15 @@ TEST(OffloadUses, EachFp32GradientIsWrittenOncePerStepFromAGpuConversionAndCpuAd
         ASSERT_TRUE(g && use_of(op, Role::state) && use_of(op, Role::param)) << where << " " << op.name;
         Bytes first = g->offset;
         if (g->alloc != fp32) {
-          // Swapped in with the state: the sub-group's gradients, read from grads.fp32 into this swap buffer.
+          // Swapped in with the state: the sub-group's gradients, read from grads.fp32 into this swap buffer (stage 3:
+          // the swapper's pool, which every sub-group reuses: the last read into the gradients' place before it).
           ASSERT_TRUE(swapped_in.count(g->alloc)) << where << " " << op.name;
-          for (const Op& r : sch.ops)
+          for (OpId id = 0; id < op.id; ++id) {
+            const Op& r = sch.ops[id];
             if (r.kind == OpKind::copy && r.copy.what == CopyKind::nvme_read && r.uses.size() == 2 &&
-                r.uses[0].alloc == fp32 && r.uses[1].alloc == g->alloc)
+                r.uses[0].alloc == fp32 && r.uses[1].alloc == g->alloc && r.uses[1].offset == g->offset)
               first = r.uses[0].offset;
+          }
         }
         for (int r = 0; r < n; ++r)
           for (Elements e = first / 4; e < (first + g->bytes) / 4; ++e) adam_read[r][e] = 1;

@@ -466,6 +466,21 @@ Plan make_plan(const Scenario& s) {
     p.param_swap_buffer_elements = swap_io_aligned(z.offload_param.buffer_size, p.elem_bytes);
     check_swap_buffer_size(p, z);
   }
+  if (p.stage == 3 && p.optimizer_device == OffloadDevice::nvme) {
+    p.optimizer_swap_buffers = z.offload_optimizer.buffer_count;
+    p.optimizer_swap_buffer_elements =
+        swap_io_aligned(*std::max_element(p.sub_groups.begin(), p.sub_groups.end()), 4);
+    // partitioned_optimizer_swapper.py swap_in_optimizer_state: `len(swap_info.tensors) + 1` buffers (the fp32
+    // master and each state tensor: Adam's exp_avg and exp_avg_sq, 4 bytes a parameter each; and the gradients),
+    // else `assert pinned_buffers is not None`.
+    const int kNeeded = static_cast<int>(p.optimizer_bytes_per_param / 4) + 1;
+    if (p.optimizer_swap_buffers < kNeeded)
+      throw std::invalid_argument(
+          "offload_optimizer.buffer_count " + std::to_string(p.optimizer_swap_buffers) + " is too few: DeepSpeed's "
+          "optimizer swapper takes " + std::to_string(kNeeded) + " pinned buffers for each sub-group's swap-in (its "
+          "fp32 master, exp_avg, exp_avg_sq and gradients: partitioned_optimizer_swapper.py swap_in_optimizer_state "
+          "asserts 'pinned_buffers is not None'); set offload_optimizer.buffer_count >= " + std::to_string(kNeeded));
+  }
   std::optional<SwapStall> stall;
   p.trace = make_trace(p, z, stall);
   if (stall) throw std::invalid_argument(swap_stall_message(p, z, *stall));

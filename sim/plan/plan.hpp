@@ -132,6 +132,12 @@ struct Plan {
   // offload_param.buffer_count buffers of buffer_size elements, io-aligned. 0 buffers without offload_param nvme.
   int param_swap_buffers = 0;
   Elements param_swap_buffer_elements = 0;
+  // Stage 3, offload_optimizer nvme: the optimizer swapper's pinned fp32 pool (optimizer_utils.py OptimizerSwapper:
+  // SwapBufferManager of offload_optimizer.buffer_count buffers of the largest sub-group's io-aligned elements),
+  // allocated once. A sub-group's swap-in takes 3 of them (master, exp_avg, exp_avg_sq) and one for its gradients;
+  // the backward's gradient swap-out stages through all of them. 0 buffers otherwise.
+  int optimizer_swap_buffers = 0;
+  Elements optimizer_swap_buffer_elements = 0;
   std::vector<FetchStep> trace;      // one micro-step: forward, then backward (with recomputes); the
                                      // fetch/prefetch/release decisions only for stage 3
 

@@ -195,6 +195,9 @@ class Builder {
                           compute_);
       optimizer_ = alloc("optimizer", tier_of(p_.optimizer_device), MemCategory::optimizer, "",
                          p_.optimizer_bytes_per_param * opt, ph, compute_);
+      if (p_.optimizer_swap_buffers > 0)  // stage 3, optimizer on NVMe: the swapper's pinned pool, for the run
+        opt_swap_pool_ = alloc("opt_swap.pool", Tier::cpu, MemCategory::buffers, "nvme_swap",
+                               opt_swap_buffer_bytes() * p_.optimizer_swap_buffers, ph, compute_);
       if (p_.stage <= 2) init_zero12_offload_buffers();
     } else {
       optimizer_ = alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph,
@@ -1539,29 +1542,52 @@ class Builder {
   // chunk is copied into pinned swap memory and written, asynchronously, to its place in the sub-group's gradient
   // swap file (here: its range of grads.fp32 on the NVMe tier). The step's swap-in reads them back with the state.
   // `total`: the chunks' elements; `fp32` < 0: ops without uses.
+  // The chunks are staged through the swapper's pinned pool (`allocate_all` into the AsyncTensorSwapper), in turn
+  // around it: a chunk waits for the writes of the chunks that held its bytes before. A chunk larger than the pool
+  // (zsim's sub-groups may cut a tensor, DeepSpeed's never do) gets a pinned buffer of its own.
   OpId swap_out_gradients(const std::vector<ReducedChunk>& chunks, Elements total, OpId fp32, const std::string& name,
                           OpId after, int layer) {
     const Phase ph = Phase::backward;
-    const OpId pinned = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap",
-                              kFp32 * total, ph, rs_, {after}, layer);
-    OpId last = pinned;
+    const Bytes pool_bytes = opt_swap_pool_ >= 0 ? sch_.ops[opt_swap_pool_].mem.bytes : 0;
+    std::optional<OpId> own;
+    if (total * kFp32 > pool_bytes && std::any_of(chunks.begin(), chunks.end(), [&](const ReducedChunk& c) {
+          return kFp32 * c.elements > pool_bytes;
+        }))
+      own = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap", kFp32 * total, ph,
+                  rs_, {after}, layer);
+    OpId last = own ? *own : after;
     std::vector<OpId> writes;
     Bytes at = 0;
     for (size_t j = 0; j < chunks.size(); ++j) {
       const ReducedChunk& c = chunks[j];
       const Bytes bytes = kFp32 * c.elements;
       const std::string piece = name + ".t" + std::to_string(j);
-      last = copy(piece + ".d2h", CopyKind::d2h, bytes, true, ph, rs_, {last}, layer);
+      // Where the chunk is staged: its place in its own buffer, or the pool's next bytes (from 0 when it does not fit),
+      // at an io-aligned slot as AsyncTensorSwapper inserts it (`_io_aligned_numel`: 1024 bytes).
+      OpId buffer = own ? *own : opt_swap_pool_;
+      Bytes place = at;
+      std::vector<OpId> deps{last};
+      if (!own) {
+        if (pool_at_ + bytes > pool_bytes) pool_at_ = 0;
+        place = pool_at_;
+        pool_at_ += kFp32 * swap_io_aligned(c.elements, kFp32);
+        for (auto it = pool_writes_.begin(); it != pool_writes_.end();)  // the writes out of these bytes before
+          if (it->first.first < place + bytes && place < it->first.second) deps.push_back(it->second), it = pool_writes_.erase(it);
+          else ++it;
+      }
+      last = copy(piece + ".d2h", CopyKind::d2h, bytes, true, ph, rs_, deps, layer);
       const OpId w = copy(piece + ".grad_nvme_write", CopyKind::nvme_write, bytes, true, ph, stream("nvme"), {last},
                           layer);
       if (fp32 >= 0) {
-        use_copy(sch_.ops[last], {fp32, at, bytes}, {pinned, at, bytes});
-        use_copy(sch_.ops[w], {pinned, at, bytes}, {grads_fp32_, kFp32 * c.to, bytes});
+        use_copy(sch_.ops[last], {fp32, at, bytes}, {buffer, place, bytes});
+        use_copy(sch_.ops[w], {buffer, place, bytes}, {grads_fp32_, kFp32 * c.to, bytes});
       }
+      if (!own) pool_writes_.push_back({{place, place + bytes}, w});
       writes.push_back(w);
       at += bytes;
     }
-    grad_writes_.push_back(release(pinned, ph, stream("nvme"), writes));
+    if (own) grad_writes_.push_back(release(*own, ph, stream("nvme"), writes));
+    else grad_writes_.insert(grad_writes_.end(), writes.begin(), writes.end());
     return last;
   }
   // partition_grads (stage3.py): `grad_buffer.copy_(grad_partition)` at micro-step 0, `add_` after.
@@ -1911,6 +1937,8 @@ class Builder {
     reduce_done_.clear();
     ready.insert(ready.end(), grad_writes_.begin(), grad_writes_.end());
     grad_writes_.clear();
+    pool_writes_.clear();  // every staged write is in `ready`; the next backward stages from the pool's start
+    pool_at_ = 0;
     if (serial_dep_ >= 0) ready.push_back(serial_dep_);
     serial_dep_ = -1;
     std::vector<OpId> param_ready;
@@ -1977,17 +2005,28 @@ class Builder {
       BufferUse state_use{optimizer_, p_.optimizer_bytes_per_param * sub_first, state};
       BufferUse grad_use{grads_fp32_, kFp32 * sub_first, kFp32 * sub};
       const bool grads_swapped = sch_.ops[grads_fp32_].mem.tier == Tier::nvme;
+      Bytes grads_at = state;  // where the sub-group's gradients are read to in its swap buffer
       if (p_.optimizer_device == OffloadDevice::nvme) {
-        // swap_in_optimizer_state: the sub-group's state, and (stage 3) its swapped-out gradients after it.
+        // swap_in_optimizer_state: the sub-group's state, and (stage 3) its swapped-out gradients after it. Stage 3:
+        // into the swapper's pool (the state in its first buffers, the gradients in the one after them), once the
+        // previous sub-group's state is written out (swap_out_optimizer_state waits for its writes, then frees the
+        // buffers) and the backward's gradient writes are done (_flush_gradient_swapper: `ready` holds them).
         const Bytes grads = grads_swapped ? kFp32 * sub : 0;
-        swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu, MemCategory::buffers,
-                     "nvme_swap", state + grads, ph, stream("nvme"), deps);
-        deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
+        if (opt_swap_pool_ >= 0) {
+          swap = opt_swap_pool_;
+          grads_at = opt_swap_buffer_bytes() * (p_.optimizer_bytes_per_param / kFp32);
+          if (last_state_write_ >= 0) deps.push_back(last_state_write_);
+          deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), deps)};
+        } else {
+          swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu,
+                       MemCategory::buffers, "nvme_swap", state + grads, ph, stream("nvme"), deps);
+          deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
+        }
         use_copy(sch_.ops[deps[0]], state_use, {*swap, 0, state});
         if (grads_swapped) {
           deps = {copy(name + ".grad_nvme_read", CopyKind::nvme_read, grads, true, ph, stream("nvme"), deps)};
-          use_copy(sch_.ops[deps[0]], grad_use, {*swap, state, grads});
-          grad_use = {*swap, state, grads};
+          use_copy(sch_.ops[deps[0]], grad_use, {*swap, grads_at, grads});
+          grad_use = {*swap, grads_at, grads};
         }
         state_use = {*swap, 0, state};
       }
@@ -2016,7 +2055,8 @@ class Builder {
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[w], {*swap, 0, state}, {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
-        release(*swap, ph, stream("nvme"), {w});
+        if (*swap == opt_swap_pool_) last_state_write_ = w;
+        else release(*swap, ph, stream("nvme"), {w});
       }
       if (p_.param_device == OffloadDevice::none) {
         opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
@@ -2168,6 +2208,11 @@ class Builder {
   OpId last_read_ = -1, waited_through_ = -1, host_wait_ = -1;
   int swap_reads_ = 0;
   std::vector<OpId> grad_writes_;              // stage 3, optimizer on NVMe: this step's gradient swap-outs
+  OpId opt_swap_pool_ = -1;                     // stage 3, optimizer on NVMe: the swapper's pinned pool (init)
+  Bytes opt_swap_buffer_bytes() const { return kFp32 * p_.optimizer_swap_buffer_elements; }
+  Bytes pool_at_ = 0;                           // the backward's next staging place in the pool
+  std::vector<std::pair<std::pair<Bytes, Bytes>, OpId>> pool_writes_;  // staged bytes [begin, end) and their write
+  OpId last_state_write_ = -1;                  // the last sub-group's state write out of the pool
   OpId grads_host16_ = -1;                     // stage 3 optimizer offload: grad_partitions_flat_buffer (16-bit)
   OpId params16_ = -1;                         // ZeRO-1/2 optimizer offload: the 16-bit weights CPU Adam writes
   OpId offload_temp_ = -1;                     // ZeRO-1/2 optimizer offload: temp_grad_buffer_for_gpu_offload

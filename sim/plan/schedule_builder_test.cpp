@@ -379,6 +379,72 @@ TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStateAndGradientsPerSubGroup) {
   EXPECT_EQ(written, 4 * p.optimizer_partition);
 }
 
+// The optimizer swapper's pinned pool (optimizer_utils.py OptimizerSwapper: SwapBufferManager of
+// offload_optimizer.buffer_count buffers of the largest sub-group's io-aligned fp32 elements), allocated once at init:
+// every sub-group's state and gradients are read into it, after the previous sub-group's state has been written out
+// of it; the backward stages its gradient writes through it, a chunk after the writes out of the bytes it takes. No
+// other swap buffer is allocated. Too few buffers for a sub-group's swap-in is refused, naming the key.
+TEST(ScheduleBuilder, OptimizerOnNvmeSwapsThroughTheSwappersPinnedPool) {
+  Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.zero.offload_optimizer.device = OffloadDevice::nvme;
+  s.zero.sub_group_size = 200'000;
+  const Plan p = make_plan(s);
+  ASSERT_GE(p.sub_groups.size(), 8u);  // the pool holds 4 sub-groups' worth: the backward goes round it
+  const Schedule sch = make_schedule(s, p, 2);
+  const Bytes buffer = 4 * swap_io_aligned(*std::max_element(p.sub_groups.begin(), p.sub_groups.end()), 4);
+  const auto pools = ops_where(sch, [](const Op& o) { return o.kind == OpKind::alloc && o.mem.buffer == "opt_swap.pool"; });
+  ASSERT_EQ(pools.size(), 1u);
+  EXPECT_EQ(pools[0]->phase, Phase::init);
+  EXPECT_EQ(pools[0]->mem.bytes, 4 * buffer);
+  const OpId pool = pools[0]->id;
+  EXPECT_TRUE(ops_where(sch, [&](const Op& o) {
+                return o.kind == OpKind::alloc && o.id != pool && o.mem.detail == "nvme_swap";
+              }).empty());
+  // Whether `a` waits, directly or through others, for `b`.
+  auto waits_for = [&](OpId a, OpId b) {
+    std::vector<OpId> todo{a};
+    std::set<OpId> seen;
+    while (!todo.empty()) {
+      const OpId x = todo.back();
+      todo.pop_back();
+      if (x == b) return true;
+      if (x < b || !seen.insert(x).second) continue;
+      for (OpId d : sch.ops[x].deps) todo.push_back(d);
+    }
+    return false;
+  };
+  OpId last_state_write = -1;
+  std::vector<std::pair<std::pair<Bytes, Bytes>, OpId>> staged;  // pool bytes written out by the backward, and by whom
+  int state_reads = 0, stagings = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::copy || op.uses.size() != 2) continue;
+    const BufferUse &in = op.uses[0], &out = op.uses[1];
+    if (op.copy.what == CopyKind::nvme_read && out.alloc == pool && out.offset == 0) {  // a sub-group's state
+      if (last_state_write >= 0) EXPECT_TRUE(waits_for(op.id, last_state_write)) << op.name;
+      ++state_reads;
+    }
+    if (op.copy.what == CopyKind::nvme_write && in.alloc == pool && op.phase == Phase::step) last_state_write = op.id;
+    if (op.copy.what == CopyKind::d2h && out.alloc == pool) {  // a gradient chunk staged in the backward
+      EXPECT_LE(out.offset + out.bytes, 4 * buffer) << op.name;
+      for (const auto& [range, w] : staged)
+        if (range.first < out.offset + out.bytes && out.offset < range.second)
+          EXPECT_TRUE(waits_for(op.id, w)) << op.name << " overwrites staged bytes not yet written out";
+      ++stagings;
+    }
+    if (op.copy.what == CopyKind::nvme_write && in.alloc == pool && op.phase == Phase::backward)
+      staged.push_back({{in.offset, in.offset + in.bytes}, op.id});
+  }
+  EXPECT_EQ(state_reads, 2 * static_cast<int>(p.sub_groups.size()));
+  EXPECT_GT(stagings, 0);
+  s.zero.offload_optimizer.buffer_count = 3;
+  try {
+    make_plan(s);
+    FAIL() << "three buffers planned";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("offload_optimizer.buffer_count 3"), std::string::npos) << e.what();
+  }
+}
+
 // Bytes rank 0 moves per step by copies of `kind` in the backward pass.
 Bytes backward_copy_bytes(const Schedule& sch, CopyKind kind) {
   Bytes b = 0;
