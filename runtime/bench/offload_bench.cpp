@@ -51,6 +51,18 @@ void print(const char* what, long long bytes, double s) {
   std::printf("raw %s bytes %lld seconds %.6f GBps %.3f\n", what, bytes, s, bytes / s / 1e9);
 }
 
+// One timed copy of `bytes` on `s`, in seconds.
+double timed_copy(void* dst, const void* src, long long bytes, cudaMemcpyKind kind, cudaStream_t s, cudaEvent_t a,
+                  cudaEvent_t b) {
+  CHECK_CUDA(cudaEventRecord(a, s));
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
+  CHECK_CUDA(cudaEventRecord(b, s));
+  CHECK_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3;
+}
+
 // `suffix` names the lines of a run under disk traffic ("" alone).
 int copy_bench(long long bytes, const std::string& suffix = "") {
   void *host = nullptr, *dev = nullptr;
@@ -65,14 +77,9 @@ int copy_bench(long long bytes, const std::string& suffix = "") {
   for (const bool d2h : {true, false}) {
     std::vector<double> t;
     for (int r = 0; r < 12; ++r) {
-      CHECK_CUDA(cudaEventRecord(a, s));
-      CHECK_CUDA(cudaMemcpyAsync(d2h ? host : dev, d2h ? dev : host, bytes,
-                                 d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
-      CHECK_CUDA(cudaEventRecord(b, s));
-      CHECK_CUDA(cudaEventSynchronize(b));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-      if (r >= 2) t.push_back(ms * 1e-3);
+      const double sec = timed_copy(d2h ? host : dev, d2h ? dev : host, bytes,
+                                    d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s, a, b);
+      if (r >= 2) t.push_back(sec);
     }
     print(((d2h ? "d2h" : "h2d") + suffix).c_str(), bytes, median(t));
   }
@@ -82,18 +89,6 @@ int copy_bench(long long bytes, const std::string& suffix = "") {
   CHECK_CUDA(cudaFree(dev));
   CHECK_CUDA(cudaFreeHost(host));
   return 0;
-}
-
-// One timed copy of `bytes` on `s`, in seconds.
-double timed_copy(void* dst, const void* src, long long bytes, cudaMemcpyKind kind, cudaStream_t s, cudaEvent_t a,
-                  cudaEvent_t b) {
-  CHECK_CUDA(cudaEventRecord(a, s));
-  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
-  CHECK_CUDA(cudaEventRecord(b, s));
-  CHECK_CUDA(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1e-3;
 }
 
 void CUDART_CB sleep_300ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
