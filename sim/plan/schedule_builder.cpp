@@ -1550,9 +1550,7 @@ class Builder {
     const Phase ph = Phase::backward;
     const Bytes pool_bytes = opt_swap_pool_ >= 0 ? sch_.ops[opt_swap_pool_].mem.bytes : 0;
     std::optional<OpId> own;
-    if (total * kFp32 > pool_bytes && std::any_of(chunks.begin(), chunks.end(), [&](const ReducedChunk& c) {
-          return kFp32 * c.elements > pool_bytes;
-        }))
+    if (std::any_of(chunks.begin(), chunks.end(), [&](const ReducedChunk& c) { return kFp32 * c.elements > pool_bytes; }))
       own = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap", kFp32 * total, ph,
                   rs_, {after}, layer);
     OpId last = own ? *own : after;
