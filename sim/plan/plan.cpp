@@ -390,6 +390,13 @@ Plan make_plan(const Scenario& s) {
   p.overlap_comm = z.overlap_comm;
   p.reduce_scatter = z.reduce_scatter;
   p.optimizer_device = p.stage == 0 ? OffloadDevice::none : z.offload_optimizer.device;
+  if (p.optimizer_device == OffloadDevice::nvme && p.stage < 3) {
+    // stage_1_and_2.py: `self.cpu_offload = True` for any offload_optimizer device; only stage 3 swaps to NVMe.
+    p.optimizer_device = OffloadDevice::cpu;
+    p.warnings.push_back("offload_optimizer.device nvme at stage " + std::to_string(p.stage) +
+                         ": DeepSpeed's ZeRO-1/2 optimizer offloads to the CPU for any device (stage_1_and_2.py "
+                         "cpu_offload); the optimizer state stays in CPU memory, nothing is swapped to NVMe");
+  }
   p.param_device = p.stage == 3 ? z.offload_param.device : OffloadDevice::none;
   // fp32 training keeps no separate master only at stage 0 (the engine's basic optimizer on the model's own fp32
   // weights): ZeRO clones the partition into its fp32 master even when it is already fp32 (stage_1_and_2.py

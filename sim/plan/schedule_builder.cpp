@@ -2002,30 +2002,20 @@ class Builder {
       // Where the sub-group's state lies: its block of the optimizer buffer (CPU), or the swap buffer it is read into.
       BufferUse state_use{optimizer_, p_.optimizer_bytes_per_param * sub_first, state};
       BufferUse grad_use{grads_fp32_, kFp32 * sub_first, kFp32 * sub};
-      const bool grads_swapped = sch_.ops[grads_fp32_].mem.tier == Tier::nvme;
-      Bytes grads_at = state;  // where the sub-group's gradients are read to in its swap buffer
-      if (p_.optimizer_device == OffloadDevice::nvme) {
-        // swap_in_optimizer_state: the sub-group's state, and (stage 3) its swapped-out gradients after it. Stage 3:
-        // into the swapper's pool (the state in its first buffers, the gradients in the one after them), once the
-        // previous sub-group's state is written out (swap_out_optimizer_state waits for its writes, then frees the
-        // buffers) and the backward's gradient writes are done (_flush_gradient_swapper: `ready` holds them).
-        const Bytes grads = grads_swapped ? kFp32 * sub : 0;
-        if (opt_swap_pool_ >= 0) {
-          swap = opt_swap_pool_;
-          grads_at = opt_swap_buffer_bytes() * (p_.optimizer_bytes_per_param / kFp32);
-          if (last_state_write_ >= 0) deps.push_back(last_state_write_);
-          deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), deps)};
-        } else {
-          swap = alloc("opt_swap." + std::to_string(g) + ".s" + std::to_string(step_), Tier::cpu,
-                       MemCategory::buffers, "nvme_swap", state + grads, ph, stream("nvme"), deps);
-          deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), {*swap})};
-        }
+      if (opt_swap_pool_ >= 0) {
+        // Stage 3, the optimizer on NVMe (the plan runs ZeRO-1/2's as CPU offload, as DeepSpeed does).
+        // swap_in_optimizer_state: the sub-group's state, then its swapped-out gradients, into the swapper's pool (the
+        // state in its first buffers, the gradients in the one after them), once the previous sub-group's state is
+        // written out (swap_out_optimizer_state waits for its writes, then frees the buffers) and the backward's
+        // gradient writes are done (_flush_gradient_swapper: `ready` holds them).
+        swap = opt_swap_pool_;
+        const Bytes grads = kFp32 * sub, grads_at = opt_swap_buffer_bytes() * (p_.optimizer_bytes_per_param / kFp32);
+        if (last_state_write_ >= 0) deps.push_back(last_state_write_);
+        deps = {copy(name + ".nvme_read", CopyKind::nvme_read, state, true, ph, stream("nvme"), deps)};
         use_copy(sch_.ops[deps[0]], state_use, {*swap, 0, state});
-        if (grads_swapped) {
-          deps = {copy(name + ".grad_nvme_read", CopyKind::nvme_read, grads, true, ph, stream("nvme"), deps)};
-          use_copy(sch_.ops[deps[0]], grad_use, {*swap, grads_at, grads});
-          grad_use = {*swap, grads_at, grads};
-        }
+        deps = {copy(name + ".grad_nvme_read", CopyKind::nvme_read, grads, true, ph, stream("nvme"), deps)};
+        use_copy(sch_.ops[deps[0]], grad_use, {*swap, grads_at, grads});
+        grad_use = {*swap, grads_at, grads};
         state_use = {*swap, 0, state};
       }
       // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
@@ -2053,8 +2043,7 @@ class Builder {
       if (swap) {
         const OpId w = copy(name + ".nvme_write", CopyKind::nvme_write, state, true, ph, stream("nvme"), {opt});
         use_copy(sch_.ops[w], {*swap, 0, state}, {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
-        if (*swap == opt_swap_pool_) last_state_write_ = w;
-        else release(*swap, ph, stream("nvme"), {w});
+        last_state_write_ = w;
       }
       if (p_.param_device == OffloadDevice::none) {
         opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),

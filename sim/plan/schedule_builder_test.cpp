@@ -379,6 +379,28 @@ TEST(ScheduleBuilder, NvmeOffloadSwapsOptimizerStateAndGradientsPerSubGroup) {
   EXPECT_EQ(written, 4 * p.optimizer_partition);
 }
 
+// DeepSpeed's ZeRO-1/2 optimizer (stage_1_and_2.py) sets `cpu_offload` for any offload_optimizer device: with nvme
+// the state stays in CPU memory and the step is offload to the CPU's op for op, with a warning saying so.
+TEST(ScheduleBuilder, Zero12WithTheOptimizerOnNvmeRunsTheCpuOffloadSchedule) {
+  for (int stage : {1, 2}) {
+    Scenario s = test::scenario(test::small_llama(2), stage, 1, 8);
+    s.zero.offload_optimizer.device = OffloadDevice::cpu;
+    const Schedule cpu = build(s);
+    s.zero.offload_optimizer.device = OffloadDevice::nvme;
+    const Plan p = make_plan(s);
+    EXPECT_EQ(p.optimizer_device, OffloadDevice::cpu) << "stage " << stage;
+    EXPECT_TRUE(std::any_of(p.warnings.begin(), p.warnings.end(),
+                            [](const std::string& w) { return w.find("offload_optimizer.device nvme") != std::string::npos; }))
+        << "stage " << stage;
+    const Schedule nvme = build(s);
+    ASSERT_EQ(nvme.ops.size(), cpu.ops.size()) << "stage " << stage;
+    for (size_t i = 0; i < nvme.ops.size(); ++i) {
+      EXPECT_EQ(nvme.ops[i].name, cpu.ops[i].name) << "stage " << stage;
+      if (nvme.ops[i].kind == OpKind::alloc) EXPECT_NE(nvme.ops[i].mem.tier, Tier::nvme) << nvme.ops[i].name;
+    }
+  }
+}
+
 // The optimizer swapper's pinned pool (optimizer_utils.py OptimizerSwapper: SwapBufferManager of
 // offload_optimizer.buffer_count buffers of the largest sub-group's io-aligned fp32 elements), allocated once at init:
 // every sub-group's state and gradients are read into it, after the previous sub-group's state has been written out
