@@ -66,14 +66,15 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
     throw std::runtime_error("zrun calibrate: posix_memalign failed");
   std::unique_ptr<void, decltype(&std::free)> hold(raw, &std::free);
   std::memset(raw, 0x5a, static_cast<std::size_t>(max_bytes));
+  const std::int64_t one_request = UringFileIo::kRequestBytes;  // a transfer up to it is one request of the reader
   std::vector<std::int64_t> sizes;  // one request each up to 1 MiB, then many
-  for (std::int64_t bytes = 4096; bytes < (1ll << 20); bytes *= 4) sizes.push_back(bytes);
-  for (std::int64_t bytes = 1ll << 20; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
+  for (std::int64_t bytes = 4096; bytes < one_request; bytes *= 4) sizes.push_back(bytes);
+  for (std::int64_t bytes = one_request; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
   std::vector<int> ids;
   for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}KiB", bytes >> 10), {{0, bytes}}));
   auto median_of = [&](bool write, std::size_t i) {
     std::vector<double> t;
-    for (int rep = 0; rep < (sizes[i] <= (1ll << 20) ? 5 : 3); ++rep) {
+    for (int rep = 0; rep < (sizes[i] <= one_request ? 5 : 3); ++rep) {
       const double t0 = now_s();
       if (write) store.write(ids[i], 0, sizes[i], raw, "calibrate.nvme_write");
       else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
@@ -86,8 +87,8 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
   for (std::size_t i = 0; i < sizes.size(); ++i) read_s.push_back(median_of(false, i));
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const SizeSample w{static_cast<double>(sizes[i]), write_s[i]}, r{static_cast<double>(sizes[i]), read_s[i]};
-    if (sizes[i] <= (1ll << 20)) m.nvme_write_one.push_back(w), m.nvme_read_one.push_back(r);
-    if (sizes[i] >= (1ll << 20)) m.nvme_write.push_back(w), m.nvme_read.push_back(r);
+    if (sizes[i] <= one_request) m.nvme_write_one.push_back(w), m.nvme_read_one.push_back(r);
+    if (sizes[i] >= one_request) m.nvme_write.push_back(w), m.nvme_read.push_back(r);
     log << fmt::format("  file {} KiB in {}{} ({}): write {:.2f} GB/s ({:.1f} us), read {:.2f} GB/s ({:.1f} us)\n",
                        sizes[i] >> 10, dir, m.nvme_direct ? " (O_DIRECT)" : "",
                        store.io().uses_io_uring() ? "io_uring" : "pread/pwrite", sizes[i] / write_s[i] / 1e9,

@@ -553,8 +553,10 @@ class Builder {
     deps.insert(deps.end(), step_end_.begin(), step_end_.end());
     if (host_wait_ >= 0) deps.push_back(host_wait_);
     Bytes bytes = 0;
+    std::vector<PartitionPiece> pieces;  // each read's NVMe piece
     for (const SwapIn& r : reads) {
-      bytes += tensor_pieces(r.unit, r.tensor).back().bytes;
+      pieces.push_back(tensor_pieces(r.unit, r.tensor).back());
+      bytes += pieces.back().bytes;
       if (swap_reader_[r.buffer] >= 0) deps.push_back(swap_reader_[r.buffer]);
     }
     const FetchUnit& U = p_.units[reads[0].unit];
@@ -563,8 +565,9 @@ class Builder {
                              std::to_string(reads[0].tensor) + more + tag() + ".r" + std::to_string(swap_reads_++) +
                              ".nvme_read",
                          CopyKind::nvme_read, bytes, true, ph, stream("nvme"), deps, U.layer);
-    for (const SwapIn& r : reads) {
-      const PartitionPiece q = tensor_pieces(r.unit, r.tensor).back();  // the NVMe piece
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const SwapIn& r = reads[i];
+      const PartitionPiece& q = pieces[i];
       use(op, q.buffer, q.at, q.bytes, Role::input, Access::read, r.unit, r.tensor);
       use(op, swap_pool_, swap_slot_at(r.buffer), q.bytes, Role::output, Access::write, r.unit, r.tensor);
       swapped_[{r.unit, r.tensor}] = {op, r.buffer};
@@ -1554,6 +1557,7 @@ class Builder {
       own = alloc("grads.swap_out." + name + tag(), Tier::cpu, MemCategory::buffers, "nvme_swap", kFp32 * total, ph,
                   rs_, {after}, layer);
     OpId last = own ? *own : after;
+    const OpId buffer = own ? *own : opt_swap_pool_;
     std::vector<OpId> writes;
     Bytes at = 0;
     for (size_t j = 0; j < chunks.size(); ++j) {
@@ -1562,7 +1566,6 @@ class Builder {
       const std::string piece = name + ".t" + std::to_string(j);
       // Where the chunk is staged: its place in its own buffer, or the pool's next bytes (from 0 when it does not fit),
       // at an io-aligned slot as AsyncTensorSwapper inserts it (`_io_aligned_numel`: 1024 bytes).
-      OpId buffer = own ? *own : opt_swap_pool_;
       Bytes place = at;
       std::vector<OpId> deps{last};
       if (!own) {
