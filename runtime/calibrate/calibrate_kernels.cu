@@ -1,5 +1,6 @@
-// The two kernels zrun calibrate needs of its own: an empty kernel (launch overhead) and a fill of random
-// finite values (GEMM operands, so that tensor cores switch real bits, not zeros).
+// The kernels zrun calibrate needs of its own: an empty kernel (launch overhead), a spin kernel (holds a stream while
+// the host enqueues the calls timed behind it) and a fill of random finite values (GEMM operands, so that tensor cores
+// switch real bits, not zeros).
 #include "runtime/calibrate/calibrate_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -9,6 +10,18 @@ namespace zrun::calibrate {
 
 namespace {
 __global__ void empty_kernel() {}
+
+__device__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(unsigned long long ns) {
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+}
 
 __device__ float uniform(std::uint64_t i, std::uint64_t seed) {
   std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
@@ -25,6 +38,10 @@ __global__ void fill_kernel(T* p, std::int64_t n, std::uint64_t seed) {
 }  // namespace
 
 void launch_empty_kernel(cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(); }
+
+void launch_spin_kernel(double seconds, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(static_cast<unsigned long long>(seconds * 1e9));
+}
 
 void fill_random(void* p, std::int64_t n, int element_bytes_and_kind, std::uint64_t seed, cudaStream_t s) {
   const int blocks = 1024, threads = 256;

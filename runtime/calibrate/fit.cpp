@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include "cost_models/collective_cost.hpp"
@@ -90,6 +91,31 @@ LatencyBandwidthFit fit_latency_bandwidth(const std::vector<SizeSample>& samples
   LatencyBandwidthFit out;
   out.latency_s = f.coef[0];
   out.GBps = f.coef[1] > 0 ? 1.0 / f.coef[1] / 1e9 : 0;
+  out.residual = f.residual;
+  return out;
+}
+
+KernelLatencyFit fit_kernel_latency(const std::vector<KernelSample>& samples) {
+  std::map<std::string, int> column;  // kernel name -> its column (1 + index)
+  std::map<std::string, std::set<double>> sizes;
+  for (const KernelSample& k : samples) {
+    column.emplace(k.name, static_cast<int>(column.size()) + 1);
+    sizes[k.name].insert(k.bytes);
+  }
+  bool two_sizes = false;
+  for (const auto& [name, b] : sizes) two_sizes |= b.size() >= 2;
+  if (!two_sizes) throw std::invalid_argument("fit_kernel_latency: no kernel measured at two sizes");
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(samples.size(), static_cast<Eigen::Index>(column.size()) + 1);
+  Eigen::VectorXd y(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    X(i, 0) = 1;
+    X(i, column.at(samples[i].name)) = samples[i].bytes;
+    y[i] = samples[i].seconds;
+  }
+  const LinearFit f = fit_relative_nonnegative(X, y);
+  KernelLatencyFit out;
+  out.latency_s = f.coef[0];
+  for (const auto& [name, c] : column) out.GBps[name] = f.coef[c] > 0 ? 1.0 / f.coef[c] / 1e9 : 0;
   out.residual = f.residual;
   return out;
 }

@@ -92,6 +92,27 @@ struct GemmFit {
 GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_element, double peak_tflops,
                        std::int64_t sms);
 
+// A memory-bound kernel at one size: bytes read + written, median seconds.
+struct KernelSample {
+  std::string name;        // "rmsnorm.fwd", "swiglu.fwd", "qwz.quantize", "fused_adam", "copy.d2d", ...
+  std::string kind;        // "norm", "softmax" (attention's causal softmax), "cross_entropy" (the loss over the vocab),
+                           // "activation", "quantization", "adam", "copy"
+  double bytes = 0;
+  double seconds = 0;            // on the GPU alone (gpu_timing.hpp; host-inclusive in records before 2026-11-27)
+  double host_inclusive_s = 0;   // issued as it comes (0: not recorded)
+};
+
+// The memory-bound kernels' fixed cost and rates: every sample's seconds = latency + bytes / rate of its kernel (by
+// name), one latency for all kernels (what a kernel costs the GPU beyond its bytes: the launch, its blocks' start and
+// its first memory round trips), by least squares of the relative residual with nonnegative terms. Throws
+// std::invalid_argument unless some kernel has two sizes.
+struct KernelLatencyFit {
+  double latency_s = 0;
+  std::map<std::string, double> GBps;  // per kernel name (0: no rate fitted)
+  FitResidual residual;
+};
+KernelLatencyFit fit_kernel_latency(const std::vector<KernelSample>& samples);
+
 // zrun's flash attention (runtime/model/flash_attention.cu), causal, timed on one shape: the median seconds of one
 // flash_attention_forward or one flash_attention_backward call (q, k, v, out: [b, seq, heads or kv_heads, head_dim]).
 struct FlashSample {

@@ -48,6 +48,28 @@ TEST(CalibrateFit, RejectsANonPositiveMeasurement) {
   EXPECT_THROW(fit_latency_bandwidth({}), std::invalid_argument);
 }
 
+// Three kernels of their own rates, each at three sizes, all paying the same 3 us: one latency and a rate each.
+TEST(CalibrateFit, RecoversTheKernelsSharedFixedCostAndEachKernelsRate) {
+  std::vector<KernelSample> s;
+  for (double b = 1e6; b <= 1e9; b *= 30) {
+    s.push_back({"rmsnorm.fwd", "norm", b, 3e-6 + b / 1.5e12});
+    s.push_back({"swiglu.fwd", "activation", 1.5 * b, 3e-6 + 1.5 * b / 2.0e12});
+    s.push_back({"fused_adam", "adam", 2 * b, 3e-6 + 2 * b / 4.0e12});
+  }
+  const KernelLatencyFit f = fit_kernel_latency(s);
+  EXPECT_NEAR(f.latency_s, 3e-6, 1e-12);
+  EXPECT_NEAR(f.GBps.at("rmsnorm.fwd"), 1500, 1e-6);
+  EXPECT_NEAR(f.GBps.at("swiglu.fwd"), 2000, 1e-6);
+  EXPECT_NEAR(f.GBps.at("fused_adam"), 4000, 1e-6);
+  EXPECT_LT(f.residual.max_abs_rel, 1e-9);
+  EXPECT_EQ(f.residual.samples, 9);
+}
+
+TEST(CalibrateFit, AKernelLatencyFitNeedsAKernelAtTwoSizes) {
+  EXPECT_THROW(fit_kernel_latency({{"rmsnorm.fwd", "norm", 1e9, 1e-3}, {"swiglu.fwd", "activation", 1e9, 1e-3}}),
+               std::invalid_argument);
+}
+
 TEST(CalibrateFit, RecoversALinkFromCollectivesOfEveryKind) {
   // Measurements made by zsim's own ring model with 3 us per step and 300 GB/s: the fit gives them back.
   const zsim::CollectiveLink link{3e-6, 3e-6, 300e9};

@@ -53,7 +53,7 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
           g.a = a.p; g.lda = M;
           g.b = b.p; g.ldb = K;
           g.d = d.p; g.ldd = M;
-          const CallTime c = time_call([&] { gemm.run(g, dt, s); }, s);
+          const CallTime c = time_call([&] { gemm.run(g, dt, s); }, s, 200, Cache::cold);
           const double t = c.gpu_s;
           host.push_back(c.host_s);
           out.push_back({M, N, K, t});
@@ -109,7 +109,7 @@ void measure_attention_gemms(Measurements& m, bool quick, cudaStream_t s, std::o
           const model::AttentionShape a{1, S, B, B, D};  // one sequence, B query heads = B kv heads
           for (const auto& [p, name] : products) {
             const model::GemmCall g = model::attention_gemm_call(p, dt, a, t, 0, 0);
-            const double sec = time_gpu([&] { gemm.run(g, dt, s); }, s);
+            const double sec = time_gpu([&] { gemm.run(g, dt, s); }, s, 200, Cache::cold);
             rec.push_back({g.m, g.n, g.k, sec, g.batch, name});
             log << fmt::format("  attention gemm {} {} s {} d {} x{}: {}x{}x{}: {:.1f} us, {:.0f} TFLOPS, {:.0f} GB/s\n",
                                model::dtype_name(dt), name, S, D, B, g.m, g.n, g.k, sec * 1e6,
@@ -155,11 +155,11 @@ void measure_flash_attention(Measurements& m, bool quick, cudaStream_t s, std::o
           const model::AttentionShape a{h.b, S, h.heads, h.kv_heads, D};
           const double fwd = time_gpu([&] {
             model::flash_attention_forward(dt, a, q.p, k.p, v.p, out.p, lse.as<float>(), s);
-          }, s);
+          }, s, 200, Cache::cold);
           const double bwd = time_gpu([&] {
             model::flash_attention_backward(dt, a, q.p, k.p, v.p, out.p, lse.as<float>(), dout.p, delta.as<float>(),
                                             dq_accum.as<float>(), dq.p, dk.p, dv.p, s);
-          }, s);
+          }, s, 200, Cache::cold);
           for (const auto& [direction, sec] : {std::pair{"forward", fwd}, std::pair{"backward", bwd}}) {
             m.flash.push_back({model::dtype_name(dt), direction, h.b, h.heads, h.kv_heads, S, D, sec});
             log << fmt::format("  flash attention {} {} b {} heads {} kv {} s {} d {}: {:.1f} us, {:.0f} TFLOPS\n",
@@ -171,8 +171,10 @@ void measure_flash_attention(Measurements& m, bool quick, cudaStream_t s, std::o
 }
 
 void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
-  const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1 << 22, 1 << 25}
-                                                : std::vector<std::int64_t>{1 << 20, 1 << 23, 1 << 26};
+  // From a step's small kernels (a norm of 1024 tokens x 768 is 2^20 elements) to HBM-sized ones: the fixed cost of
+  // a kernel and each kernel's rate (fit_kernel_latency).
+  const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1 << 18, 1 << 22, 1 << 25}
+                                                : std::vector<std::int64_t>{1 << 18, 1 << 20, 1 << 23, 1 << 26};
   const std::int64_t nmax = sizes.back();
   DeviceBuffer x(nmax * 2), y(nmax * 2), z(nmax * 2), f0(nmax * 4), f1(nmax * 4), f2(nmax * 4), q(nmax),
       steps((nmax / 2048 + 1) * 4);
@@ -181,58 +183,69 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
   fill_random(f0.p, nmax, kFillF32, 5, s);
   ZRUN_CUDA_CHECK(cudaMemsetAsync(f1.p, 0, nmax * 4, s));
   ZRUN_CUDA_CHECK(cudaMemsetAsync(f2.p, 0, nmax * 4, s));
-  auto record = [&](const char* name, const char* kind, double bytes, double t) {
-    m.kernels.push_back({name, kind, bytes, t});
-    log << fmt::format("  {} ({} MB): {:.1f} us, {:.0f} GB/s\n", name, bytes / 1e6, t * 1e6, bytes / t / 1e9);
+  auto record = [&](const char* name, const char* kind, double bytes, const CallTime& c) {
+    m.kernels.push_back({name, kind, bytes, c.gpu_s, c.host_inclusive_s});
+    log << fmt::format("  {} ({} MB): {:.1f} us, {:.0f} GB/s (host-inclusive {:.1f} us)\n", name, bytes / 1e6,
+                       c.gpu_s * 1e6, bytes / c.gpu_s / 1e9, c.host_inclusive_s * 1e6);
   };
+  // Each kernel at shapes a step runs: a norm over rows of 1024 (a step's tokens x a small model's hidden at 2^20),
+  // the loss and the attention softmax only from a few hundred rows / 4 matrices up (a step's tokens x vocab, its
+  // heads x micro-batch): a handful of long rows is latency-bound as no step is (a norm of 64 rows of 4096 took
+  // 14 us cold, one of 1024 rows of 768 6.9 us).
   for (std::int64_t n : sizes) {
-    const std::int64_t h = 4096, rows = n / h;
+    const std::int64_t h = 1024, rows = n / h;
     DeviceBuffer w(h * 2), stats(2 * rows * 4);
     fill_random(w.p, h, kFillBf16, 6, s);
     record("rmsnorm.fwd", "norm", 2.0 * n * 2,
-           time_gpu([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s));
+           time_call([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s, 200, Cache::cold));
     const std::int64_t vocab = 32768, lrows = n / vocab;
     DeviceBuffer targets(lrows * 4), lse(lrows * 4), tl(lrows * 4), loss(4);
     ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, lrows * 4, s));
     // The loss over a 32k vocabulary (head_loss.cu): forward reads the logits, backward rewrites them in place.
-    record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1.0 * n * 2,
-           time_gpu([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                       tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s));
-    fill_random(z.p, n, kFillBf16, 7, s);
-    record("cross_entropy.bwd", "cross_entropy", 2.0 * n * 2,
-           time_gpu([&] { model::cross_entropy_backward(DType::bf16, z.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                        lrows, vocab, 1.0f, s); }, s));
+    if (lrows >= 256) {
+      record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1.0 * n * 2,
+             time_call([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                         tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s, 200, Cache::cold));
+      fill_random(z.p, n, kFillBf16, 7, s);
+      record("cross_entropy.bwd", "cross_entropy", 2.0 * n * 2,
+             time_call([&] { model::cross_entropy_backward(DType::bf16, z.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                          lrows, vocab, 1.0f, s); }, s, 200, Cache::cold));
+    }
     // Eager attention's causal row softmax over s x s scores (attention.cu) at the suite's sequence length, in
     // place over n / s^2 matrices. Bytes as the schedule counts them (docs/schedule-semantics.md): forward reads
     // and writes the scores (2N elements), backward reads probs and d(probs) and writes d(scores) (3N), although the
     // kernels read only the causal half's N / 2 of each.
-    const std::int64_t seq = 1024, matrices = std::max<std::int64_t>(1, n / (seq * seq));
-    fill_random(z.p, matrices * seq * seq, kFillBf16, 8, s);
-    record("attention.causal_softmax.fwd (s 1024)", "softmax", 2.0 * matrices * seq * seq * 2,
-           time_gpu([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s));
-    record("attention.causal_softmax.bwd (s 1024)", "softmax", 3.0 * matrices * seq * seq * 2,
-           time_gpu([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s));
+    const std::int64_t seq = 1024, matrices = n / (seq * seq);
+    if (matrices >= 4) {
+      fill_random(z.p, matrices * seq * seq, kFillBf16, 8, s);
+      record("attention.causal_softmax.fwd (s 1024)", "softmax", 2.0 * matrices * seq * seq * 2,
+             time_call([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s, 200, Cache::cold));
+      record("attention.causal_softmax.bwd (s 1024)", "softmax", 3.0 * matrices * seq * seq * 2,
+             time_call([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s, 200, Cache::cold));
+    }
     record("swiglu.fwd", "activation", 3.0 * n * 2 / 2,
-           time_gpu([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s));
+           time_call([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold));
     record("gelu.fwd", "activation", 2.0 * n * 2,
-           time_gpu([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s));
+           time_call([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s, 200, Cache::cold));
     const std::int64_t block = 2048, blocks = zk::qwz_num_blocks(n, block);
     record("qwz.quantize", "quantization", n * 2.0 + n + blocks * 4.0,
-           time_gpu([&] { zk::qwz_quantize(x.p, zk::Half16::bf16, n, block, q.as<std::int8_t>(), steps.as<float>(), s); }, s));
+           time_call([&] { zk::qwz_quantize(x.p, zk::Half16::bf16, n, block, q.as<std::int8_t>(), steps.as<float>(), s); }, s, 200, Cache::cold));
     record("qwz.dequantize", "quantization", n + blocks * 4.0 + n * 2.0,
-           time_gpu([&] { zk::qwz_dequantize(q.as<std::int8_t>(), steps.as<float>(), n, block, z.p, zk::Half16::bf16, s); }, s));
+           time_call([&] { zk::qwz_dequantize(q.as<std::int8_t>(), steps.as<float>(), n, block, z.p, zk::Half16::bf16, s); }, s, 200, Cache::cold));
     zk::AdamHyper hyper;
     record("fused_adam", "adam", 28.0 * n,
-           time_gpu([&] { zk::fused_adam(f0.as<float>(), f1.as<float>(), f2.as<float>(), x.p, zk::Half16::bf16, z.p,
-                                         zk::Half16::bf16, n, hyper, s); }, s));
+           time_call([&] { zk::fused_adam(f0.as<float>(), f1.as<float>(), f2.as<float>(), x.p, zk::Half16::bf16, z.p,
+                                         zk::Half16::bf16, n, hyper, s); }, s, 200, Cache::cold));
     record("copy.d2d", "copy", 2.0 * n * 2,
-           time_gpu([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(z.p, x.p, n * 2, cudaMemcpyDeviceToDevice, s)); }, s));
+           time_call([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(z.p, x.p, n * 2, cudaMemcpyDeviceToDevice, s)); }, s, 200, Cache::cold));
   }
   const CallTime empty = time_call([&] { launch_empty_kernel(s); }, s, 5000);
   m.kernel_launch_s = empty.gpu_s;
+  m.kernel_launch_host_inclusive_s = empty.host_inclusive_s;
   m.host_issue.kernel_s = empty.host_s;
-  log << fmt::format("  empty kernel launch to launch: {:.2f} us; 16x16x16 GEMM: {:.2f} us\n",
-                     m.kernel_launch_s * 1e6, m.gemm_launch_s * 1e6);
+  log << fmt::format("  empty kernel launch to launch: {:.2f} us on the GPU alone, {:.2f} us host-inclusive; "
+                     "16x16x16 GEMM: {:.2f} us\n", m.kernel_launch_s * 1e6, m.kernel_launch_host_inclusive_s * 1e6,
+                     m.gemm_launch_s * 1e6);
   // The host's side of the calls zrun's executor makes around and inside its ops.
   {
     DeviceBuffer a(4096), b(4096);

@@ -1,8 +1,9 @@
-// How zrun calibrate times a call: CUDA events around batches of back-to-back calls on one stream, so a call whose host
-// side is slower than its kernel is timed at its host rate, as a training step issues it; and the host's time to
-// enqueue one call, timed apart (calibration.host_issue_us, docs/timing.md "Host issue"). Timing the GPU alone (the
-// calls enqueued behind a spin kernel) was tried twice on 2026-11-26 and predicted zrun's steps worse (validate/results/
-// h200/NOTES.md).
+// How zrun calibrate times a call: CUDA events around batches of back-to-back calls on one stream. On the GPU alone,
+// behind a spin kernel that holds the stream until the host has enqueued the whole batch: the GPU's own cost of the
+// call, which the profile's figures are fitted on, whatever the host's speed. Host-inclusive, the batch issued as it
+// comes (a call whose host side is slower than its kernel is then timed at the host's rate): recorded beside. And the
+// host's time to enqueue one call (calibration.host_issue_us), which the profile's efficiency.host_issue charges
+// zsim's issuing thread (docs/timing.md "Host issue").
 #pragma once
 #include <functional>
 
@@ -11,17 +12,26 @@
 namespace zrun::calibrate {
 
 struct CallTime {
-  double gpu_s = 0;   // one call, launch to launch on the GPU, at the host's rate where that is slower (median of 5)
-  double host_s = 0;  // the host's time to enqueue one call (median of the same trials)
+  double gpu_s = 0;             // one call on the GPU alone, launch to launch with the host ahead (median of 5)
+  double host_inclusive_s = 0;  // one call issued as it comes, back to back, at the host's rate where that is slower
+  double host_s = 0;            // the host's time to enqueue one call (median of the host-inclusive trials)
 };
 
-// Warm-up, then 5 trials of `reps` calls each (reps chosen for ~2 ms a trial on the GPU, at most max_reps and 1000:
-// a stream's launch queue holds about a thousand calls before the host blocks on it).
-CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps = 200);
+// Where the GPU-alone calls find their operands. hot: the call repeated back to back, its operands in L2 from the
+// call before. cold: every call after a write of twice the L2's bytes (cudaMemsetAsync), the scrub's own time, timed
+// in the same trial, taken off: as a step's kernels find their weights and most inputs evicted by the kernels between
+// (launch_probe on the H200, 2026-11-27: a 1024 x 768 RMSNorm 5.3 us hot, 6.9 us cold, 6.2 us in the suite's step;
+// a 768 x 1024 x 768 GEMM 5.2 / 6.2 / 5.7-6.9 us).
+enum class Cache { hot, cold };
 
-// time_call's GPU time.
-inline double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200) {
-  return time_call(call, s, max_reps).gpu_s;
+// Warm-up, then 5 trials of `reps` calls each issued as they come (reps chosen for ~2 ms a trial on the GPU, at most
+// max_reps and 1000: a stream's launch queue holds about a thousand calls before the host blocks on it), then 5
+// trials on the GPU alone (at most 256 calls hot, 128 cold: the batch must fit in the launch queue behind the spin).
+CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot);
+
+// time_call's GPU-alone time.
+inline double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot) {
+  return time_call(call, s, max_reps, cache).gpu_s;
 }
 
 }  // namespace zrun::calibrate

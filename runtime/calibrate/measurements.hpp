@@ -13,15 +13,6 @@
 
 namespace zrun::calibrate {
 
-// A memory-bound kernel at one size: bytes read + written, median seconds.
-struct KernelSample {
-  std::string name;        // "rmsnorm.fwd", "swiglu.fwd", "qwz.quantize", "fused_adam", "copy.d2d", ...
-  std::string kind;        // "norm", "softmax" (attention's causal softmax), "cross_entropy" (the loss over the vocab),
-                           // "activation", "quantization", "adam", "copy"
-  double bytes = 0;
-  double seconds = 0;
-};
-
 // A side-stream kernel timed alone and beside back-to-back GEMMs on another stream (beside_compute.cpp).
 struct BesideSample {
   std::string kind;         // "memcpy" (cudaMemcpyAsync D2D), "kernel" (a copy kernel), "collective" (one-rank NCCL)
@@ -39,6 +30,9 @@ struct Measurements {
   std::int64_t host_memory_bytes = 0;
   int host_cores = 0;
   bool quick = false;
+  // How the GPU figures were timed: "gpu_alone" (behind a spin kernel, since 2026-11-27) or "host_inclusive" (older
+  // records, which carry no key). Only a GPU-alone record writes efficiency.host_issue.
+  std::string timing = "gpu_alone";
   std::map<std::string, std::vector<GemmSample>> gemm;     // "bf16", "fp16", "fp32"
   std::vector<KernelSample> kernels;
   std::vector<FlashSample> flash;     // zrun's flash attention forward and backward (empty: not measured, an older record)
@@ -51,6 +45,7 @@ struct Measurements {
   std::string nvme_path;              // the temp file's directory
   bool nvme_direct = false;           // O_DIRECT was used
   double kernel_launch_s = 0;         // an empty kernel, launch to launch
+  double kernel_launch_host_inclusive_s = 0;  // the same, issued as it comes (0: not recorded)
   double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch
   // The host's time to enqueue one call of each kind, as zrun's executor makes it (0: not measured, an older record):
   // what efficiency.host_issue charges the issuing thread.

@@ -62,6 +62,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   cal["gpu"] = m.gpu_name;
   cal["sms"] = m.sms;
   cal["quick"] = m.quick;
+  cal["timing"] = m.timing;
   cal["gpus"] = m.gpus;
   cal["hbm_bytes"] = m.hbm_bytes;
   cal["host_memory_bytes"] = m.host_memory_bytes;
@@ -196,24 +197,43 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.gemm", num(base.efficiency.gemm), "no GEMM measured");
   }
 
-  // Memory-bound kernels. Each kind's figure is its kernels' bytes over their time, each kernel at its largest size
-  // (the smaller sizes fit in L2 and would overstate HBM): the bandwidth of running each of the kind's kernels once,
-  // which is how zsim charges a kind whose forward and backward kernels differ (the cross-entropy reads the
-  // logits forward and rewrites them backward; the attention softmax likewise). efficiency.hbm is the median over
-  // kinds.
+  // Memory-bound kernels: one fixed cost for every kernel and each kernel's rate (fit_kernel_latency over its sizes,
+  // timed on the GPU alone), the fixed cost being efficiency.launch_us below. Each kind's figure is the bandwidth of
+  // running each of the kind's kernels once at its largest size at their fitted rates, which is how zsim charges a
+  // kind whose forward and backward kernels differ (the cross-entropy reads the logits forward and rewrites them
+  // backward; the attention softmax likewise). A kernel the fit gives no rate (or a record of one size per kernel):
+  // its bytes over its time at its largest size, as for every kernel of an older record (timed host-inclusive, whose
+  // launch_us is the empty kernel's). efficiency.hbm is the median over kinds.
+  double kernel_latency_s = 0;  // the fit's, where the profile charges it as efficiency.launch_us; 0: none
   if (!m.kernels.empty()) {
     std::map<std::string, double> largest;
     for (const KernelSample& k : m.kernels) largest[k.name] = std::max(largest[k.name], k.bytes);
-    std::map<std::string, std::pair<double, double>> at_largest;  // kind: bytes, seconds of its kernels
+    KernelLatencyFit lf;
+    try {
+      lf = fit_kernel_latency(m.kernels);
+    } catch (const std::invalid_argument&) {
+    }
+    if (m.timing == "gpu_alone" && lf.latency_s > 0) kernel_latency_s = lf.latency_s;
+    else lf.GBps.clear();  // rates at the largest size
+    std::map<std::string, std::pair<double, double>> at_largest;  // kind: bytes, seconds of its kernels' bytes
     nlohmann::json ks = nlohmann::json::array();
     for (const KernelSample& k : m.kernels) {
       const double gbps = k.bytes / k.seconds / 1e9;
       if (k.bytes == largest[k.name]) {
+        const double rate = lf.GBps.count(k.name) ? lf.GBps.at(k.name) : 0;
         at_largest[k.kind].first += k.bytes;
-        at_largest[k.kind].second += k.seconds;
+        at_largest[k.kind].second += rate > 0 ? k.bytes / (rate * 1e9) : k.seconds;
       }
-      ks.push_back({{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6}, {"GBps", gbps},
-                    {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}});
+      nlohmann::json j = {{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6},
+                          {"GBps", gbps}, {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}};
+      if (k.host_inclusive_s > 0) j["host_inclusive_us"] = k.host_inclusive_s * 1e6;
+      ks.push_back(std::move(j));
+    }
+    if (kernel_latency_s > 0) {
+      nlohmann::json rates;
+      for (const auto& [name, gbps] : lf.GBps) rates[name] = gbps;
+      cal["memory_bound"]["fit"] = {{"latency_us", kernel_latency_s * 1e6}, {"GBps_by_kernel", rates},
+                                    {"residual", residual_json(lf.residual)}};
     }
     std::map<std::string, double> gbps_by_kind;
     for (const auto& [kind, bs] : at_largest) gbps_by_kind[kind] = bs.first / bs.second / 1e9;
@@ -224,10 +244,13 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       per_kind += fmt::format("{}{} {}", per_kind.empty() ? "" : ", ", kind, pct(gbps / base.gpu.hbm_GBps));
       cal["memory_bound"]["by_kind"][kind] = gbps / base.gpu.hbm_GBps;
     }
+    const std::string how = kernel_latency_s > 0
+        ? fmt::format("(read + write) bytes over their time less {} us a kernel (the fit of calibration.memory_bound.fit: "
+                      "{}) at their largest size", num(kernel_latency_s * 1e6), residual_text(lf.residual))
+        : std::string("(read + write) bytes over their time at their largest size");
     const double e = std::min(1.0, median(eff));
-    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the kind's kernels' (read + write) bytes over their time at "
-                                                 "their largest size / {} GB/s: {}; calibration.memory_bound",
-                                                 num(base.gpu.hbm_GBps), per_kind));
+    b.add("efficiency.hbm", num(e), fmt::format("median over kernel kinds of the kind's kernels' {} / {} GB/s: {}; "
+                                                 "calibration.memory_bound", how, num(base.gpu.hbm_GBps), per_kind));
     cal["memory_bound"]["kernels"] = ks;
     // Per kind, the same figure for the kernels zsim prices as that kind (efficiency.hbm_by_kind): softmax for eager
     // attention's scores, cross_entropy for the head's loss, quantization's kernels as quantize.
@@ -238,8 +261,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
         if (k.kind == kind && k.bytes == largest[k.name] && names.find(k.name) == std::string::npos)
           names += (names.empty() ? "" : ", ") + k.name;
       b.add("efficiency.hbm_by_kind." + key, num(std::min(1.0, gbps / base.gpu.hbm_GBps)),
-            fmt::format("{} kernels ({}): (read + write) bytes over their time at their largest size / {} GB/s", kind,
-                        names, num(base.gpu.hbm_GBps)));
+            fmt::format("{} kernels ({}): {} / {} GB/s", kind, names, how, num(base.gpu.hbm_GBps)));
     }
   } else {
     b.keep("efficiency.hbm", num(base.efficiency.hbm), "no kernel measured");
@@ -271,22 +293,38 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.pageable_pcie_fraction", num(base.efficiency.pageable_pcie_fraction), "not measured");
   }
 
-  // The fixed cost zsim charges per kernel launch of a compute op beyond its GEMM model's calls.
-  if (m.kernel_launch_s > 0)
+  // The fixed cost zsim charges per kernel launch of a compute op beyond its GEMM model's calls: the memory-bound
+  // kernels' fitted fixed cost (a GPU-alone record), else the empty kernel's launch to launch (an older record's,
+  // timed host-inclusive: at the host's rate).
+  const double launch_s = kernel_latency_s > 0 ? kernel_latency_s : m.kernel_launch_s;
+  if (kernel_latency_s > 0)
+    b.add("efficiency.launch_us", num(kernel_latency_s * 1e6),
+          fmt::format("the memory-bound kernels' fixed cost on the GPU alone (calibration.memory_bound.fit; an empty "
+                      "kernel: {} us on the GPU alone, {} us host-inclusive)", num(m.kernel_launch_s * 1e6),
+                      num(m.kernel_launch_host_inclusive_s * 1e6)));
+  else if (m.kernel_launch_s > 0)
     b.add("efficiency.launch_us", num(m.kernel_launch_s * 1e6),
           "an empty kernel launched back to back on one stream, launch to launch (median of 5 batches); "
           "calibration.launch_overhead_us.empty_kernel");
   else
     b.keep("efficiency.launch_us", num(base.efficiency.launch_us), "no launch measured");
 
-  // The host's time to enqueue each kind of call, recorded (calibration.host_issue_us) but not written as
-  // efficiency.host_issue: the figures above are timed host-inclusive, so that the profile's GPU costs already hold
-  // the host's rate where it is the slower, and zrun's steps on the suite were not host-bound (2026-11-26,
-  // validate/results/h200/NOTES.md). A user can set the block for a runtime whose host is slower.
+  // The host's time to enqueue each kind of call (calibration.host_issue_us). A GPU-alone record writes it as
+  // efficiency.host_issue, so that zsim's issuing thread bounds a step whose host is the slower (docs/timing.md "Host
+  // issue"); an older record's GPU figures, timed host-inclusive, already hold the host's rate, and write no block.
   const Measurements::HostIssue& h = m.host_issue;
-  if (h.kernel_s > 0)
+  if (h.kernel_s > 0) {
     cal["host_issue_us"] = {{"kernel", h.kernel_s * 1e6}, {"gemm", h.gemm_s * 1e6}, {"collective", h.collective_s * 1e6},
                             {"memcpy", h.memcpy_s * 1e6}, {"event", h.event_s * 1e6}};
+    if (m.timing == "gpu_alone") {
+      const std::string src = "the host's time to enqueue one call (calibration.host_issue_us)";
+      b.add("efficiency.host_issue.kernel_us", num(h.kernel_s * 1e6), src + ": an empty kernel");
+      b.add("efficiency.host_issue.gemm_us", num(h.gemm_s * 1e6), src + ": a cuBLASLt GEMM, the median over the grid");
+      b.add("efficiency.host_issue.collective_us", num(h.collective_s * 1e6), src + ": an NCCL call");
+      b.add("efficiency.host_issue.memcpy_us", num(h.memcpy_s * 1e6), src + ": a cudaMemcpyAsync");
+      b.add("efficiency.host_issue.event_us", num(h.event_s * 1e6), src + ": a cudaEventRecord");
+    }
+  }
 
   // Collectives on a one-rank communicator where they move data, as zrun calls them on a one-GPU run (all-gather out
   // of place, averaging reductions in place): one latency and rate over
@@ -370,7 +408,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       for (const FlashSample& f : m.flash)
         if (f.direction == direction && (f.dtype == "bf16" || f.dtype == "fp16")) v.push_back(f);
       if (v.empty()) continue;
-      const FlashFit f = fit_flash_efficiency(v, peak, m.kernel_launch_s);
+      const FlashFit f = fit_flash_efficiency(v, peak, launch_s);
       const int n = flash_launches(v.front());
       const std::string launches = fmt::format("{} launch{}", n, n == 1 ? "" : "es");
       std::string per_dim;
@@ -383,11 +421,11 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       b.add(std::string("efficiency.flash_attention.") + direction, num(f.efficiency),
             fmt::format("zrun's flash attention {} (bf16 and fp16 calls), t = {} x {} us + FLOPs / ({} TFLOPS x e), "
                         "FLOPs as the schedule counts them: {}{}{}; calibration.flash_attention.{}",
-                        direction, launches, num(m.kernel_launch_s * 1e6), num(peak), residual_text(f.residual),
+                        direction, launches, num(launch_s * 1e6), num(peak), residual_text(f.residual),
                         per_dim, f.launch_bound > 0 ? fmt::format(" ({} launch-bound, not fitted)", f.launch_bound) : "",
                         direction));
       cal["flash_attention"][direction] = {{"efficiency", f.efficiency}, {"launches", n}, {"launch_bound", f.launch_bound},
-                                           {"launch_us", m.kernel_launch_s * 1e6}, {"peak_tflops", peak},
+                                           {"launch_us", launch_s * 1e6}, {"peak_tflops", peak},
                                            {"residual", residual_json(f.residual)},
                                            {"residual_by_head_dim", by_dim}, {"residual_by_dtype", by_dtype}};
     }
@@ -424,6 +462,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   if (gemm_fits.count("fp32")) model_entries("gemm_model_fp32", gemm_fits.at("fp32"), "fp32");
 
   cal["launch_overhead_us"] = {{"empty_kernel", m.kernel_launch_s * 1e6}, {"gemm_1x1x1", m.gemm_launch_s * 1e6}};
+  if (m.kernel_launch_host_inclusive_s > 0)
+    cal["launch_overhead_us"]["empty_kernel_host_inclusive"] = m.kernel_launch_host_inclusive_s * 1e6;
   if (!m.collectives_note.empty()) cal["collectives"]["note"] = m.collectives_note;
 
   b.p.header = {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -228,10 +229,31 @@ TEST(CalibratedProfile, ARecordThatFiledTheCrossEntropyUnderSoftmaxIsReadAsCross
   EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 0.6e12 / 3350e9, 1e-6);
 }
 
-TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
+// Kernels timed on the GPU alone at several sizes, 4 us + bytes at their rate: the profile charges the 4 us per launch
+// (efficiency.launch_us) and each kind its rate, not its bytes over its time at the largest size.
+TEST(CalibratedProfile, AGpuAloneRecordChargesTheKernelsFittedFixedCostPerLaunchAndTheirRates) {
+  Measurements m = synthetic(false);
+  m.kernels.clear();
+  for (double b = 1e6; b <= 1e9; b *= 10) {
+    m.kernels.push_back({"rmsnorm.fwd", "norm", b, 4e-6 + b / 2.5e12});
+    m.kernels.push_back({"swiglu.fwd", "activation", b, 4e-6 + b / 3.0e12});
+  }
+  TempDir d;
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-fixed", m);
+  EXPECT_NEAR(c.efficiency.launch_us, 4, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.norm, 2.5e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.activation, 3.0e12 / 3350e9, 1e-6);
+  // The same times in an older record (timed host-inclusive): the empty kernel's launch, each kind at its largest size.
+  m.timing = "host_inclusive";
+  const zsim::ClusterSpec old = loaded_profile(d, "calib-fixed-old", m);
+  EXPECT_NEAR(old.efficiency.launch_us, 3.25, 1e-9);
+  EXPECT_NEAR(old.efficiency.hbm_by_kind.norm, 1e9 / (4e-6 + 1e9 / 2.5e12) / 3350e9, 1e-6);
+}
+
+TEST(CalibratedProfile, WithoutAKernelFitTheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
   const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
   TempDir d;
-  const CalibratedProfile p = build_profile(synthetic(true), base, "h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(true), base, "h100-hgx-ib400");  // one size per kernel
   const zsim::ClusterSpec c = load_profile_cluster("calib-launch", write_profile(d, "calib-launch", p));
   EXPECT_NEAR(c.efficiency.launch_us, 3.25, 1e-9);
   EXPECT_NEAR(p.calibration["launch_overhead_us"]["empty_kernel"].get<double>(), 3.25, 1e-9);
@@ -250,20 +272,41 @@ TEST(CalibratedProfile, TheLaunchCostIsTheEmptyKernelsLaunchToLaunch) {
   EXPECT_GT(base.efficiency.launch_us, 0);  // the data-sheet profiles carry a default
 }
 
-// The host's time per call goes into the record, from which a refit reads it back; the profile writes no
-// efficiency.host_issue (its GPU figures are timed host-inclusive), so zsim keeps no host model.
-TEST(CalibratedProfile, TheHostsIssueTimePerCallIsRecordedAndSurvivesARefitButIsNoProfileKey) {
+// The host's time per call goes into the record, from which a refit reads it back. A GPU-alone record writes it as
+// efficiency.host_issue (zsim's issuing thread); an older record (timed host-inclusive) writes no block.
+TEST(CalibratedProfile, TheHostsIssueTimePerCallIsTheHostModelOfAGpuAloneRecordAndSurvivesARefit) {
   TempDir d;
   Measurements m = synthetic(false);
   m.host_issue = {2.5e-6, 6e-6, 4e-6, 3e-6, 1e-6};
   const zsim::ClusterSpec c = loaded_profile(d, "calib-host", m);
-  EXPECT_FALSE(c.efficiency.host_issue.present());
+  ASSERT_TRUE(c.efficiency.host_issue.present());
+  EXPECT_NEAR(c.efficiency.host_issue.kernel_us, 2.5, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.gemm_us, 6, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.collective_us, 4, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.memcpy_us, 3, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.event_us, 1, 1e-9);
   const Measurements back = measurements_from_profile((d.path / "calib-host.yaml").string());
+  EXPECT_EQ(back.timing, "gpu_alone");
   EXPECT_NEAR(back.host_issue.kernel_s, 2.5e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.gemm_s, 6e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.collective_s, 4e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.memcpy_s, 3e-6, 1e-15);
   EXPECT_NEAR(back.host_issue.event_s, 1e-6, 1e-15);
+  m.timing = "host_inclusive";
+  EXPECT_FALSE(loaded_profile(d, "calib-host-old", m).efficiency.host_issue.present());
+}
+
+// A record written before calibrate timed the GPU alone carries no timing key: it is read as host-inclusive.
+TEST(CalibratedProfile, ARecordWithoutATimingKeyIsReadAsHostInclusive) {
+  TempDir d;
+  const std::string file = write_profile(d, "calib-untimed", build_profile(synthetic(false), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  std::ifstream in(d.path / "calib-untimed.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "  \"timing\": \"gpu_alone\"\n";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.erase(text.find(key), key.size());
+  std::ofstream(d.path / "calib-untimed.yaml") << text;
+  EXPECT_EQ(measurements_from_profile((d.path / "calib-untimed.yaml").string()).timing, "host_inclusive");
 }
 
 TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {

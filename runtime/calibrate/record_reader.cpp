@@ -69,6 +69,7 @@ Measurements measurements_from_profile(const std::string& file) {
     m.gpu_name = c.value("gpu", "");
     m.sms = static_cast<int>(c.value("sms", 0.0));
     m.quick = c.value("quick", false);
+    m.timing = c.value("timing", "host_inclusive");  // records before 2026-11-27 carry no key
     m.gpus = static_cast<int>(c.value("gpus", cl.value("gpus_per_node", 1.0)));
     m.hbm_bytes = static_cast<std::int64_t>(c.value("hbm_bytes", cl["gpu"].value("hbm_bytes", 0.0)));
     m.host_memory_bytes = static_cast<std::int64_t>(c.value("host_memory_bytes", cl["host"].value("memory_bytes", 0.0)));
@@ -89,7 +90,7 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("memory_bound"))
       for (const auto& k : c["memory_bound"]["kernels"]) {
         KernelSample s{k["name"].get<std::string>(), k["kind"].get<std::string>(), k["bytes"].get<double>(),
-                       k["us"].get<double>() * 1e-6};
+                       k["us"].get<double>() * 1e-6, k.value("host_inclusive_us", 0.0) * 1e-6};
         // Records written before attention's causal softmax was measured filed the vocabulary cross-entropy
         // under kind "softmax"; that kind is now the attention softmax's, so such a record has no softmax figure.
         if (s.kind == "softmax" && s.name.rfind("cross_entropy", 0) == 0) s.kind = "cross_entropy";
@@ -131,6 +132,7 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("launch_overhead_us")) {
       m.kernel_launch_s = c["launch_overhead_us"].value("empty_kernel", 0.0) * 1e-6;
       m.gemm_launch_s = c["launch_overhead_us"].value("gemm_1x1x1", 0.0) * 1e-6;
+      m.kernel_launch_host_inclusive_s = c["launch_overhead_us"].value("empty_kernel_host_inclusive", 0.0) * 1e-6;
     }
     if (c.contains("beside_compute"))
       for (const auto& s : c["beside_compute"]["samples [kind, bytes, alone us, beside us, gemm]"])
