@@ -2,7 +2,10 @@
 // (docs/timing.md "Kernel launches"). Each probe enqueues a sequence of units (a unit: one or more calls) on one
 // stream twice: behind a spin kernel, so the host has enqueued the whole sequence before the GPU starts it ("GPU
 // alone": the GPU's own cost per unit), and without it, back to back as a step issues them ("host-inclusive": at the
-// host's rate where that is slower). Prints per unit: GPU alone, host-inclusive, and the host's enqueue time.
+// host's rate where that is slower). Prints per unit: GPU alone, host-inclusive, and the host's enqueue time. Probes
+// with a timing event after each unit show that event's cost on the GPU; "cold" probes take each call's operands from
+// the next of 64 buffer sets (beyond the L2), as a step's kernels find theirs (docs/timing.md "How calibrate times a
+// call" has the H200's figures).
 // Usage: launch_probe [units=200]
 #include <cuda_runtime_api.h>
 
