@@ -4,11 +4,13 @@
 // kernel_bench --qwz N... (qwZ's kernels at given sizes).
 #include <cuda_runtime_api.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/fused_adam.hpp"
@@ -54,7 +56,8 @@ void fill_float(float* dst, size_t n, float lo, float hi, uint64_t seed) {
   ZK_CUDA_CHECK(cudaMemcpy(dst, h.data(), n * 4, cudaMemcpyHostToDevice));
 }
 
-double median_ms(const std::function<void()>& launch, int reps) {
+// Median of `reps` single launches, each timed with events around it; `before` (untimed) runs ahead of each.
+double median_ms(const std::function<void()>& launch, int reps, const std::function<void()>& before = {}) {
   cudaEvent_t a, b;
   ZK_CUDA_CHECK(cudaEventCreate(&a));
   ZK_CUDA_CHECK(cudaEventCreate(&b));
@@ -62,6 +65,7 @@ double median_ms(const std::function<void()>& launch, int reps) {
   ZK_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    if (before) before();
     ZK_CUDA_CHECK(cudaEventRecord(a));
     launch();
     ZK_CUDA_CHECK(cudaEventRecord(b));
@@ -81,17 +85,44 @@ struct Row { std::string name; double bytes, ms, target; };
 }  // namespace
 
 // `--qwz N...`: qwZ's quantize and dequantize of N elements each (bf16, DeepSpeed's block for N), one line per N:
-// "qwz N quantize_ms Q dequantize_ms D" (the rates zrun's qwZ ops are held to, runtime/scripts/bench_zeropp.sh).
+// "qwz N quantize_ms Q dequantize_ms D quantize_cold_ms QC dequantize_cold_ms DC" (the rates zrun's qwZ ops are held
+// to, runtime/scripts/bench_zeropp.sh). Each call is timed as zrun's op-timed step times an op: from an event after
+// the work before it to an event after it, the host having enqueued both ahead (the stream is held for 50 us by a
+// host function on another stream). Q, D: the call repeated on the same buffers (operands below the L2's size stay
+// in it); QC, DC: each call after a write of twice the L2's bytes, so that it reads its operands from HBM, as a
+// step's quantize reads the rank's partition.
 int qwz_sizes(int argc, char** argv) {
+  int l2 = 0;
+  ZK_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const size_t scrub_bytes = 2 * static_cast<size_t>(std::max(l2, 1 << 20));
+  Dev scrub(scrub_bytes);
+  cudaStream_t side;
+  cudaEvent_t gate;
+  ZK_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  ZK_CUDA_CHECK(cudaEventCreateWithFlags(&gate, cudaEventDisableTiming));
+  auto hold = [&] {
+    ZK_CUDA_CHECK(cudaLaunchHostFunc(side, [](void*) { std::this_thread::sleep_for(std::chrono::microseconds(50)); }, nullptr));
+    ZK_CUDA_CHECK(cudaEventRecord(gate, side));
+    ZK_CUDA_CHECK(cudaStreamWaitEvent(nullptr, gate, 0));
+  };
+  auto evict = [&] {
+    hold();
+    ZK_CUDA_CHECK(cudaMemsetAsync(scrub.p, 0, scrub_bytes));
+  };
   for (int i = 2; i < argc; ++i) {
     const int64_t n = std::atoll(argv[i]);
     const int64_t block = qwz_deepspeed_block_elems(n), nb = qwz_num_blocks(n, block);
     Dev in(n * 2), q(n), s(nb * 4), out(n * 2);
     fill_random_half(in.p, n, 11);
-    const double qm = median_ms([&] { qwz_quantize(in.p, Half16::bf16, n, block, q.as<int8_t>(), s.as<float>(), nullptr); }, 20);
-    const double dm = median_ms([&] { qwz_dequantize(q.as<int8_t>(), s.as<float>(), n, block, out.p, Half16::bf16, nullptr); }, 20);
-    std::printf("qwz %lld quantize_ms %.6f dequantize_ms %.6f\n", static_cast<long long>(n), qm, dm);
+    auto quantize = [&] { qwz_quantize(in.p, Half16::bf16, n, block, q.as<int8_t>(), s.as<float>(), nullptr); };
+    auto dequantize = [&] { qwz_dequantize(q.as<int8_t>(), s.as<float>(), n, block, out.p, Half16::bf16, nullptr); };
+    const double qm = median_ms(quantize, 20, hold), dm = median_ms(dequantize, 20, hold);
+    const double qc = median_ms(quantize, 20, evict), dc = median_ms(dequantize, 20, evict);
+    std::printf("qwz %lld quantize_ms %.6f dequantize_ms %.6f quantize_cold_ms %.6f dequantize_cold_ms %.6f\n",
+                static_cast<long long>(n), qm, dm, qc, dc);
   }
+  ZK_CUDA_CHECK(cudaEventDestroy(gate));
+  ZK_CUDA_CHECK(cudaStreamDestroy(side));
   return 0;
 }
 
