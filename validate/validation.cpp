@@ -96,6 +96,11 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   }
   for (const json& c : at(m, "collectives", source, "measured."))
     r.collective_s[c.at("id").get<OpId>()] = c.at("seconds").get<double>();
+  if (m.contains("timing_event_s")) {
+    r.timing_event_s = m.at("timing_event_s").get<double>();
+    if (!(r.timing_event_s >= 0 && r.timing_event_s < 1e-3))
+      bad(source, "measured.timing_event_s", "must be seconds in [0, 1e-3)");
+  }
   r.gpu_peak_bytes = at(m, "gpu_peak_bytes", source, "measured.").get<Bytes>();
   for (auto& [k, v] : at(m, "gpu_peak_bytes_by_category", source, "measured.").items()) r.gpu_peak_by_category[k] = v.get<Bytes>();
   for (auto& [k, v] : at(m, "gpu_beyond_schedule_peak_bytes_by_category", source, "measured.").items())
@@ -146,6 +151,7 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
                         const MeasuredRun& run) {
   Validation v;
   const MeasuredRun measured = match_ops_by_name(s, run, &v.unmatched_ops);
+  v.timing_event_s = run.timing_event_s;
   v.step_predicted_s = predicted.step_s();
   v.step_measured_s = measured.step_s;
   v.step_rel_error = rel_error(v.step_predicted_s, v.step_measured_s);
@@ -173,7 +179,12 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
     c.bytes = op.kind == OpKind::collective ? op.collective.bytes : op.kind == OpKind::copy ? op.copy.bytes : 0;
     c.predicted_s = predicted.ops.at(id).duration_s();
     const auto coll = measured.collective_s.find(id);
-    c.measured_s = coll != measured.collective_s.end() ? coll->second : t.second - t.first;
+    // The op's own time: its timing event's cost off (an op measured at or below it is not compared).
+    c.measured_s = (coll != measured.collective_s.end() ? coll->second : t.second - t.first) - v.timing_event_s;
+    if (v.timing_event_s > 0 && c.measured_s <= 0) {
+      c.measured_s = 0;
+      ++v.unresolved_ops;
+    }
     c.phase = to_string(op.phase);
     c.stream = op.stream >= 0 && op.stream < static_cast<int>(s.streams.size()) ? s.streams[op.stream] : "";
     c.predicted_start_s = predicted.ops.at(id).start_s - pred_t0;
@@ -210,6 +221,8 @@ ordered_json validation_json(const Validation& v) {
                       {"abs_error_s", e.predicted_s - e.measured_s}, {"rel_error", rel_error(e.predicted_s, e.measured_s)}};
   j["exposed_comm"] = exposed;
   j["unmatched_ops"] = v.unmatched_ops;
+  j["timing_event_s"] = v.timing_event_s;
+  j["unresolved_ops"] = v.unresolved_ops;
   return j;
 }
 
@@ -225,6 +238,12 @@ std::string format_validation(const Validation& v) {
                        100 * st.worst);
   if (v.unmatched_ops > 0)
     out += fmt::format("  ({} measured ops are not in this schedule any more: not compared)\n", v.unmatched_ops);
+  if (v.timing_event_s > 0)
+    out += fmt::format("  (each op's measured time less its timing event, {:.2f} us as zrun measured it{})\n",
+                       v.timing_event_s * 1e6,
+                       v.unresolved_ops > 0 ? fmt::format("; {} op{} at or below it not compared", v.unresolved_ops,
+                                                                v.unresolved_ops == 1 ? "" : "s")
+                                          : "");
   if (!v.exposed_comm.empty()) {
     out += "\nexposed communication per phase       predicted      measured\n";
     for (const auto& [phase, e] : v.exposed_comm)

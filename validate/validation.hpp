@@ -21,6 +21,9 @@ struct MeasuredRun {
   double step_s = 0;
   std::map<OpId, std::pair<double, double>> ops;  // id -> (start_s, end_s) in the last step (rank 0)
   std::map<OpId, double> collective_s;     // id -> the collective's time (minimum over ranks)
+  // What one timing event costs the GPU's timeline (zrun's probe, reports since 2026-11-27; 0: older reports): every
+  // op of the op-timed step carries one in its measured time, which validate_run takes off.
+  double timing_event_s = 0;
   // id -> (name, micro_step) of the op zrun ran under that id, where the report names its ops (zrun since the
   // activation-gradient buffers; older reports match by id only).
   std::map<OpId, std::pair<std::string, int>> op_names;
@@ -67,6 +70,8 @@ struct Validation {
   std::vector<OpComparison> ops;              // the measured step's ops, in program order
   std::map<std::string, ExposedComm> exposed_comm;  // by phase, phases with a collective only
   int unmatched_ops = 0;                       // named ops of the run the schedule no longer has
+  double timing_event_s = 0;                   // taken off each op's measured time (MeasuredRun::timing_event_s)
+  int unresolved_ops = 0;                      // ops measured at or below timing_event_s: not compared
 };
 
 // Length of the union of `comm` intervals outside the union of `compute` intervals.

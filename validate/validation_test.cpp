@@ -47,6 +47,43 @@ TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
   EXPECT_TRUE(v.by_kind.count("all_reduce@world"));
 }
 
+// zrun's op-timed step records a timing event after each op, which the GPU spends time on: a run whose every op
+// took its predicted time plus that event's cost compares exactly once the cost is taken off; an op no longer than
+// the event is left out.
+TEST(Validation, EachOpsTimingEventCostIsTakenOffItsMeasuredTime) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  const double event_s = 2e-6;
+  MeasuredRun m;
+  m.step_s = t.step_s();
+  m.timing_event_s = event_s;
+  int compared = 0;
+  for (const Op& op : sch.ops)
+    if (op.phase != Phase::init && t.ops[op.id].duration_s() > 0 && op.id < static_cast<OpId>(sch.ops.size() / 2)) {
+      m.ops[op.id] = {t.ops[op.id].start_s, t.ops[op.id].end_s + event_s};
+      compared += op.kind != OpKind::alloc && op.kind != OpKind::free;
+    }
+  OpId tiny = -1;
+  for (const auto& [id, span] : m.ops)
+    if (tiny < 0 && sch.ops[id].kind != OpKind::alloc && sch.ops[id].kind != OpKind::free) tiny = id;
+  ASSERT_GE(tiny, 0);
+  m.ops[tiny].second = m.ops[tiny].first + 0.5 * event_s;
+  const Validation v = validate_run(sch, t, 1, m);
+  EXPECT_EQ(v.unresolved_ops, 1);
+  int counted = 0;
+  for (const auto& [kind, st] : v.by_kind) {
+    EXPECT_NEAR(st.median, 0, 1e-9) << kind;
+    EXPECT_NEAR(st.worst, 0, 1e-9) << kind;
+    counted += st.count;
+  }
+  EXPECT_EQ(counted, compared - 1);
+  // Without the event's cost (reports before zrun measured it), each op reads as predicted faster.
+  m.timing_event_s = 0;
+  for (const auto& [kind, st] : validate_run(sch, t, 1, m).by_kind) EXPECT_LT(st.median, 0) << kind;
+}
+
 TEST(Validation, ExposedCommunicationIsCommOutsideCompute) {
   // comm [0, 10) and [12, 14); compute [2, 5) and [4, 8) and [13, 20): exposed 0-2, 8-10, 12-13 = 5.
   EXPECT_DOUBLE_EQ(exposed_seconds({{0, 10}, {12, 14}}, {{2, 5}, {4, 8}, {13, 20}}), 5.0);

@@ -17,6 +17,7 @@
 #include "runtime/exec/bus_bandwidth.hpp"
 #include "runtime/exec/executor.hpp"
 #include "runtime/exec/offload_figures.hpp"
+#include "runtime/exec/timing_event_probe.hpp"
 #include "runtime/memory/cuda_memory_backend.hpp"
 #include "runtime/memory/memory_accounting.hpp"
 #include "runtime/model/model_config.hpp"
@@ -108,6 +109,14 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                 << std::flush;
     if (i >= args.warmup && !timed_step) times.push_back(r.seconds);
     steps.push_back(std::move(r));
+  }
+  // What each op's measured time carries of its timing event (zsim validate takes it off).
+  double timing_event_s = 0;
+  if (o.time_ops) {
+    cudaStream_t probe = nullptr;
+    ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&probe, cudaStreamNonBlocking));
+    timing_event_s = timing_event_cost_s(probe);
+    ZRUN_CUDA_CHECK(cudaStreamDestroy(probe));
   }
   // ZRUN_DUMP_MASTER=PREFIX: this rank's fp32 master weights after the last step, raw floats in PREFIX.r<rank> (the
   // offload tests compare them across optimizer placements).
@@ -242,6 +251,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                     {"warmup", args.warmup}};
     m["step_time_s"] = step_s;                      // the median of the measured steps, untimed
     m["timed_step_time_s"] = steps.back().seconds;  // the step whose ops are timed (ops, trace)
+    if (o.time_ops) m["timing_event_s"] = timing_event_s;  // a timing event's cost on the GPU's timeline, per op
     if (qgz_accumulated >= 0) {
       ordered_json per_step = ordered_json::array();
       for (const StepResult& r : steps) per_step.push_back(r.qgz_error);
