@@ -100,31 +100,15 @@ int main(int argc, char** argv) {
   ZRUN_CUDA_CHECK(cudaMemset(w, 0, h * 2));
   ZRUN_CUDA_CHECK(cudaMemset(wq, 0, h * f * 2));
   zrun::model::Gemm gemm;
-  auto gemm_call = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
-    zrun::model::GemmCall g;
-    g.m = m; g.n = n; g.k = k;
-    g.a = x; g.lda = m;
-    g.b = wq; g.ldb = k;
-    g.d = q; g.ldd = m;
-    return g;
+  // q = x W as zrun's linear layer calls it (runtime/model/gemm.cu linear_forward), and a 16 x 16 x 16 GEMM.
+  auto linear = [&](const void* in, const void* weight, void* out, std::int64_t outs) {
+    zrun::model::linear_forward(gemm, DType::bf16, in, weight, nullptr, nullptr, out, rows, h, outs, s);
   };
-  // y = x W^T as zrun's linear layer calls it: m = out features, n = tokens, k = in features (column-major).
-  const zrun::model::GemmCall g_q = [&] {
-    zrun::model::GemmCall g;
-    g.trans_a = true;
-    g.m = h; g.n = rows; g.k = h;
-    g.a = wq; g.lda = h;
-    g.b = x; g.ldb = h;
-    g.d = q; g.ldd = h;
-    return g;
-  }();
-  const zrun::model::GemmCall g_up = [&] {
-    zrun::model::GemmCall g = g_q;
-    g.m = f;
-    g.ldd = f;
-    return g;
-  }();
-  const zrun::model::GemmCall g_tiny = gemm_call(16, 16, 16);
+  zrun::model::GemmCall g_tiny;
+  g_tiny.m = g_tiny.n = g_tiny.k = 16;
+  g_tiny.a = g_tiny.b = x;
+  g_tiny.d = q;
+  g_tiny.lda = g_tiny.ldb = g_tiny.ldd = 16;
   auto norm = [&] { zrun::model::norm_forward(DType::bf16, false, x, w, nullptr, y, stats, rows, h, 1e-5f, s); };
   // Cold variants: each call on the next of 64 buffer sets (~0.6 GB, beyond the 50 MB L2), as a step's kernels find
   // their weights (and often their inputs) evicted by the layers between.
@@ -145,11 +129,7 @@ int main(int argc, char** argv) {
   };
   auto gemm_cold = [&](bool input_cold) {
     const int i = next++ % kSets;
-    zrun::model::GemmCall g = g_q;
-    g.a = ws[i];
-    g.b = input_cold ? xs[i] : x;
-    g.d = qs[i];
-    gemm.run(g, DType::bf16, s);
+    linear(input_cold ? xs[i] : x, ws[i], qs[i], h);
   };
   auto flush = [&] { ZRUN_CUDA_CHECK(cudaMemsetAsync(big, 0, 256ll << 20, s)); };
 
@@ -165,13 +145,13 @@ int main(int argc, char** argv) {
       {"rmsnorm 1024x768 bf16", norm},
       {"rmsnorm + timing event", [&] { norm(); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s)); }},
       {"gemm 16^3 bf16", [&] { gemm.run(g_tiny, DType::bf16, s); }},
-      {"gemm q 768x1024x768 bf16", [&] { gemm.run(g_q, DType::bf16, s); }},
-      {"gemm q + timing event", [&] { gemm.run(g_q, DType::bf16, s); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s)); }},
-      {"gemm up 2048x1024x768 bf16", [&] { gemm.run(g_up, DType::bf16, s); }},
-      {"rmsnorm, gemm q, k, v", [&] { norm(); gemm.run(g_q, DType::bf16, s); gemm.run(g_q, DType::bf16, s); gemm.run(g_q, DType::bf16, s); }},
+      {"gemm q 768x1024x768 bf16", [&] { linear(x, wq, q, h); }},
+      {"gemm q + timing event", [&] { linear(x, wq, q, h); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s)); }},
+      {"gemm up 2048x1024x768 bf16", [&] { linear(x, wq, q, f); }},
+      {"rmsnorm, gemm q, k, v", [&] { norm(); linear(x, wq, q, h); linear(x, wq, q, h); linear(x, wq, q, h); }},
       {"rmsnorm, gemm q, k, v, events", [&] {
          norm(); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s));
-         for (int i = 0; i < 3; ++i) { gemm.run(g_q, DType::bf16, s); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s)); }
+         for (int i = 0; i < 3; ++i) { linear(x, wq, q, h); ZRUN_CUDA_CHECK(cudaEventRecord(timing_event, s)); }
        }},
       {"rmsnorm cold", norm_cold},
       {"gemm q cold", [&] { gemm_cold(true); }},
