@@ -39,7 +39,9 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   const Schedule sch = make_schedule(s, make_plan(s), 2);  // zrun repeats the first step's ops (same ids)
   if (auto w = attention_core_pricing_warning(s, sch)) err << "zsim validate: " << *w << "\n";
   const TimingResult t = simulate(s.cluster, sch);
-  const Validation v = validate_run(sch, t, walk_memory(sch, capacity_of(s)).gpu.peak, m);
+  const MemoryWalk walk = walk_memory(sch, capacity_of(s));
+  Validation v = validate_run(sch, t, walk.gpu.peak, m);
+  v.memory = compare_memory(sch, walk, m);
   out << "zsim against zrun: " << r.run_file << " (" << m.scenario << " on " << m.nodes << " x " << m.gpus_per_node
       << " GPUs)\n"
       << format_validation(v);

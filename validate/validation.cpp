@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "sim/common/error.hpp"
+#include "sim/report/human_units.hpp"
+#include "sim/report/memory_walk.hpp"
 
 namespace zsim {
 
@@ -105,6 +107,17 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   for (auto& [k, v] : at(m, "gpu_peak_bytes_by_category", source, "measured.").items()) r.gpu_peak_by_category[k] = v.get<Bytes>();
   for (auto& [k, v] : at(m, "gpu_beyond_schedule_peak_bytes_by_category", source, "measured.").items())
     r.beyond_by_category[k] = v.get<Bytes>();
+  if (m.contains("peak_bytes_by_tier")) {
+    for (auto& [tier, t] : m.at("peak_bytes_by_tier").items()) {
+      MeasuredRun::TierPeak& p = r.tier_peaks[tier];
+      p.peak = at(t, "peak", source, "measured.peak_bytes_by_tier." + tier + ".").get<Bytes>();
+      for (auto& [k, v] : at(t, "by_category", source, "measured.peak_bytes_by_tier." + tier + ".").items())
+        p.by_category[k] = v.get<Bytes>();
+    }
+  } else {
+    r.tier_peaks["gpu"].peak = r.gpu_peak_bytes;
+    r.tier_peaks["gpu"].by_category = r.gpu_peak_by_category;
+  }
   return r;
 }
 
@@ -190,20 +203,55 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
     c.predicted_start_s = predicted.ops.at(id).start_s - pred_t0;
     c.measured_start_s = t.first - meas_t0;
     const std::pair<double, double> p_span{predicted.ops.at(id).start_s, predicted.ops.at(id).end_s};
+    const std::pair<double, double> m_span{std::min(t.first + v.timing_event_s, t.second), t.second};  // its own time
     if (op.kind == OpKind::compute && op.compute.device == Device::gpu) {
       pred_compute.push_back(p_span);
-      meas_compute.push_back(t);
+      meas_compute.push_back(m_span);
     } else if (op.kind == OpKind::collective) {
       comm_by_phase[c.phase].first.push_back(p_span);
-      comm_by_phase[c.phase].second.push_back(t);
+      comm_by_phase[c.phase].second.push_back(m_span);
     }
     if (c.measured_s > 0) errors[c.kind].push_back(rel_error(c.predicted_s, c.measured_s));
     v.ops.push_back(std::move(c));
   }
   for (auto& [kind, e] : errors) v.by_kind[kind] = error_stats(std::move(e));
+  v.compute_predicted_s = exposed_seconds(pred_compute, {});
+  v.compute_measured_s = exposed_seconds(meas_compute, {});
+  // Collectives by kind and group, and size: < 64 KiB, 64 KiB .. 1 MiB, .. 16 MiB, .. 256 MiB, 256 MiB and more.
+  const Bytes edges[] = {0, 64LL << 10, 1LL << 20, 16LL << 20, 256LL << 20};
+  std::map<std::pair<std::string, int>, std::vector<double>> bins;
+  for (const OpComparison& c : v.ops)
+    if (c.kind.find('@') != std::string::npos && c.measured_s > 0) {
+      int b = 0;
+      while (b + 1 < 5 && c.bytes >= edges[b + 1]) ++b;
+      bins[{c.kind, b}].push_back(rel_error(c.predicted_s, c.measured_s));
+    }
+  for (auto& [key, e] : bins)
+    v.collectives_by_size.push_back({key.first, edges[key.second], key.second + 1 < 5 ? edges[key.second + 1] : 0,
+                                     error_stats(std::move(e))});
   for (auto& [phase, spans] : comm_by_phase)
     v.exposed_comm[phase] = {exposed_seconds(spans.first, pred_compute), exposed_seconds(spans.second, meas_compute)};
   return v;
+}
+
+std::vector<MemoryComparison> compare_memory(const Schedule& s, const MemoryWalk& walk, const MeasuredRun& m) {
+  std::vector<MemoryComparison> out;
+  const Bytes node = std::max(1, s.meta.gpus_per_node);
+  for (Tier t : {Tier::gpu, Tier::cpu, Tier::nvme}) {
+    MemoryComparison c;
+    c.tier = to_string(t);
+    c.predicted = walk.tier(t).peak / (t == Tier::gpu ? 1 : node);
+    for (const auto& [cat, bytes] : category_peaks(s, t)) c.by_category[to_string(cat)].first = bytes;
+    const auto meas = m.tier_peaks.find(c.tier);
+    if (meas != m.tier_peaks.end()) {
+      c.measured = meas->second.peak;
+      for (const auto& [cat, bytes] : meas->second.by_category) c.by_category[cat].second = bytes;
+    }
+    for (auto it = c.by_category.begin(); it != c.by_category.end();)
+      it = it->second.first == 0 && it->second.second == 0 ? c.by_category.erase(it) : std::next(it);
+    if (c.predicted > 0 || c.measured > 0) out.push_back(std::move(c));
+  }
+  return out;
 }
 
 ordered_json validation_json(const Validation& v) {
@@ -223,6 +271,24 @@ ordered_json validation_json(const Validation& v) {
   j["unmatched_ops"] = v.unmatched_ops;
   j["timing_event_s"] = v.timing_event_s;
   j["unresolved_ops"] = v.unresolved_ops;
+  j["compute"] = {{"predicted_s", v.compute_predicted_s}, {"measured_s", v.compute_measured_s},
+                  {"rel_error", rel_error(v.compute_predicted_s, v.compute_measured_s)}};
+  ordered_json bins = ordered_json::array();
+  for (const CollectiveSizeBin& b : v.collectives_by_size)
+    bins.push_back({{"kind", b.kind}, {"from_bytes", b.from}, {"to_bytes", b.to}, {"count", b.stats.count},
+                    {"median", b.stats.median}, {"p90_abs", b.stats.p90}, {"worst", b.stats.worst}});
+  j["collectives_by_size"] = bins;
+  ordered_json memory = ordered_json::object();
+  for (const MemoryComparison& m : v.memory) {
+    ordered_json cats = ordered_json::object();
+    for (const auto& [cat, pm] : m.by_category)
+      cats[cat] = {{"predicted_bytes", pm.first}, {"measured_bytes", pm.second},
+                   {"rel_error", rel_error(static_cast<double>(pm.first), static_cast<double>(pm.second))}};
+    memory[m.tier] = {{"predicted_bytes", m.predicted}, {"measured_bytes", m.measured},
+                      {"rel_error", rel_error(static_cast<double>(m.predicted), static_cast<double>(m.measured))},
+                      {"by_category", cats}};
+  }
+  j["memory_per_rank"] = memory;
   return j;
 }
 
@@ -232,6 +298,9 @@ std::string format_validation(const Validation& v) {
                      100 * v.step_rel_error);
   out += fmt::format("GPU peak     {:10.1f} MiB{:10.1f} MiB  {:+.1f}%\n", v.gpu_peak_predicted / 1048576.0,
                      v.gpu_peak_measured / 1048576.0, 100 * v.gpu_peak_rel_error);
+  out += fmt::format("GPU compute  {:10.3f} ms {:10.3f} ms   {:+.1f}%   (busy time: the union of the compute ops)\n",
+                     v.compute_predicted_s * 1e3, v.compute_measured_s * 1e3,
+                     100 * rel_error(v.compute_predicted_s, v.compute_measured_s));
   out += "\nper op kind (errors of each op's time)   ops   median      p90 |e|     worst\n";
   for (const auto& [k, st] : v.by_kind)
     out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,
@@ -244,6 +313,25 @@ std::string format_validation(const Validation& v) {
                        v.unresolved_ops > 0 ? fmt::format("; {} op{} at or below it not compared", v.unresolved_ops,
                                                                 v.unresolved_ops == 1 ? "" : "s")
                                           : "");
+  if (!v.collectives_by_size.empty()) {
+    out += "\nper collective, by size                      ops   median      p90 |e|     worst\n";
+    for (const CollectiveSizeBin& b : v.collectives_by_size) {
+      const std::string range = b.to > 0 ? fmt::format("{} - {}", human_bytes(b.from), human_bytes(b.to))
+                                         : fmt::format(">= {}", human_bytes(b.from));
+      out += fmt::format("  {:<20} {:<21} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", b.kind, range, b.stats.count,
+                         100 * b.stats.median, 100 * b.stats.p90, 100 * b.stats.worst);
+    }
+  }
+  if (!v.memory.empty()) {
+    out += "\npeak memory per rank, by tier          predicted      measured   error   (each category: its own peak)\n";
+    for (const MemoryComparison& m : v.memory) {
+      out += fmt::format("  {:<30} {:12} {:12}  {}\n", m.tier, human_bytes(m.predicted), human_bytes(m.measured),
+                         m.measured > 0 ? fmt::format("{:+.1f}%", 100 * rel_error(double(m.predicted), double(m.measured)))
+                                        : std::string("not measured"));
+      for (const auto& [cat, pm] : m.by_category)
+        out += fmt::format("    {:<28} {:12} {:12}\n", cat, human_bytes(pm.first), human_bytes(pm.second));
+    }
+  }
   if (!v.exposed_comm.empty()) {
     out += "\nexposed communication per phase       predicted      measured\n";
     for (const auto& [phase, e] : v.exposed_comm)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/engine/simulate.hpp"
+#include "sim/report/memory_walk.hpp"
 #include "sim/schedule/schedule.hpp"
 
 namespace zsim {
@@ -24,6 +25,13 @@ struct MeasuredRun {
   // What one timing event costs the GPU's timeline (zrun's probe, reports since 2026-11-27; 0: older reports): every
   // op of the op-timed step carries one in its measured time, which validate_run takes off.
   double timing_event_s = 0;
+  // Each tier's peak and each category's own peak on it, this rank's (zrun's `peak_bytes_by_tier`, reports since
+  // 2026-11-27; older reports give the GPU's only).
+  struct TierPeak {
+    Bytes peak = 0;
+    std::map<std::string, Bytes> by_category;
+  };
+  std::map<std::string, TierPeak> tier_peaks;  // "gpu", "cpu", "nvme"
   // id -> (name, micro_step) of the op zrun ran under that id, where the report names its ops (zrun since the
   // activation-gradient buffers; older reports match by id only).
   std::map<OpId, std::pair<std::string, int>> op_names;
@@ -62,6 +70,21 @@ struct ExposedComm {
   double predicted_s = 0, measured_s = 0;
 };
 
+// One tier's peak per rank, predicted (zsim's memory walk; a node's CPU and NVMe figures over its GPUs) and measured,
+// and each category's own peak (category_peaks).
+struct MemoryComparison {
+  std::string tier;
+  Bytes predicted = 0, measured = 0;
+  std::map<std::string, std::pair<Bytes, Bytes>> by_category;  // category -> (predicted, measured)
+};
+
+// Collectives of one kind and group (op kind "all_gather@world", ...) in one size range [from, to).
+struct CollectiveSizeBin {
+  std::string kind;
+  Bytes from = 0, to = 0;  // to 0: no upper bound
+  ErrorStats stats;
+};
+
 struct Validation {
   double step_predicted_s = 0, step_measured_s = 0, step_rel_error = 0;
   Bytes gpu_peak_predicted = 0, gpu_peak_measured = 0;
@@ -72,7 +95,16 @@ struct Validation {
   int unmatched_ops = 0;                       // named ops of the run the schedule no longer has
   double timing_event_s = 0;                   // taken off each op's measured time (MeasuredRun::timing_event_s)
   int unresolved_ops = 0;                      // ops measured at or below timing_event_s: not compared
+  // GPU compute busy time of the step: the union of its GPU compute ops' intervals (measured: each op's interval less
+  // its timing event at its start).
+  double compute_predicted_s = 0, compute_measured_s = 0;
+  std::vector<CollectiveSizeBin> collectives_by_size;  // per kind and group, by size: < 64 KiB, .. 1, 16, 256 MiB, more
+  std::vector<MemoryComparison> memory;        // per tier where either side has bytes (compare_memory)
 };
+
+// Every tier where zsim or zrun has bytes: predicted per rank from `walk` (CPU and NVMe divided by the node's GPUs)
+// and category_peaks; measured from the run's tier_peaks.
+std::vector<MemoryComparison> compare_memory(const Schedule& s, const MemoryWalk& walk, const MeasuredRun& m);
 
 // Length of the union of `comm` intervals outside the union of `compute` intervals.
 double exposed_seconds(std::vector<std::pair<double, double>> comm, std::vector<std::pair<double, double>> compute);

@@ -8,6 +8,8 @@
 #include "sim/engine/simulate.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
+#include "sim/report/memory_walk.hpp"
+#include "sim/report/report.hpp"
 #include "sim/scenario/scenario_parse.hpp"
 
 namespace zsim {
@@ -45,6 +47,63 @@ TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
   }
   EXPECT_TRUE(v.by_kind.count("forward"));
   EXPECT_TRUE(v.by_kind.count("all_reduce@world"));
+  // The compute busy time (a union of intervals) and every collective size bin scale alike.
+  EXPECT_GT(v.compute_predicted_s, 0);
+  EXPECT_NEAR(v.compute_measured_s, 1.25 * v.compute_predicted_s, 1e-12);
+  ASSERT_FALSE(v.collectives_by_size.empty());
+  for (const CollectiveSizeBin& b : v.collectives_by_size) {
+    EXPECT_NE(b.kind.find('@'), std::string::npos);
+    EXPECT_NEAR(b.stats.median, -0.2, 1e-9) << b.kind << " from " << b.from;
+    EXPECT_TRUE(b.to == 0 || b.to > b.from);
+  }
+}
+
+// Collectives fall in size bins by their bytes: [0, 64 KiB), [64 KiB, 1 MiB), [1, 16 MiB), [16, 256 MiB), 256 MiB up,
+// each kind and group apart.
+TEST(Validation, CollectivesAreBinnedByKindAndSize) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  MeasuredRun m;
+  m.step_s = t.step_s();
+  std::map<std::pair<std::string, Bytes>, int> expected;  // (kind, bin start) -> count
+  const Bytes edges[] = {0, 64LL << 10, 1LL << 20, 16LL << 20, 256LL << 20};
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::collective && op.phase != Phase::init && t.ops[op.id].duration_s() > 0 &&
+        op.id < static_cast<OpId>(sch.ops.size() / 2)) {
+      m.ops[op.id] = {t.ops[op.id].start_s, t.ops[op.id].end_s};
+      int b = 0;
+      while (b + 1 < 5 && op.collective.bytes >= edges[b + 1]) ++b;
+      ++expected[{std::string(to_string(op.collective.what)) + "@" + sch.groups[op.collective.group].name, edges[b]}];
+    }
+  ASSERT_FALSE(expected.empty());
+  std::map<std::pair<std::string, Bytes>, int> got;
+  for (const CollectiveSizeBin& b : validate_run(sch, t, 1, m).collectives_by_size) got[{b.kind, b.from}] = b.stats.count;
+  EXPECT_EQ(got, expected);
+}
+
+// Each tier per rank: the GPU as walked; a node's CPU bytes over its GPUs; each category's own peak beside zrun's.
+TEST(Validation, MemoryIsComparedPerRankByTierAndCategory) {
+  const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                                   std::vector<std::string>{"cluster.gpus_per_node=2",
+                                                            "cluster.host.memory_bytes=549755813888",
+                                                            "deepspeed.zero_optimization.offload_optimizer.device=cpu"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const MemoryWalk walk = walk_memory(sch, capacity_of(s));
+  MeasuredRun m;
+  m.tier_peaks["gpu"].peak = walk.gpu.peak;
+  m.tier_peaks["cpu"].peak = walk.cpu.peak / 2 + 100;
+  m.tier_peaks["cpu"].by_category["optimizer"] = 7;
+  const std::vector<MemoryComparison> c = compare_memory(sch, walk, m);
+  ASSERT_EQ(c.size(), 2u);  // no NVMe on either side
+  EXPECT_EQ(c[0].tier, "gpu");
+  EXPECT_EQ(c[0].predicted, walk.gpu.peak);
+  EXPECT_EQ(c[1].tier, "cpu");
+  EXPECT_EQ(c[1].predicted, walk.cpu.peak / 2);
+  EXPECT_EQ(c[1].measured, walk.cpu.peak / 2 + 100);
+  EXPECT_EQ(c[1].by_category.at("optimizer").first, category_peaks(sch, Tier::cpu).at(MemCategory::optimizer));
+  EXPECT_EQ(c[1].by_category.at("optimizer").second, 7);
 }
 
 // zrun's op-timed step records a timing event after each op, which the GPU spends time on: a run whose every op

@@ -206,8 +206,12 @@ void Executor::run_init() {
     const Op& op = s_.ops[id];
     if (op.kind != OpKind::alloc)
       throw std::logic_error(fmt::format("init op '{}': zrun expects only allocations in the init phase", op.name));
-    if (op.mem.tier == zsim::Tier::nvme) nvme_file_[id] = nvme_->create(op.mem.buffer, nvme.at(id));
-    else buffers_.alloc(op);
+    if (op.mem.tier == zsim::Tier::nvme) {
+      nvme_file_[id] = nvme_->create(op.mem.buffer, nvme.at(id));
+      nvme_file_bytes_[op.mem.category] += NvmeStore::file_bytes(nvme.at(id));
+    } else {
+      buffers_.alloc(op);
+    }
   }
   initialise_states();
   // LoCo's error buffers start at zero (the first step resets them anyway: its kernels do not read them).

@@ -75,6 +75,9 @@ class Executor {
   // This rank's fp32 master weights, sub-group after sub-group (what the optimizer holds, on whichever tier).
   std::vector<float> master_weights();
   const NvmeStore* nvme() const { return nvme_.get(); }
+  // The swap files' bytes on disk by the category of the buffer each holds (NvmeStore::file_bytes: its pieces'
+  // aligned extents). Every NVMe buffer is allocated at init and held for the run, so this is also the tier's peak.
+  const std::map<zsim::MemCategory, zsim::Bytes>& nvme_file_bytes() const { return nvme_file_bytes_; }
   // With ExecOptions::qgz_error, after the last step: the relative error of qgZ's gradients summed over the steps
   // (-1 when there was no qgZ tensor). Every rank calls it (an all-reduce).
   double qgz_accumulated_error();
@@ -135,6 +138,7 @@ class Executor {
   HostOps host_;                                    // CPU ops queued on the streams
   std::unique_ptr<NvmeStore> nvme_;                 // the NVMe tier's swap files (NVMe offload only)
   std::map<zsim::OpId, int> nvme_file_;             // alloc op of tier nvme -> its file in nvme_
+  std::map<zsim::MemCategory, zsim::Bytes> nvme_file_bytes_;  // the swap files' bytes by category
   std::unique_ptr<QgzErrorMeter> qgz_meter_;        // ExecOptions::qgz_error
   int world_group_ = -1;                            // the schedule's group of every rank
 };

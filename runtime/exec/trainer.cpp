@@ -175,12 +175,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                              "the summed fp32 reductions)\n",
                              qgz_accumulated, steps.size());
   // zsim's peak of each category over the program (its memory walk's own peak is of the total).
-  std::map<MemCategory, Bytes> live, zsim_peak;
-  for (const zsim::Op& op : sch.ops)
-    if ((op.kind == zsim::OpKind::alloc || op.kind == zsim::OpKind::free) && op.mem.tier == Tier::gpu) {
-      live[op.mem.category] += op.kind == zsim::OpKind::alloc ? op.mem.bytes : -op.mem.bytes;
-      zsim_peak[op.mem.category] = std::max(zsim_peak[op.mem.category], live[op.mem.category]);
-    }
+  std::map<MemCategory, Bytes> zsim_peak = zsim::category_peaks(sch, Tier::gpu);
   std::cout << "\n  GPU memory peak per category   measured: schedule's buffers (+ beyond them)   zsim's peak\n";
   for (MemCategory c : kCategories) {
     const Bytes beyond = acc.detail(Tier::gpu, c, kBeyondSchedule).peak;
@@ -271,6 +266,23 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["gpu_beyond_schedule_peak_bytes_by_category"] = beyond;
     m["zsim_gpu_peak_bytes_by_category"] = predicted_peaks;
     m["zsim_gpu_peak_bytes"] = predicted.gpu.peak;
+    // Every tier's peak and each category's own peak on it, this rank's: the GPU and CPU arenas' accounting as the
+    // schedule's allocs and frees ran, the NVMe swap files' bytes on disk (made at init, held for the run).
+    ordered_json tiers;
+    for (Tier t : {Tier::gpu, Tier::cpu}) {
+      ordered_json by_category;
+      for (MemCategory c : kCategories) by_category[zsim::to_string(c)] = acc.category(t, c).peak;
+      tiers[zsim::to_string(t)] = {{"peak", acc.tier(t).peak}, {"by_category", by_category}};
+    }
+    ordered_json nvme_by_category;
+    Bytes nvme_total = 0;
+    for (MemCategory c : kCategories) {
+      const auto it = ex.nvme_file_bytes().find(c);
+      nvme_by_category[zsim::to_string(c)] = it == ex.nvme_file_bytes().end() ? 0 : it->second;
+      nvme_total += it == ex.nvme_file_bytes().end() ? 0 : it->second;
+    }
+    tiers["nvme"] = {{"peak", nvme_total}, {"by_category", nvme_by_category}};
+    m["peak_bytes_by_tier"] = tiers;
     m["device_bytes_outside_arena"] = outside_arena;
     m["model_scratch_bytes"] = model.scratch_bytes();
     m["buffer_mismatches"] = ordered_json::array();

@@ -136,4 +136,15 @@ MemoryBreakdown live_after(const Schedule& s, OpId after, Tier tier) {
   return r.live(tier);
 }
 
+std::map<MemCategory, Bytes> category_peaks(const Schedule& s, Tier tier) {
+  std::map<MemCategory, Bytes> live, peak;
+  for (const Op& op : s.ops)
+    if ((op.kind == OpKind::alloc || op.kind == OpKind::free) && op.mem.tier == tier) {
+      Bytes& l = live[op.mem.category];
+      l += op.kind == OpKind::alloc ? op.mem.bytes : -op.mem.bytes;
+      peak[op.mem.category] = std::max(peak[op.mem.category], l);
+    }
+  return peak;
+}
+
 }  // namespace zsim

@@ -77,6 +77,10 @@ struct MemoryWalk {
 // interleaved differently). Throws std::logic_error on a free without a matching live alloc.
 MemoryWalk walk_memory(const Schedule& s, const MemoryCapacity& capacity);
 
+// Each category's own peak on `tier` over program order, for one rank (not scaled to a node): what zrun's memory
+// accounting measures per category (runtime/memory/memory_accounting.hpp). Categories never allocated are absent.
+std::map<MemCategory, Bytes> category_peaks(const Schedule& s, Tier tier);
+
 // What is live on `tier` right after op `after` (same units as the walk: GPU per GPU, CPU/NVMe per node).
 MemoryBreakdown live_after(const Schedule& s, OpId after, Tier tier);
 

@@ -151,3 +151,18 @@ TEST(MemoryWalk, CapacityComesFromTheScenarioGpuHostAndNvme) {
   EXPECT_EQ(c.cpu, 2048 * kGiB);
   EXPECT_EQ(c.nvme, 30'000 * kGiB);
 }
+
+// Buffers peak at 30 + 40 = 70 (prefetch and gathered live together), then 60 (the bucket alone): the category's own
+// peak is 70, although at the tier's peak (op 7) it is also 70 and at op 10 the bucket holds 60; CPU per rank, unscaled.
+TEST(MemoryWalk, EachCategorysOwnPeakIsPerRankOverProgramOrder) {
+  const Schedule s = hand_built_step();
+  const std::map<MemCategory, Bytes> gpu = category_peaks(s, Tier::gpu);
+  EXPECT_EQ(gpu.at(MemCategory::params), 100);
+  EXPECT_EQ(gpu.at(MemCategory::optimizer), 600);
+  EXPECT_EQ(gpu.at(MemCategory::activations), 50);
+  EXPECT_EQ(gpu.at(MemCategory::buffers), 70);
+  const std::map<MemCategory, Bytes> cpu = category_peaks(s, Tier::cpu);
+  EXPECT_EQ(cpu.at(MemCategory::optimizer), 1000);  // per rank: the walk's node figure is 4000
+  EXPECT_EQ(cpu.count(MemCategory::params), 0u);
+  EXPECT_TRUE(category_peaks(s, Tier::nvme).empty());
+}
