@@ -9,10 +9,6 @@ namespace zsim {
 
 namespace {
 
-// zrun times every op but alloc / free: an end event, and a start event where the op waits for another stream
-// (elsewhere it starts where its stream's op before it ended).
-bool timed(const Op& op) { return op.kind != OpKind::alloc && op.kind != OpKind::free; }
-
 // The executor's GPU compute calls: the unit's cuBLASLt GEMMs, the rest of its kernel launches kernels.
 void compute_calls(const Op& op, const Schedule& s, HostCalls& h) {
   if (op.compute.device == Device::cpu) {  // a host function queued on its stream
@@ -54,7 +50,9 @@ HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records) {
     case OpKind::collective: h.collectives = 1; break;
     case OpKind::copy: copy_calls(op, h); break;
   }
-  h.events = waits + (timed(op) ? 1 + (waits > 0) : 0) + (records ? 1 : 0);
+  // The step zsim predicts is one without per-op timing events (zrun's untimed steps, whose median it reports, and a
+  // user's run): an event per wait and per record another stream waits for.
+  h.events = waits + (records ? 1 : 0);
   return h;
 }
 
@@ -67,11 +65,11 @@ std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c) {
     const HostCalls h = host_calls(op, s, static_cast<int>(w.waits[op.id].size()), w.records_event[op.id]);
     const double us = h.gemms * e.gemm_us + h.kernels * e.kernel_us + h.collectives * e.collective_us +
                       h.memcpys * e.memcpy_us + h.events * e.event_us;
-    // Before the first call: the waits and the start event, then one call of the op's first kind.
+    // Before the first call: the waits, then one call of the op's first kind.
     const double first = h.gemms > 0 ? e.gemm_us : h.collectives > 0 ? e.collective_us
                          : h.memcpys > 0 && h.kernels == 0 ? e.memcpy_us : h.kernels > 0 ? e.kernel_us : 0;
     const std::size_t waits = w.waits[op.id].size();
-    const double lead = static_cast<double>(waits + (timed(op) && waits > 0)) * e.event_us + first;
+    const double lead = static_cast<double>(waits) * e.event_us + first;
     out[op.id] = {us * 1e-6, std::min(us, lead) * 1e-6};
   }
   return out;

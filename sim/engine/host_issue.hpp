@@ -1,7 +1,7 @@
-// The issuing thread's time for each op of a schedule, as zrun's executor issues it (runtime/exec/executor.cpp
-// `launch`): the event waits for its deps on other streams, a start and an end event around a timed op, its calls
-// (cuBLASLt GEMMs, kernels, NCCL calls, cudaMemcpyAsync, host functions), and the event a later op of another stream
-// waits for. Priced at the profile's efficiency.host_issue; pure.
+// The issuing thread's time for each op of a schedule, as zrun's executor issues it in a step without per-op timing
+// (runtime/exec/executor.cpp `launch`; the step zsim predicts): the event waits for its deps on other streams, its
+// calls (cuBLASLt GEMMs, kernels, NCCL calls, cudaMemcpyAsync, host functions), and the event a later op of another
+// stream waits for. Priced at the profile's efficiency.host_issue; pure.
 #pragma once
 #include <vector>
 
