@@ -42,6 +42,7 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   const MemoryWalk walk = walk_memory(sch, capacity_of(s));
   Validation v = validate_run(sch, t, walk.gpu.peak, m);
   v.memory = compare_memory(sch, walk, m);
+  v.host_issue_predicted_s = predicted_host_issue_s(sch, s.cluster);
   out << "zsim against zrun: " << r.run_file << " (" << m.scenario << " on " << m.nodes << " x " << m.gpus_per_node
       << " GPUs)\n"
       << format_validation(v);

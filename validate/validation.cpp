@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sim/common/error.hpp"
+#include "sim/engine/host_issue.hpp"
 #include "sim/report/human_units.hpp"
 #include "sim/report/memory_walk.hpp"
 
@@ -98,6 +99,10 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   }
   for (const json& c : at(m, "collectives", source, "measured."))
     r.collective_s[c.at("id").get<OpId>()] = c.at("seconds").get<double>();
+  if (m.contains("host_issue_s")) {
+    r.host_issue_s = m.at("host_issue_s").get<double>();
+    if (!(r.host_issue_s >= 0 && r.host_issue_s < 1e4)) bad(source, "measured.host_issue_s", "must be seconds >= 0");
+  }
   if (m.contains("timing_event_s")) {
     r.timing_event_s = m.at("timing_event_s").get<double>();
     if (!(r.timing_event_s >= 0 && r.timing_event_s < 1e-3))
@@ -119,6 +124,19 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
     r.tier_peaks["gpu"].by_category = r.gpu_peak_by_category;
   }
   return r;
+}
+
+double predicted_host_issue_s(const Schedule& s, const ClusterSpec& c) {
+  const std::vector<HostIssue> h = host_issue(s, c);
+  double total = 0;
+  bool seen_step = false;
+  for (const Op& op : s.ops) {  // step 0: from the first op after init to the end of its step phase
+    if (op.phase == Phase::init) continue;
+    if (seen_step && op.phase != Phase::step) break;
+    seen_step |= op.phase == Phase::step;
+    total += h[op.id].total_s;
+  }
+  return total;
 }
 
 MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unmatched) {
@@ -165,6 +183,7 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
   Validation v;
   const MeasuredRun measured = match_ops_by_name(s, run, &v.unmatched_ops);
   v.timing_event_s = run.timing_event_s;
+  v.host_issue_measured_s = run.host_issue_s;
   v.step_predicted_s = predicted.step_s();
   v.step_measured_s = measured.step_s;
   v.step_rel_error = rel_error(v.step_predicted_s, v.step_measured_s);
@@ -271,6 +290,7 @@ ordered_json validation_json(const Validation& v) {
   j["unmatched_ops"] = v.unmatched_ops;
   j["timing_event_s"] = v.timing_event_s;
   j["unresolved_ops"] = v.unresolved_ops;
+  j["host_issue"] = {{"predicted_s", v.host_issue_predicted_s}, {"measured_s", v.host_issue_measured_s}};
   j["compute"] = {{"predicted_s", v.compute_predicted_s}, {"measured_s", v.compute_measured_s},
                   {"rel_error", rel_error(v.compute_predicted_s, v.compute_measured_s)}};
   ordered_json bins = ordered_json::array();
@@ -301,6 +321,15 @@ std::string format_validation(const Validation& v) {
   out += fmt::format("GPU compute  {:10.3f} ms {:10.3f} ms   {:+.1f}%   (busy time: the union of the compute ops)\n",
                      v.compute_predicted_s * 1e3, v.compute_measured_s * 1e3,
                      100 * rel_error(v.compute_predicted_s, v.compute_measured_s));
+  if (v.host_issue_measured_s > 0 || v.host_issue_predicted_s > 0)
+    out += fmt::format("host issue   {:>13} {:>13}   (the issuing thread's time per step{})\n",
+                       v.host_issue_predicted_s > 0 ? fmt::format("{:.3f} ms", v.host_issue_predicted_s * 1e3)
+                                                    : std::string("no model"),
+                       v.host_issue_measured_s > 0 ? fmt::format("{:.3f} ms", v.host_issue_measured_s * 1e3)
+                                                   : std::string("not reported"),
+                       v.host_issue_measured_s > 0 && v.host_issue_predicted_s > 0
+                           ? fmt::format(": {:+.1f}%", 100 * rel_error(v.host_issue_predicted_s, v.host_issue_measured_s))
+                           : "");
   out += "\nper op kind (errors of each op's time)   ops   median      p90 |e|     worst\n";
   for (const auto& [k, st] : v.by_kind)
     out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,

@@ -25,6 +25,9 @@ struct MeasuredRun {
   // What one timing event costs the GPU's timeline (zrun's probe, reports since 2026-11-27; 0: older reports): every
   // op of the op-timed step carries one in its measured time, which validate_run takes off.
   double timing_event_s = 0;
+  // The issuing thread's wall time per untimed step, first op to last (zrun's `host_issue_s`, reports since
+  // 2026-11-27; 0: not reported).
+  double host_issue_s = 0;
   // Each tier's peak and each category's own peak on it, this rank's (zrun's `peak_bytes_by_tier`, reports since
   // 2026-11-27; older reports give the GPU's only).
   struct TierPeak {
@@ -100,7 +103,14 @@ struct Validation {
   double compute_predicted_s = 0, compute_measured_s = 0;
   std::vector<CollectiveSizeBin> collectives_by_size;  // per kind and group, by size: < 64 KiB, .. 1, 16, 256 MiB, more
   std::vector<MemoryComparison> memory;        // per tier where either side has bytes (compare_memory)
+  // The host's time to issue one step: zsim's host model (predicted_host_issue_s; 0 without efficiency.host_issue)
+  // against zrun's issuing thread (0: not reported).
+  double host_issue_predicted_s = 0, host_issue_measured_s = 0;
 };
+
+// zsim's host model's time to issue the ops of step 0 of `s` (sim/engine/host_issue: the sum of their calls' prices;
+// 0 where the profile has no efficiency.host_issue).
+double predicted_host_issue_s(const Schedule& s, const ClusterSpec& c);
 
 // Every tier where zsim or zrun has bytes: predicted per rank from `walk` (CPU and NVMe divided by the node's GPUs)
 // and category_peaks; measured from the run's tier_peaks.

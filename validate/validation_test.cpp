@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/common/error.hpp"
+#include "sim/engine/host_issue.hpp"
 #include "sim/engine/simulate.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
@@ -141,6 +142,21 @@ TEST(Validation, EachOpsTimingEventCostIsTakenOffItsMeasuredTime) {
   // Without the event's cost (reports before zrun measured it), each op reads as predicted faster.
   m.timing_event_s = 0;
   for (const auto& [kind, st] : validate_run(sch, t, 1, m).by_kind) EXPECT_LT(st.median, 0) << kind;
+}
+
+// The host model's time to issue a step is its first step's ops' host time: the schedule's two identical steps (and
+// init, which issues only allocations) give twice the first step's; no host model, no time.
+TEST(Validation, ThePredictedHostIssueTimeIsTheFirstStepsOpsAtTheProfilesPrices) {
+  Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                             std::vector<std::string>{"cluster.gpus_per_node=2"});
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  EXPECT_EQ(predicted_host_issue_s(sch, s.cluster), 0);
+  s.cluster.efficiency.host_issue = {3, 7, 5, 4, 0.2};
+  const double one = predicted_host_issue_s(sch, s.cluster);
+  double all = 0;
+  for (const HostIssue& h : host_issue(sch, s.cluster)) all += h.total_s;
+  EXPECT_GT(one, 0);
+  EXPECT_NEAR(all, 2 * one, 1e-3 * all);
 }
 
 TEST(Validation, ExposedCommunicationIsCommOutsideCompute) {

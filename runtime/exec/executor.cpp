@@ -354,7 +354,9 @@ StepResult Executor::run_step(std::int64_t step, bool time_ops) {
   ZRUN_CUDA_CHECK(cudaEventCreate(&t1));
   ZRUN_CUDA_CHECK(cudaEventRecord(t0, streams_[0]));
   for (std::size_t i = 1; i < streams_.size(); ++i) ZRUN_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], t0));
+  const auto issue0 = std::chrono::steady_clock::now();
   for (OpId id : step_ops_) launch(s_.ops[id], streams_[s_.ops[id].stream]);
+  const double host_issue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue0).count();
   // Join every stream into the first, then wait (bounded: a hang names the op that did not finish).
   std::vector<cudaEvent_t> tails(streams_.size());
   for (std::size_t i = 1; i < streams_.size(); ++i) {
@@ -370,6 +372,7 @@ StepResult Executor::run_step(std::int64_t step, bool time_ops) {
   float ms = 0;
   ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
   r.seconds = ms * 1e-3;
+  r.host_issue_s = host_issue_s;
   std::vector<float> losses(ga);
   ZRUN_CUDA_CHECK(cudaMemcpy(losses.data(), losses_, 4 * ga, cudaMemcpyDeviceToHost));
   float mean = 0;

@@ -52,6 +52,7 @@ struct StepResult {
   double loss = 0;                // mean cross-entropy over the step's micro-steps and all ranks
   std::vector<OpTime> ops;        // by op id (only with time_ops; init ops 0)
   double qgz_error = -1;          // with ExecOptions::qgz_error: the step's relative error of qgZ's gradients
+  double host_issue_s = 0;        // the issuing thread's wall time from the step's first op to its last, waits included
 };
 
 class Executor {

@@ -97,7 +97,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   // measured steps run without them, which would slow them by 2-8% on the suite's models
   // (runtime/scripts/timing_events_overhead.sh), so the step time reported is the untimed steps' median.
   std::vector<StepResult> steps;
-  std::vector<double> times;
+  std::vector<double> times, issue_times;  // the untimed steps' GPU times and the host's time to issue them
   const int measured_end = args.warmup + args.steps, total = measured_end + (o.time_ops ? 1 : 0);
   for (int i = 0; i < total; ++i) {
     const bool timed_step = i >= measured_end;
@@ -107,7 +107,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                                r.qgz_error >= 0 ? fmt::format("  qgz error {:.3e}", r.qgz_error) : "",
                                i < args.warmup ? "  (warm-up)" : timed_step ? "  (per-op timing, not in the median)" : "")
                 << std::flush;
-    if (i >= args.warmup && !timed_step) times.push_back(r.seconds);
+    if (i >= args.warmup && !timed_step) times.push_back(r.seconds), issue_times.push_back(r.host_issue_s);
     steps.push_back(std::move(r));
   }
   // What each op's measured time carries of its timing event (zsim validate takes it off).
@@ -245,6 +245,11 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["command"] = {{"scenario", args.scenario}, {"overrides", args.overrides}, {"steps", args.steps},
                     {"warmup", args.warmup}};
     m["step_time_s"] = step_s;                      // the median of the measured steps, untimed
+    if (!issue_times.empty()) {  // the issuing thread's time per untimed step (median): what zsim's host model predicts
+      std::vector<double> h = issue_times;
+      std::sort(h.begin(), h.end());
+      m["host_issue_s"] = h[h.size() / 2];
+    }
     m["timed_step_time_s"] = steps.back().seconds;  // the step whose ops are timed (ops, trace)
     if (o.time_ops) m["timing_event_s"] = timing_event_s;  // a timing event's cost on the GPU's timeline, per op
     if (qgz_accumulated >= 0) {
