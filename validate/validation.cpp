@@ -126,16 +126,25 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
   return r;
 }
 
+namespace {
+
+// One past the last op of step 0 of `s` (init ops, then step 0's up to the end of its step phase).
+std::size_t step0_end(const Schedule& s) {
+  bool seen_step = false;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (seen_step && s.ops[i].phase != Phase::step) return i;
+    seen_step |= s.ops[i].phase == Phase::step;
+  }
+  return s.ops.size();
+}
+
+}  // namespace
+
 double predicted_host_issue_s(const Schedule& s, const ClusterSpec& c) {
   const std::vector<HostIssue> h = host_issue(s, c);
   double total = 0;
-  bool seen_step = false;
-  for (const Op& op : s.ops) {  // step 0: from the first op after init to the end of its step phase
-    if (op.phase == Phase::init) continue;
-    if (seen_step && op.phase != Phase::step) break;
-    seen_step |= op.phase == Phase::step;
-    total += h[op.id].total_s;
-  }
+  for (std::size_t i = 0; i < step0_end(s); ++i)
+    if (s.ops[i].phase != Phase::init) total += h[i].total_s;  // init issues the run's allocations, before any step
   return total;
 }
 
@@ -144,12 +153,7 @@ MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unma
   if (m.op_names.empty()) return m;
   // Step 0's ops of `s` by (name, micro_step), in program order.
   std::map<std::pair<std::string, int>, std::vector<OpId>> ids;
-  bool seen_step = false;
-  for (const Op& op : s.ops) {
-    if (seen_step && op.phase != Phase::step) break;
-    seen_step |= op.phase == Phase::step;
-    ids[{op.name, op.micro_step}].push_back(op.id);
-  }
+  for (std::size_t i = 0; i < step0_end(s); ++i) ids[{s.ops[i].name, s.ops[i].micro_step}].push_back(s.ops[i].id);
   MeasuredRun r = m;
   r.ops.clear();
   r.collective_s.clear();
