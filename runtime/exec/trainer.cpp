@@ -245,11 +245,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["command"] = {{"scenario", args.scenario}, {"overrides", args.overrides}, {"steps", args.steps},
                     {"warmup", args.warmup}};
     m["step_time_s"] = step_s;                      // the median of the measured steps, untimed
-    if (!issue_times.empty()) {  // the issuing thread's time per untimed step (median): what zsim's host model predicts
-      std::vector<double> h = issue_times;
-      std::sort(h.begin(), h.end());
-      m["host_issue_s"] = h[h.size() / 2];
-    }
+    // The issuing thread's time per untimed step (median): what zsim's host model predicts.
+    if (!issue_times.empty()) m["host_issue_s"] = median(issue_times);
     m["timed_step_time_s"] = steps.back().seconds;  // the step whose ops are timed (ops, trace)
     if (o.time_ops) m["timing_event_s"] = timing_event_s;  // a timing event's cost on the GPU's timeline, per op
     if (qgz_accumulated >= 0) {
@@ -283,8 +280,9 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     Bytes nvme_total = 0;
     for (MemCategory c : kCategories) {
       const auto it = ex.nvme_file_bytes().find(c);
-      nvme_by_category[zsim::to_string(c)] = it == ex.nvme_file_bytes().end() ? 0 : it->second;
-      nvme_total += it == ex.nvme_file_bytes().end() ? 0 : it->second;
+      const Bytes bytes = it == ex.nvme_file_bytes().end() ? 0 : it->second;
+      nvme_by_category[zsim::to_string(c)] = bytes;
+      nvme_total += bytes;
     }
     tiers["nvme"] = {{"peak", nvme_total}, {"by_category", nvme_by_category}};
     m["peak_bytes_by_tier"] = tiers;
