@@ -108,7 +108,7 @@ KernelLatencyFit fit_kernel_latency(const std::vector<KernelSample>& samples) {
   Eigen::MatrixXd X = Eigen::MatrixXd::Zero(samples.size(), static_cast<Eigen::Index>(column.size()) + 1);
   Eigen::VectorXd y(samples.size());
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    X(i, 0) = 1;
+    X(i, 0) = std::max(1, samples[i].launches);
     X(i, column.at(samples[i].name)) = samples[i].bytes;
     y[i] = samples[i].seconds;
   }

@@ -96,14 +96,16 @@ GemmFit fit_gemm_model(const std::vector<GemmSample>& samples, int bytes_per_ele
 struct KernelSample {
   std::string name;        // "rmsnorm.fwd", "swiglu.fwd", "qwz.quantize", "fused_adam", "copy.d2d", ...
   std::string kind;        // "norm", "softmax" (attention's causal softmax), "cross_entropy" (the loss over the vocab),
-                           // "activation", "quantization", "adam", "copy"
+                           // "activation", "quantization", "adam", "copy"; the backward kernels of the first four
+                           // "norm_backward", "softmax_backward", "cross_entropy_backward", "activation_backward"
   double bytes = 0;
   double seconds = 0;            // on the GPU alone (gpu_timing.hpp; host-inclusive in records before 2026-11-27)
   double host_inclusive_s = 0;   // issued as it comes (0: not recorded)
+  int launches = 1;              // kernels the call runs (a norm's backward: dx, the weight's partial sums, their sum)
 };
 
-// The memory-bound kernels' fixed cost and rates: every sample's seconds = latency + bytes / rate of its kernel (by
-// name), one latency for all kernels (what a kernel costs the GPU beyond its bytes: the launch, its blocks' start and
+// The memory-bound kernels' fixed cost and rates: every sample's seconds = launches x latency + bytes / rate of its
+// kernel (by name), one latency for all kernels (what a kernel costs the GPU beyond its bytes: the launch, its blocks' start and
 // its first memory round trips), by least squares of the relative residual with nonnegative terms. Throws
 // std::invalid_argument unless some kernel has two sizes.
 struct KernelLatencyFit {

@@ -65,6 +65,19 @@ TEST(CalibrateFit, RecoversTheKernelsSharedFixedCostAndEachKernelsRate) {
   EXPECT_EQ(f.residual.samples, 9);
 }
 
+TEST(CalibrateFit, ACallOfSeveralKernelsPaysTheFixedCostPerKernel) {
+  // A norm's backward runs three kernels a call: its samples pay 3 x the shared fixed cost, the rest its bytes.
+  std::vector<KernelSample> s;
+  for (double b = 1e6; b <= 1e9; b *= 30) {
+    s.push_back({"rmsnorm.fwd", "norm", b, 3e-6 + b / 1.5e12});
+    s.push_back({"rmsnorm.bwd", "norm_backward", 2.5 * b, 3 * 3e-6 + 2.5 * b / 1.0e12, 0, 3});
+  }
+  const KernelLatencyFit f = fit_kernel_latency(s);
+  EXPECT_NEAR(f.latency_s, 3e-6, 1e-12);
+  EXPECT_NEAR(f.GBps.at("rmsnorm.bwd"), 1000, 1e-6);
+  EXPECT_LT(f.residual.max_abs_rel, 1e-9);
+}
+
 TEST(CalibrateFit, AKernelLatencyFitNeedsAKernelAtTwoSizes) {
   EXPECT_THROW(fit_kernel_latency({{"rmsnorm.fwd", "norm", 1e9, 1e-3}, {"swiglu.fwd", "activation", 1e9, 1e-3}}),
                std::invalid_argument);

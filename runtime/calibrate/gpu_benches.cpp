@@ -183,8 +183,8 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
   fill_random(f0.p, nmax, kFillF32, 5, s);
   ZRUN_CUDA_CHECK(cudaMemsetAsync(f1.p, 0, nmax * 4, s));
   ZRUN_CUDA_CHECK(cudaMemsetAsync(f2.p, 0, nmax * 4, s));
-  auto record = [&](const char* name, const char* kind, double bytes, const CallTime& c) {
-    m.kernels.push_back({name, kind, bytes, c.gpu_s, c.host_inclusive_s});
+  auto record = [&](const char* name, const char* kind, double bytes, const CallTime& c, int launches = 1) {
+    m.kernels.push_back({name, kind, bytes, c.gpu_s, c.host_inclusive_s, launches});
     log << fmt::format("  {} ({} MB): {:.1f} us, {:.0f} GB/s (host-inclusive {:.1f} us)\n", name, bytes / 1e6,
                        c.gpu_s * 1e6, bytes / c.gpu_s / 1e9, c.host_inclusive_s * 1e6);
   };
@@ -192,12 +192,19 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
   // the loss and the attention softmax only from a few hundred rows / 4 matrices up (a step's tokens x vocab, its
   // heads x micro-batch): a handful of long rows is latency-bound as no step is (a norm of 64 rows of 4096 took
   // 14 us cold, one of 1024 rows of 768 6.9 us).
+  // Backward kernels are kinds of their own (a backward op's bytes run at them, sim/engine/op_work.cpp), each call as a
+  // step makes it, its bytes as the schedule counts them (sim/plan/schedule_builder.cpp backward_hbm).
   for (std::int64_t n : sizes) {
     const std::int64_t h = 1024, rows = n / h;
-    DeviceBuffer w(h * 2), stats(2 * rows * 4);
+    DeviceBuffer w(h * 2), dw(h * 2), stats(2 * rows * 4), scratch(2 * model::column_partials_floats(rows, h) * 4);
     fill_random(w.p, h, kFillBf16, 6, s);
     record("rmsnorm.fwd", "norm", 2.0 * n * 2,
            time_call([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s, 200, Cache::cold));
+    // The norm's backward adds dx into the residual stream's gradient and sums the weight's gradient over the rows: three
+    // kernels (dx, the partial column sums, their sum), five activations of bytes (x and dy read twice, dx written).
+    record("rmsnorm.bwd", "norm_backward", 5.0 * n * 2,
+           time_call([&] { model::norm_backward(DType::bf16, false, x.p, w.p, stats.as<float>(), y.p, z.p, true, dw.p, nullptr,
+                                                rows, h, scratch.as<float>(), s); }, s, 200, Cache::cold), 3);
     const std::int64_t vocab = 32768, lrows = n / vocab;
     DeviceBuffer targets(lrows * 4), lse(lrows * 4), tl(lrows * 4), loss(4);
     ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, lrows * 4, s));
@@ -207,7 +214,7 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
              time_call([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
                                                          tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s, 200, Cache::cold));
       fill_random(z.p, n, kFillBf16, 7, s);
-      record("cross_entropy.bwd", "cross_entropy", 2.0 * n * 2,
+      record("cross_entropy.bwd", "cross_entropy_backward", 2.0 * n * 2,
              time_call([&] { model::cross_entropy_backward(DType::bf16, z.p, targets.as<std::int32_t>(), lse.as<float>(),
                                                           lrows, vocab, 1.0f, s); }, s, 200, Cache::cold));
     }
@@ -220,13 +227,22 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
       fill_random(z.p, matrices * seq * seq, kFillBf16, 8, s);
       record("attention.causal_softmax.fwd (s 1024)", "softmax", 2.0 * matrices * seq * seq * 2,
              time_call([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s, 200, Cache::cold));
-      record("attention.causal_softmax.bwd (s 1024)", "softmax", 3.0 * matrices * seq * seq * 2,
+      record("attention.causal_softmax.bwd (s 1024)", "softmax_backward", 3.0 * matrices * seq * seq * 2,
              time_call([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s, 200, Cache::cold));
     }
     record("swiglu.fwd", "activation", 3.0 * n * 2 / 2,
            time_call([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold));
     record("gelu.fwd", "activation", 2.0 * n * 2,
            time_call([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s, 200, Cache::cold));
+    // Backward (mlp.cu): SwiGLU's up half reads d(act) and gate and writes d(up), its gate half reads d(act), gate and
+    // up and writes d(gate); GeLU reads d(act) and its input and writes d(input).
+    record("swiglu.bwd_up", "activation_backward", 3.0 * n * 2 / 2,
+           time_call([&] { model::swiglu_backward_up(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold));
+    record("swiglu.bwd_gate", "activation_backward", 4.0 * n * 2 / 2,
+           time_call([&] { model::swiglu_backward_gate(DType::bf16, x.p, y.p, static_cast<char*>(y.p) + n, z.p, n / 2, s); },
+                     s, 200, Cache::cold));
+    record("gelu.bwd", "activation_backward", 3.0 * n * 2,
+           time_call([&] { model::gelu_backward(DType::bf16, x.p, y.p, z.p, n, s); }, s, 200, Cache::cold));
     const std::int64_t block = 2048, blocks = zk::qwz_num_blocks(n, block);
     record("qwz.quantize", "quantization", n * 2.0 + n + blocks * 4.0,
            time_call([&] { zk::qwz_quantize(x.p, zk::Half16::bf16, n, block, q.as<std::int8_t>(), steps.as<float>(), s); }, s, 200, Cache::cold));

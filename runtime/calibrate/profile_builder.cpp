@@ -199,9 +199,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
 
   // Memory-bound kernels: one fixed cost for every kernel and each kernel's rate (fit_kernel_latency over its sizes,
   // timed on the GPU alone), the fixed cost being efficiency.launch_us below. Each kind's figure is the bandwidth of
-  // running each of the kind's kernels once at its largest size at their fitted rates, which is how zsim charges a
-  // kind whose forward and backward kernels differ (the cross-entropy reads the logits forward and rewrites them
-  // backward; the attention softmax likewise). A kernel the fit gives no rate (or a record of one size per kernel):
+  // running each of the kind's kernels once at its largest size at their fitted rates (SwiGLU's and GeLU's for
+  // activation). Backward kernels are kinds of their own (norm_backward, softmax_backward, activation_backward,
+  // cross_entropy_backward), as zsim prices a backward op's bytes: the cross-entropy reads the logits forward at a
+  // quarter of the rate at which it rewrites them backward. A kernel the fit gives no rate (or a record of one size per kernel):
   // its bytes over its time at its largest size, as for every kernel of an older record (timed host-inclusive, whose
   // launch_us is the empty kernel's). efficiency.hbm is the median over kinds.
   double kernel_latency_s = 0;  // the fit's, where the profile charges it as efficiency.launch_us; 0: none
@@ -226,6 +227,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       }
       nlohmann::json j = {{"name", k.name}, {"kind", k.kind}, {"bytes", k.bytes}, {"us", k.seconds * 1e6},
                           {"GBps", gbps}, {"of_hbm_GBps", gbps / base.gpu.hbm_GBps}};
+      if (k.launches != 1) j["launches"] = k.launches;
       if (k.host_inclusive_s > 0) j["host_inclusive_us"] = k.host_inclusive_s * 1e6;
       ks.push_back(std::move(j));
     }

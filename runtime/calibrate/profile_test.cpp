@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -195,17 +196,44 @@ TEST(CalibratedProfile, AttentionSoftmaxAndCrossEntropyAreSeparateKinds) {
 }
 
 TEST(CalibratedProfile, AKindsFigureIsItsKernelsBytesOverTheirTimeAtTheirLargestSize) {
-  // The cross-entropy's forward (1 GB at 0.6 TB/s) and backward (2 GB at 2.4 TB/s): zsim charges the loss's
-  // forward and backward bytes at one figure, the pair's 3 GB over their 2.5 ms = 1.2 TB/s (not the faster one's).
-  // A smaller size of the same kernel (L2-resident, faster) does not count.
+  // The cross-entropy's forward (1 GB at 0.6 TB/s) and backward (2 GB at 2.4 TB/s): each direction is a kind of its
+  // own (zsim prices a backward op's bytes at the backward kind), each at its largest size: a smaller size of the same
+  // kernel (L2-resident, faster) does not count. Two kernels of one kind: their bytes over their time.
   Measurements m = synthetic(true);
   m.kernels.push_back({"cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1e9, 1e9 / 0.6e12});
-  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy", 2e9, 2e9 / 2.4e12});
-  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy", 2e6, 2e6 / 3.3e12});
+  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy_backward", 2e9, 2e9 / 2.4e12});
+  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy_backward", 2e6, 2e6 / 3.3e12});
+  m.kernels.push_back({"swiglu.bwd_up", "activation_backward", 3e9, 3e9 / 2.0e12});
+  m.kernels.push_back({"gelu.bwd", "activation_backward", 3e9, 3e9 / 3.0e12});
   const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
   TempDir d;
   const zsim::ClusterSpec c = load_profile_cluster("calib-pair", write_profile(d, "calib-pair", build_profile(m, base, "h100-hgx-ib400")));
-  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 1.2e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 0.6e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy_backward, 2.4e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.activation_backward, 6e9 / (1.5e-3 + 1e-3) / 3350e9, 1e-6);
+}
+
+TEST(CalibratedProfile, ARecordThatFiledBackwardKernelsUnderTheForwardKindIsReadWithBackwardKinds) {
+  // Records written before backward kernels were kinds of their own filed cross_entropy.bwd as cross_entropy: a refit
+  // reads it as cross_entropy_backward, so each direction gets its own figure.
+  Measurements m = synthetic(true);
+  m.kernels.push_back({"cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1e9, 1e9 / 0.6e12});
+  m.kernels.push_back({"cross_entropy.bwd", "cross_entropy", 2e9, 2e9 / 2.4e12});
+  m.kernels.push_back({"attention.causal_softmax.bwd (s 1024)", "softmax", 3e9, 3e9 / 2.0e12});
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  TempDir d;
+  write_profile(d, "calib-old-kinds", build_profile(m, base, "h100-hgx-ib400"));
+  const Measurements back = measurements_from_profile((d.path / "calib-old-kinds.yaml").string());
+  std::map<std::string, std::string> kind;
+  for (const KernelSample& k : back.kernels) kind[k.name] = k.kind;
+  EXPECT_EQ(kind["cross_entropy.fwd (softmax over vocab)"], "cross_entropy");
+  EXPECT_EQ(kind["cross_entropy.bwd"], "cross_entropy_backward");
+  EXPECT_EQ(kind["attention.causal_softmax.bwd (s 1024)"], "softmax_backward");
+  write_profile(d, "calib-old-refit", build_profile(back, base, "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-old-refit", d.path.string());
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy, 0.6e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.cross_entropy_backward, 2.4e12 / 3350e9, 1e-6);
+  EXPECT_NEAR(c.efficiency.hbm_by_kind.softmax_backward, 2.0e12 / 3350e9, 1e-6);
 }
 
 TEST(CalibratedProfile, ARecordThatFiledTheCrossEntropyUnderSoftmaxIsReadAsCrossEntropy) {

@@ -90,10 +90,13 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("memory_bound"))
       for (const auto& k : c["memory_bound"]["kernels"]) {
         KernelSample s{k["name"].get<std::string>(), k["kind"].get<std::string>(), k["bytes"].get<double>(),
-                       k["us"].get<double>() * 1e-6, k.value("host_inclusive_us", 0.0) * 1e-6};
+                       k["us"].get<double>() * 1e-6, k.value("host_inclusive_us", 0.0) * 1e-6, k.value("launches", 1)};
         // Records written before attention's causal softmax was measured filed the vocabulary cross-entropy
         // under kind "softmax"; that kind is now the attention softmax's, so such a record has no softmax figure.
         if (s.kind == "softmax" && s.name.rfind("cross_entropy", 0) == 0) s.kind = "cross_entropy";
+        // Records written before backward kernels were kinds of their own filed each under its forward's kind.
+        const bool backward_kernel = s.name.find(".bwd") != std::string::npos;
+        if (backward_kernel && s.kind.find("_backward") == std::string::npos) s.kind += "_backward";
         m.kernels.push_back(std::move(s));
       }
     // zrun's flash attention (records written since calibrate measures it): [dtype, direction, b, heads, kv_heads,

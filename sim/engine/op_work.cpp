@@ -152,7 +152,8 @@ HbmKind unit_hbm_kind(const ModelUnit& u) {
 }
 
 // The memory-bound time of a forward, backward or recompute op's hbm_bytes, each kind at its efficiency
-// (efficiency.hbm_for), less `priced`: the bytes its GEMM calls move that the GEMM model already counts
+// (efficiency.hbm_for; a backward op's bytes at the backward kernels' kind, backward_of: the loss's backward rewrites
+// the logits its forward only reads, the softmax's and the norm's backward move more bytes per launch), less `priced`: the bytes its GEMM calls move that the GEMM model already counts
 // (gemm_hbm_bytes where the model prices the unit's calls, else 0). A recompute runs a whole layer: its norms read
 // and write one activation each (2 x tokens x hidden x e bytes, as the builder counts them), the rest is eager
 // attention's scores.
@@ -160,7 +161,10 @@ Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c, By
   const Bytes bytes = op.compute.hbm_bytes - std::min(priced, op.compute.hbm_bytes);
   const ScheduleModel& m = s.model;
   auto at = [&](HbmKind k, Bytes b) { return memory_bound_s(b, c.gpu.hbm_GBps, c.efficiency.hbm_for(k)); };
-  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) return at(unit_hbm_kind(m.units[op.unit]), bytes);
+  if (op.unit >= 0 && op.unit < static_cast<int>(m.units.size())) {
+    const HbmKind k = unit_hbm_kind(m.units[op.unit]);
+    return at(op.compute.what == ComputeKind::backward ? backward_of(k) : k, bytes);
+  }
   if (op.compute.what == ComputeKind::recompute && op.layer >= 0) {
     const Bytes e = dtype_bits(m.dtype) / 8;
     const Bytes norm_unit = 2 * m.micro_batch * m.seq_len * m.hidden * e;

@@ -33,7 +33,8 @@ struct OpWork {
 // The program timed is rank 0's: a copy with a `rank` other than 0 costs nothing. Compute (GPU): forward,
 // backward and recompute the GEMM time plus the memory-bound time of its hbm_bytes (separate kernels run one after
 // the other), other kinds the roofline; bytes run at efficiency.hbm_for(kind): norm, softmax (eager attention's
-// scores), cross_entropy (the head's loss), copy (embedding, d2d), adam, quantize; plus efficiency.launch_us per
+// scores), cross_entropy (the head's loss), copy (embedding, d2d), adam, quantize, a backward op's norm, softmax,
+// activation and cross_entropy bytes at their *_backward kind (which falls back to the forward kind's); plus efficiency.launch_us per
 // kernel launch of the op (ComputeOp::kernel_launches) beyond the GEMM calls whose launch the GEMM model prices;
 // CPU: Adam time; alloc/free: nothing.
 // GPU compute with a measured GEMM model in the cluster (efficiency.gemm_model / gemm_model_fp32) runs its FLOPs

@@ -214,11 +214,13 @@ ScheduleModel small_model() {
   return m;
 }
 
-// One forward op of unit `unit` alone in a step.
-double unit_op_s(const ClusterSpec& c, int unit, Flops flops, Bytes hbm_bytes, int launches) {
+// One op of unit `unit` alone in a step (a forward unless `what` says otherwise).
+double unit_op_s(const ClusterSpec& c, int unit, Flops flops, Bytes hbm_bytes, int launches,
+                 ComputeKind what = ComputeKind::forward) {
   ScheduleBuilder b(c);
   b.s.model = small_model();
-  const OpId id = b.compute("fwd", Phase::forward, flops);
+  const bool backward = what == ComputeKind::backward;
+  const OpId id = b.compute(backward ? "bwd" : "fwd", backward ? Phase::backward : Phase::forward, flops, {}, "compute", what);
   b.s.ops[id].unit = unit;
   b.s.ops[id].compute.hbm_bytes = hbm_bytes;
   b.s.ops[id].compute.kernel_launches = launches;
@@ -293,6 +295,29 @@ TEST(OpWork, ScoresRunAtTheSoftmaxKindAndTheHeadsLossAtTheCrossEntropyKind) {
   c.efficiency.hbm_by_kind.softmax = 0.6;
   EXPECT_DOUBLE_EQ(unit_op_s(c, 2, 0, bytes, 0), memory_bound_s(bytes, c.gpu.hbm_GBps, 0.6));
   EXPECT_DOUBLE_EQ(unit_op_s(c, 3, 0, bytes, 0), memory_bound_s(bytes, c.gpu.hbm_GBps, 0.2));
+}
+
+// A backward op's bytes run at the backward kernels' kind where the profile measured it (the loss's backward rewrites
+// the logits its forward reads; the softmax's backward reads two matrices), else at the forward kind's.
+TEST(OpWork, ABackwardOpsBytesRunAtTheBackwardKindElseTheForwardKinds) {
+  ClusterSpec c = test_cluster(1, 1);
+  const Bytes bytes = 2'000'000'000;
+  auto at = [&](double e) { return memory_bound_s(bytes, c.gpu.hbm_GBps, e); };
+  c.efficiency.hbm_by_kind.cross_entropy = 0.2;
+  c.efficiency.hbm_by_kind.softmax = 0.6;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 3, 0, bytes, 0, ComputeKind::backward), at(0.2));  // no backward figure: the forward's
+  c.efficiency.hbm_by_kind.cross_entropy_backward = 0.5;
+  c.efficiency.hbm_by_kind.softmax_backward = 0.7;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 3, 0, bytes, 0, ComputeKind::backward), at(0.5));
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 3, 0, bytes, 0, ComputeKind::forward), at(0.2));
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 2, 0, bytes, 0, ComputeKind::backward), at(0.7));
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 2, 0, bytes, 0, ComputeKind::forward), at(0.6));
+  // Neither kind given: efficiency.hbm, both ways.
+  c.efficiency.hbm_by_kind.norm = 0;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 0, 0, bytes, 0, ComputeKind::backward), at(c.efficiency.hbm));
+  c.efficiency.hbm_by_kind.norm_backward = 0.3;
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 0, 0, bytes, 0, ComputeKind::backward), at(0.3));
+  EXPECT_DOUBLE_EQ(unit_op_s(c, 0, 0, bytes, 0, ComputeKind::forward), at(c.efficiency.hbm));
 }
 
 // Eager attention's core on attn.o of small_model (micro-batch 2 x 1024 tokens, hidden 512): heads of head dim d,

@@ -110,10 +110,15 @@ struct LinkSpec {                 // per GPU, one direction
 
 // Achieved / peak HBM bandwidth per kind of memory-bound kernel (zrun calibrate measures each kind); 0 = not
 // given, the kernel runs at efficiency.hbm. softmax: eager attention's causal row softmax over the s x s scores;
-// cross_entropy: the loss's softmax over the vocabulary (rows of `vocab` logits).
-enum class HbmKind { norm, softmax, activation, adam, quantize, copy, cross_entropy };
+// cross_entropy: the loss's softmax over the vocabulary (rows of `vocab` logits). The *_backward kinds are the
+// backward kernels of norm, softmax, activation and cross_entropy (a backward op's bytes); 0 = the forward kind's.
+enum class HbmKind {
+  norm, softmax, activation, adam, quantize, copy, cross_entropy,
+  norm_backward, softmax_backward, activation_backward, cross_entropy_backward
+};
 struct HbmByKind {
   double norm = 0, softmax = 0, activation = 0, adam = 0, quantize = 0, copy = 0, cross_entropy = 0;
+  double norm_backward = 0, softmax_backward = 0, activation_backward = 0, cross_entropy_backward = 0;
   double& of(HbmKind k) {
     switch (k) {
       case HbmKind::norm: return norm;
@@ -123,14 +128,20 @@ struct HbmByKind {
       case HbmKind::quantize: return quantize;
       case HbmKind::copy: return copy;
       case HbmKind::cross_entropy: return cross_entropy;
+      case HbmKind::norm_backward: return norm_backward;
+      case HbmKind::softmax_backward: return softmax_backward;
+      case HbmKind::activation_backward: return activation_backward;
+      case HbmKind::cross_entropy_backward: return cross_entropy_backward;
     }
     return copy;
   }
   double of(HbmKind k) const { return const_cast<HbmByKind*>(this)->of(k); }
   bool operator==(const HbmByKind&) const = default;
 };
-inline constexpr HbmKind kHbmKinds[] = {HbmKind::norm, HbmKind::softmax,  HbmKind::activation,   HbmKind::adam,
-                                        HbmKind::quantize, HbmKind::copy, HbmKind::cross_entropy};
+inline constexpr HbmKind kHbmKinds[] = {HbmKind::norm,          HbmKind::softmax,          HbmKind::activation,
+                                        HbmKind::adam,          HbmKind::quantize,         HbmKind::copy,
+                                        HbmKind::cross_entropy, HbmKind::norm_backward,    HbmKind::softmax_backward,
+                                        HbmKind::activation_backward, HbmKind::cross_entropy_backward};
 constexpr const char* to_string(HbmKind k) {
   switch (k) {
     case HbmKind::norm: return "norm";
@@ -140,8 +151,33 @@ constexpr const char* to_string(HbmKind k) {
     case HbmKind::quantize: return "quantize";
     case HbmKind::copy: return "copy";
     case HbmKind::cross_entropy: return "cross_entropy";
+    case HbmKind::norm_backward: return "norm_backward";
+    case HbmKind::softmax_backward: return "softmax_backward";
+    case HbmKind::activation_backward: return "activation_backward";
+    case HbmKind::cross_entropy_backward: return "cross_entropy_backward";
   }
   return "?";
+}
+// The kind of a backward op's bytes for a unit whose forward bytes are `k` (k itself where the kind has no backward
+// kernel of its own: the embedding's copy).
+constexpr HbmKind backward_of(HbmKind k) {
+  switch (k) {
+    case HbmKind::norm: return HbmKind::norm_backward;
+    case HbmKind::softmax: return HbmKind::softmax_backward;
+    case HbmKind::activation: return HbmKind::activation_backward;
+    case HbmKind::cross_entropy: return HbmKind::cross_entropy_backward;
+    default: return k;
+  }
+}
+// The forward kind of a backward kind (k itself for the others).
+constexpr HbmKind forward_of(HbmKind k) {
+  switch (k) {
+    case HbmKind::norm_backward: return HbmKind::norm;
+    case HbmKind::softmax_backward: return HbmKind::softmax;
+    case HbmKind::activation_backward: return HbmKind::activation;
+    case HbmKind::cross_entropy_backward: return HbmKind::cross_entropy;
+    default: return k;
+  }
 }
 
 // Achieved / peak tensor FLOPs of a fused attention kernel (zrun's flash attention, runtime/model/flash_attention.cu;
@@ -162,7 +198,11 @@ struct EfficiencySpec {
   double cpu_adam_params_per_s_per_core = 1.0e8;
   double pageable_pcie_fraction = 0.5;  // pageable host memory bandwidth / pinned
   HbmByKind hbm_by_kind{};           // after the scalars (aggregate init): per kind of kernel where measured (0: hbm)
-  double hbm_for(HbmKind k) const { return hbm_by_kind.of(k) > 0 ? hbm_by_kind.of(k) : hbm; }
+  // A kind's figure; a backward kind without one its forward kind's; else hbm.
+  double hbm_for(HbmKind k) const {
+    if (hbm_by_kind.of(k) > 0) return hbm_by_kind.of(k);
+    return forward_of(k) != k ? hbm_for(forward_of(k)) : hbm;
+  }
   // Measured GEMM models (zrun calibrate; cost_models/gemm_model.hpp): when present, GEMM-bound ops run at the
   // efficiency the model gives their unit's GEMM shapes instead of `gemm`. 16-bit and fp32 training.
   GemmModel gemm_model{};
