@@ -189,9 +189,9 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
                        c.gpu_s * 1e6, bytes / c.gpu_s / 1e9, c.host_inclusive_s * 1e6);
   };
   // Each kernel at shapes a step runs: a norm over rows of 1024 (a step's tokens x a small model's hidden at 2^20),
-  // the loss and the attention softmax only from a few hundred rows / 4 matrices up (a step's tokens x vocab, its
-  // heads x micro-batch): a handful of long rows is latency-bound as no step is (a norm of 64 rows of 4096 took
-  // 14 us cold, one of 1024 rows of 768 6.9 us).
+  // the attention softmax only from 4 matrices up (a step's heads x micro-batch), the loss below at a step's rows:
+  // a handful of long rows is latency-bound as no step is (a norm of 64 rows of 4096 took 14 us cold, one of 1024
+  // rows of 768 6.9 us).
   // Backward kernels are kinds of their own (a backward op's bytes run at them, sim/engine/op_work.cpp), each call as a
   // step makes it, its bytes as the schedule counts them (sim/plan/schedule_builder.cpp backward_hbm).
   for (std::int64_t n : sizes) {
@@ -205,19 +205,6 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
     record("rmsnorm.bwd", "norm_backward", 5.0 * n * 2,
            time_call([&] { model::norm_backward(DType::bf16, false, x.p, w.p, stats.as<float>(), y.p, z.p, true, dw.p, nullptr,
                                                 rows, h, scratch.as<float>(), s); }, s, 200, Cache::cold), 3);
-    const std::int64_t vocab = 32768, lrows = n / vocab;
-    DeviceBuffer targets(lrows * 4), lse(lrows * 4), tl(lrows * 4), loss(4);
-    ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, lrows * 4, s));
-    // The loss over a 32k vocabulary (head_loss.cu): forward reads the logits, backward rewrites them in place.
-    if (lrows >= 256) {
-      record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", 1.0 * n * 2,
-             time_call([&] { model::cross_entropy_forward(DType::bf16, x.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                         tl.as<float>(), loss.as<float>(), lrows, vocab, s); }, s, 200, Cache::cold));
-      fill_random(z.p, n, kFillBf16, 7, s);
-      record("cross_entropy.bwd", "cross_entropy_backward", 2.0 * n * 2,
-             time_call([&] { model::cross_entropy_backward(DType::bf16, z.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                          lrows, vocab, 1.0f, s); }, s, 200, Cache::cold));
-    }
     // Eager attention's causal row softmax over s x s scores (attention.cu) at the suite's sequence length, in
     // place over n / s^2 matrices. Bytes as the schedule counts them (docs/schedule-semantics.md): forward reads
     // and writes the scores (2N elements), backward reads probs and d(probs) and writes d(scores) (3N), although the
@@ -254,6 +241,25 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
                                          zk::Half16::bf16, n, hyper, s); }, s, 200, Cache::cold));
     record("copy.d2d", "copy", 2.0 * n * 2,
            time_call([&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(z.p, x.p, n * 2, cudaMemcpyDeviceToDevice, s)); }, s, 200, Cache::cold));
+  }
+  // The loss over a 32k vocabulary (head_loss.cu), one block a row: forward reads the logits, backward rewrites them in
+  // place. At a step's rows (its micro-batch's tokens: 1024 .. 4096 here, 8 to 31 waves of blocks on 132 SMs), where
+  // it is bandwidth-bound; 256 rows (2 waves) ran at 0.44x the bytes per second of 2048 rows, a regime no step's loss
+  // is in, and pulled a shared line's rate down by 16% (H200, 2026-11-26).
+  {
+    const std::int64_t vocab = 32768, max_rows = quick ? 2048 : 4096;
+    DeviceBuffer logits(max_rows * vocab * 2), targets(max_rows * 4), lse(max_rows * 4), tl(max_rows * 4), loss(4);
+    fill_random(logits.p, max_rows * vocab, kFillBf16, 7, s);
+    ZRUN_CUDA_CHECK(cudaMemsetAsync(targets.p, 0, max_rows * 4, s));
+    for (std::int64_t rows = 1024; rows <= max_rows; rows *= 2) {
+      const double n = static_cast<double>(rows * vocab);
+      record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", n * 2,
+             time_call([&] { model::cross_entropy_forward(DType::bf16, logits.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                         tl.as<float>(), loss.as<float>(), rows, vocab, s); }, s, 200, Cache::cold));
+      record("cross_entropy.bwd", "cross_entropy_backward", 2 * n * 2,
+             time_call([&] { model::cross_entropy_backward(DType::bf16, logits.p, targets.as<std::int32_t>(), lse.as<float>(),
+                                                          rows, vocab, 1.0f, s); }, s, 200, Cache::cold));
+    }
   }
   const CallTime empty = time_call([&] { launch_empty_kernel(s); }, s, 5000);
   m.kernel_launch_s = empty.gpu_s;

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,9 +54,9 @@ void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
 // io_uring with 1 MiB requests, 32 in flight), at the sizes an offloaded step moves, 1 MiB .. 1 GiB (256 MiB with
 // --quick), for a latency + rate line per direction, and at 4 KiB .. 1 MiB, transfers of one request each (a 1.5 KB
 // norm's read took 50 us in a step where the first line's intercept said 420 us), for the one-request line: every
-// file written (the median of 3 transfers, 5 for one request), then every file read (a read right after the write of
-// its own file ran up to 1.5x slower on the GPU machine's virtual disk than the step's reads of files written long
-// before).
+// file written (the median of 3 transfers, 5 for one request), the writes flushed, then every file read (a read right
+// after the write of its own file ran up to 1.5x slower on the GPU machine's virtual disk than the step's reads of
+// files written long before).
 void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostream& log) {
   NvmeStore store(dir, fmt::format("calibrate.{}", ::getpid()));
   m.nvme_path = dir;
@@ -84,6 +85,18 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
   };
   std::vector<double> write_s, read_s;
   for (std::size_t i = 0; i < sizes.size(); ++i) write_s.push_back(median_of(true, i));
+  // The writes' data on the disk before the reads start (syncfs: the file system's dirty data and the device's
+  // cache flushed). Without it the reads, smallest first, ran beside the flush of the ~4 GB just written: on the
+  // GPU machine's virtual disk 1-16 MiB read at 0.96-1.0 GB/s, 1 GiB at 1.73, where a step's reads of 24-70 MiB ran
+  // at 1.5-1.65 GB/s, and the line fitted through them priced a step's 1.2 GB read at 1.39 GB/s (it ran at 1.79).
+  {
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    const double t0 = now_s();
+    const bool synced = dfd >= 0 && ::syncfs(dfd) == 0;
+    if (dfd >= 0) ::close(dfd);
+    log << fmt::format("  the writes flushed to the disk before the reads: {}\n",
+                       synced ? fmt::format("syncfs {:.1f} ms", (now_s() - t0) * 1e3) : std::string("syncfs failed"));
+  }
   for (std::size_t i = 0; i < sizes.size(); ++i) read_s.push_back(median_of(false, i));
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const SizeSample w{static_cast<double>(sizes[i]), write_s[i]}, r{static_cast<double>(sizes[i]), read_s[i]};
