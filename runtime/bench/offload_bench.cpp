@@ -13,6 +13,8 @@
 //                                       one at a time (plain syscalls, no io_uring), median of 3; then the same with
 //                                       runtime/nvme's UringFileIo (1 MiB requests, 32 in flight) outside any step;
 //                                       the file is removed
+//   offload_bench disk-after-write DIR  reads of 4 and 16 MiB files every 20 ms for 3 s after 3 writes of a 1 GiB file
+//                                       (calibrate's order): "after_write ms <t> read_16MiB GBps <r> read_4MiB GBps <r>"
 // Each prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
 #include <fcntl.h>
 #include <unistd.h>
@@ -240,6 +242,52 @@ int disk_bench(const std::string& dir, long long bytes) {
   return 0;
 }
 
+// Do reads right after a burst of writes run slower than later ones (calibrate times its reads after ~4 GB of
+// writes)? Files of 4 and 16 MiB written first, then a 1 GiB file written 3 times, as calibrate does; then, for 3 s, a
+// read of the 16 MiB file and of the 4 MiB one every 20 ms: lines "after_write ms <t> read_16MiB GBps <r> read_4MiB
+// GBps <r>", t from the end of the last write. UringFileIo (1 MiB requests, 32 in flight), O_DIRECT.
+int disk_after_write(const std::string& dir) {
+  const long long big = 1LL << 30;
+  const long long sizes[] = {4LL << 20, 16LL << 20};
+  void* buf = std::aligned_alloc(4096, big);
+  std::memset(buf, 7, big);
+  zrun::UringFileIo io;
+  std::vector<std::string> paths;
+  std::vector<int> fds;
+  for (const long long b : {sizes[0], sizes[1], big}) {
+    paths.push_back(dir + "/offload_bench_settle." + std::to_string(::getpid()) + "." + std::to_string(b));
+    int fd = ::open(paths.back().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    if (fd < 0 || ::posix_fallocate(fd, 0, b) != 0) {
+      std::perror(paths.back().c_str());
+      for (const std::string& q : paths) ::unlink(q.c_str());
+      return 1;
+    }
+    fds.push_back(fd);
+  }
+  io.write(fds[0], 0, sizes[0], buf);
+  io.write(fds[1], 0, sizes[1], buf);
+  for (int r = 0; r < 3; ++r) io.write(fds[2], 0, big, buf);
+  const auto end = std::chrono::steady_clock::now();
+  auto since_ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - end).count(); };
+  while (since_ms() < 3000) {
+    const double t = since_ms();
+    double r[2];
+    for (int i : {1, 0}) {
+      const auto a = std::chrono::steady_clock::now();
+      io.read(fds[i], 0, sizes[i], buf);
+      r[i] = sizes[i] / std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / 1e9;
+    }
+    std::printf("after_write ms %.1f read_16MiB GBps %.3f read_4MiB GBps %.3f\n", t, r[1], r[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t i = 0; i < fds.size(); ++i) {
+    ::close(fds[i]);
+    ::unlink(paths[i].c_str());
+  }
+  std::free(buf);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,7 +296,8 @@ int main(int argc, char** argv) {
   if (what == "copy-under-disk" && argc == 4) return copy_under_disk_bench(argv[2], std::atoll(argv[3]));
   if (what == "d2h-probes" && argc == 3) return d2h_probes(std::atoll(argv[2]));
   if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
+  if (what == "disk-after-write" && argc == 3) return disk_after_write(argv[2]);
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
-                       "BYTES | offload_bench disk DIR BYTES\n");
+                       "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR\n");
   return 2;
 }

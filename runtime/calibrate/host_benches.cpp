@@ -1,4 +1,3 @@
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,10 +52,9 @@ void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
 // zrun's own NVMe path (runtime/nvme NvmeStore: a swap file per size, O_DIRECT where the file system takes it,
 // io_uring with 1 MiB requests, 32 in flight), at the sizes an offloaded step moves, 1 MiB .. 1 GiB (256 MiB with
 // --quick), for a latency + rate line per direction, and at 4 KiB .. 1 MiB, transfers of one request each (a 1.5 KB
-// norm's read took 50 us in a step where the first line's intercept said 420 us), for the one-request line: every
-// file written (the median of 3 transfers, 5 for one request), the writes flushed, then every file read (a read right
-// after the write of its own file ran up to 1.5x slower on the GPU machine's virtual disk than the step's reads of
-// files written long before).
+// norm's read took 50 us in a step where the first line's intercept said 420 us), for the one-request line: in each
+// round every file written, then every file read (a read right after the write of its own file ran up to 1.5x slower
+// on the GPU machine's virtual disk than the step's reads of files written long before).
 void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostream& log) {
   NvmeStore store(dir, fmt::format("calibrate.{}", ::getpid()));
   m.nvme_path = dir;
@@ -73,31 +71,26 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
   for (std::int64_t bytes = one_request; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
   std::vector<int> ids;
   for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}KiB", bytes >> 10), {{0, bytes}}));
-  auto median_of = [&](bool write, std::size_t i) {
-    std::vector<double> t;
-    for (int rep = 0; rep < (sizes[i] <= one_request ? 5 : 3); ++rep) {
-      const double t0 = now_s();
-      if (write) store.write(ids[i], 0, sizes[i], raw, "calibrate.nvme_write");
-      else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
-      t.push_back(now_s() - t0);
-    }
-    return median(std::move(t));
-  };
+  // Rounds: each round writes every file once, then reads every file once; a size's figure is the median over its
+  // rounds (5 for one request, 3 above). The disk's rate moves by +-20% over a few hundred ms (a 16 MiB read every
+  // 20 ms for 3 s: 1.5 to 2.3 GB/s, offload_bench disk-after-write), so a size's transfers are spread over the
+  // measurement, not timed back to back in one stretch.
+  auto reps = [&](std::size_t i) { return sizes[i] <= one_request ? 5 : 3; };
+  std::vector<std::vector<double>> write_t(sizes.size()), read_t(sizes.size());
+  for (int round = 0; round < 5; ++round)
+    for (const bool write : {true, false})
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        if (round >= reps(i)) continue;
+        const double t0 = now_s();
+        if (write) store.write(ids[i], 0, sizes[i], raw, "calibrate.nvme_write");
+        else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
+        (write ? write_t : read_t)[i].push_back(now_s() - t0);
+      }
   std::vector<double> write_s, read_s;
-  for (std::size_t i = 0; i < sizes.size(); ++i) write_s.push_back(median_of(true, i));
-  // The writes' data on the disk before the reads start (syncfs: the file system's dirty data and the device's
-  // cache flushed). Without it the reads, smallest first, ran beside the flush of the ~4 GB just written: on the
-  // GPU machine's virtual disk 1-16 MiB read at 0.96-1.0 GB/s, 1 GiB at 1.73, where a step's reads of 24-70 MiB ran
-  // at 1.5-1.65 GB/s, and the line fitted through them priced a step's 1.2 GB read at 1.39 GB/s (it ran at 1.79).
-  {
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    const double t0 = now_s();
-    const bool synced = dfd >= 0 && ::syncfs(dfd) == 0;
-    if (dfd >= 0) ::close(dfd);
-    log << fmt::format("  the writes flushed to the disk before the reads: {}\n",
-                       synced ? fmt::format("syncfs {:.1f} ms", (now_s() - t0) * 1e3) : std::string("syncfs failed"));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    write_s.push_back(median(std::move(write_t[i])));
+    read_s.push_back(median(std::move(read_t[i])));
   }
-  for (std::size_t i = 0; i < sizes.size(); ++i) read_s.push_back(median_of(false, i));
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const SizeSample w{static_cast<double>(sizes[i]), write_s[i]}, r{static_cast<double>(sizes[i]), read_s[i]};
     if (sizes[i] <= one_request) m.nvme_write_one.push_back(w), m.nvme_read_one.push_back(r);
