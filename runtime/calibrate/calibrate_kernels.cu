@@ -1,10 +1,12 @@
 // The kernels zrun calibrate needs of its own: an empty kernel (launch overhead), a spin kernel (holds a stream while
-// the host enqueues the calls timed behind it) and a fill of random finite values (GEMM operands, so that tensor cores
-// switch real bits, not zeros).
+// the host enqueues the calls timed behind it), a fill of random finite values (GEMM operands, so that tensor cores
+// switch real bits, not zeros) and a rewrite of a buffer in place (as the kernel that produced it leaves it).
 #include "runtime/calibrate/calibrate_kernels.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 namespace zrun::calibrate {
 
@@ -35,9 +37,25 @@ __global__ void fill_kernel(T* p, std::int64_t n, std::uint64_t seed) {
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     p[i] = static_cast<T>(uniform(i, seed));
 }
+// Every 16 bytes read and written back unchanged (xor with `zero`, 0 at run time, so that the store is not elided).
+__global__ void rewrite_kernel(uint4* p, std::int64_t n, unsigned zero) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    uint4 v = p[i];
+    v.x ^= zero;
+    p[i] = v;
+  }
+}
 }  // namespace
 
 void launch_empty_kernel(cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(); }
+
+void launch_rewrite(void* p, std::int64_t bytes, cudaStream_t s) {
+  const std::int64_t n = bytes / 16;
+  if (n <= 0) return;
+  rewrite_kernel<<<static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(
+      static_cast<uint4*>(p), n, 0u);
+}
 
 void launch_spin_kernel(double seconds, cudaStream_t s) {
   spin_kernel<<<1, 1, 0, s>>>(static_cast<unsigned long long>(seconds * 1e9));

@@ -53,6 +53,9 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
           g.a = a.p; g.lda = M;
           g.b = b.p; g.ldb = K;
           g.d = d.p; g.ldd = M;
+          // Cold, operands and all: with A (the activations) rewritten first, as the kernel before in a step leaves
+          // them, the GEMM model fitted the grid and attention's calls at rms 12.4% / worst 40.6% (cold: 6.3% / 19.7%;
+          // H200, 2026-11-26), its operand rate above HBM's: a shape it does not hold, so the GEMMs stay cold.
           const CallTime c = time_call([&] { gemm.run(g, dt, s); }, s, 200, Cache::cold);
           const double t = c.gpu_s;
           host.push_back(c.host_s);
@@ -194,17 +197,23 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
   // rows of 768 6.9 us).
   // Backward kernels are kinds of their own (a backward op's bytes run at them, sim/engine/op_work.cpp), each call as a
   // step makes it, its bytes as the schedule counts them (sim/plan/schedule_builder.cpp backward_hbm).
+  // Each call is timed cold but for the input the kernel before it in a step has just written (Produced: the norm's
+  // x, its backward's dy, the activations' inputs, the scores, the logits, the all-gathered int8 values), which it
+  // finds in L2 where it fits: timed all cold, a 4096 x 768 norm was priced 26% slower than it ran in the suite's
+  // step, a 4096 x 2048 one 32%. The optimizer's and quantize's operands (state and partition since the last step)
+  // and the copy's stay cold.
   for (std::int64_t n : sizes) {
     const std::int64_t h = 1024, rows = n / h;
     DeviceBuffer w(h * 2), dw(h * 2), stats(2 * rows * 4), scratch(2 * model::column_partials_floats(rows, h) * 4);
     fill_random(w.p, h, kFillBf16, 6, s);
     record("rmsnorm.fwd", "norm", 2.0 * n * 2,
-           time_call([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s, 200, Cache::cold));
+           time_call([&] { model::norm_forward(DType::bf16, false, x.p, w.p, nullptr, z.p, stats.as<float>(), rows, h, 1e-5f, s); }, s, 200, Cache::cold,
+                     {{x.p, n * 2}}));
     // The norm's backward adds dx into the residual stream's gradient and sums the weight's gradient over the rows: three
     // kernels (dx, the partial column sums, their sum), five activations of bytes (x and dy read twice, dx written).
     record("rmsnorm.bwd", "norm_backward", 5.0 * n * 2,
            time_call([&] { model::norm_backward(DType::bf16, false, x.p, w.p, stats.as<float>(), y.p, z.p, true, dw.p, nullptr,
-                                                rows, h, scratch.as<float>(), s); }, s, 200, Cache::cold), 3);
+                                                rows, h, scratch.as<float>(), s); }, s, 200, Cache::cold, {{y.p, n * 2}}), 3);
     // Eager attention's causal row softmax over s x s scores (attention.cu) at the suite's sequence length, in
     // place over n / s^2 matrices. Bytes as the schedule counts them (docs/schedule-semantics.md): forward reads
     // and writes the scores (2N elements), backward reads probs and d(probs) and writes d(scores) (3N), although the
@@ -213,28 +222,33 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
     if (matrices >= 4) {
       fill_random(z.p, matrices * seq * seq, kFillBf16, 8, s);
       record("attention.causal_softmax.fwd (s 1024)", "softmax", 2.0 * matrices * seq * seq * 2,
-             time_call([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s, 200, Cache::cold));
+             time_call([&] { model::causal_softmax_forward(DType::bf16, z.p, matrices, seq, s); }, s, 200, Cache::cold,
+                       {{z.p, matrices * seq * seq * 2}}));
       record("attention.causal_softmax.bwd (s 1024)", "softmax_backward", 3.0 * matrices * seq * seq * 2,
-             time_call([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s, 200, Cache::cold));
+             time_call([&] { model::causal_softmax_backward(DType::bf16, z.p, y.p, matrices, seq, s); }, s, 200, Cache::cold,
+                       {{y.p, matrices * seq * seq * 2}}));
     }
     record("swiglu.fwd", "activation", 3.0 * n * 2 / 2,
-           time_call([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold));
+           time_call([&] { model::swiglu_forward(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold,
+                     {{x.p, n}, {y.p, n}}));
     record("gelu.fwd", "activation", 2.0 * n * 2,
-           time_call([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s, 200, Cache::cold));
+           time_call([&] { model::gelu_forward(DType::bf16, x.p, z.p, n, s); }, s, 200, Cache::cold, {{x.p, n * 2}}));
     // Backward (mlp.cu): SwiGLU's up half reads d(act) and gate and writes d(up), its gate half reads d(act), gate and
     // up and writes d(gate); GeLU reads d(act) and its input and writes d(input).
     record("swiglu.bwd_up", "activation_backward", 3.0 * n * 2 / 2,
-           time_call([&] { model::swiglu_backward_up(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold));
+           time_call([&] { model::swiglu_backward_up(DType::bf16, x.p, y.p, z.p, n / 2, s); }, s, 200, Cache::cold,
+                     {{x.p, n}}));
     record("swiglu.bwd_gate", "activation_backward", 4.0 * n * 2 / 2,
            time_call([&] { model::swiglu_backward_gate(DType::bf16, x.p, y.p, static_cast<char*>(y.p) + n, z.p, n / 2, s); },
-                     s, 200, Cache::cold));
+                     s, 200, Cache::cold, {{x.p, n}}));
     record("gelu.bwd", "activation_backward", 3.0 * n * 2,
-           time_call([&] { model::gelu_backward(DType::bf16, x.p, y.p, z.p, n, s); }, s, 200, Cache::cold));
+           time_call([&] { model::gelu_backward(DType::bf16, x.p, y.p, z.p, n, s); }, s, 200, Cache::cold, {{x.p, n * 2}}));
     const std::int64_t block = 2048, blocks = zk::qwz_num_blocks(n, block);
     record("qwz.quantize", "quantization", n * 2.0 + n + blocks * 4.0,
            time_call([&] { zk::qwz_quantize(x.p, zk::Half16::bf16, n, block, q.as<std::int8_t>(), steps.as<float>(), s); }, s, 200, Cache::cold));
     record("qwz.dequantize", "quantization", n + blocks * 4.0 + n * 2.0,
-           time_call([&] { zk::qwz_dequantize(q.as<std::int8_t>(), steps.as<float>(), n, block, z.p, zk::Half16::bf16, s); }, s, 200, Cache::cold));
+           time_call([&] { zk::qwz_dequantize(q.as<std::int8_t>(), steps.as<float>(), n, block, z.p, zk::Half16::bf16, s); }, s, 200, Cache::cold,
+                     {{q.p, n}}));  // the int8 values the all-gather has just written
     zk::AdamHyper hyper;
     record("fused_adam", "adam", 28.0 * n,
            time_call([&] { zk::fused_adam(f0.as<float>(), f1.as<float>(), f2.as<float>(), x.p, zk::Half16::bf16, z.p,
@@ -255,10 +269,12 @@ void measure_kernels(Measurements& m, bool quick, cudaStream_t s, std::ostream& 
       const double n = static_cast<double>(rows * vocab);
       record("cross_entropy.fwd (softmax over vocab)", "cross_entropy", n * 2,
              time_call([&] { model::cross_entropy_forward(DType::bf16, logits.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                         tl.as<float>(), loss.as<float>(), rows, vocab, s); }, s, 200, Cache::cold));
+                                                         tl.as<float>(), loss.as<float>(), rows, vocab, s); }, s, 200, Cache::cold,
+                       {{logits.p, rows * vocab * 2}}));
       record("cross_entropy.bwd", "cross_entropy_backward", 2 * n * 2,
              time_call([&] { model::cross_entropy_backward(DType::bf16, logits.p, targets.as<std::int32_t>(), lse.as<float>(),
-                                                          rows, vocab, 1.0f, s); }, s, 200, Cache::cold));
+                                                          rows, vocab, 1.0f, s); }, s, 200, Cache::cold,
+                       {{logits.p, rows * vocab * 2}}));
     }
   }
   const CallTime empty = time_call([&] { launch_empty_kernel(s); }, s, 5000);

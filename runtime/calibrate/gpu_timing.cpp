@@ -57,7 +57,7 @@ double gpu_alone_trial(const std::function<void()>& one, int reps, double host_p
 
 }  // namespace
 
-CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps, Cache cache) {
+CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps, Cache cache, const Produced& produced) {
   Events e;
   for (int i = 0; i < 2; ++i) call();
   ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -84,13 +84,18 @@ CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_re
     const int reps_alone = std::min(reps, 256);
     for (int t = 0; t < 5; ++t) alone.push_back(gpu_alone_trial(call, reps_alone, host_s, s, e));
   } else {
-    // Each trial times the scrubs alone and then each call behind its scrub: the difference is the call's.
+    // Each trial times the scrubs (and the rewrites of what the kernel before would have produced) alone and then
+    // each call behind them: the difference is the call's.
     const Scrub& x = scrub();
     const int reps_alone = std::min(reps, 128);
-    const double scrub_host_s = 5e-6;  // a cudaMemsetAsync's enqueue, generously
+    const double scrub_host_s = 5e-6 * (1 + produced.size());  // a cudaMemsetAsync's or a kernel's enqueue, generously
+    auto before = [&] {
+      x.run(s);
+      for (const Region& r : produced) launch_rewrite(r.p, r.bytes, s);
+    };
     for (int t = 0; t < 5; ++t) {
-      const double only = gpu_alone_trial([&] { x.run(s); }, reps_alone, scrub_host_s, s, e);
-      const double both = gpu_alone_trial([&] { x.run(s); call(); }, reps_alone, scrub_host_s + host_s, s, e);
+      const double only = gpu_alone_trial(before, reps_alone, scrub_host_s, s, e);
+      const double both = gpu_alone_trial([&] { before(); call(); }, reps_alone, scrub_host_s + host_s, s, e);
       alone.push_back(std::max(both - only, 0.0));
     }
   }

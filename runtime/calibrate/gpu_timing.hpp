@@ -5,7 +5,9 @@
 // host's time to enqueue one call (calibration.host_issue_us), which the profile's efficiency.host_issue charges
 // zsim's issuing thread (docs/timing.md "Host issue").
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -24,14 +26,25 @@ struct CallTime {
 // a 768 x 1024 x 768 GEMM 5.2 / 6.2 / 5.7-6.9 us).
 enum class Cache { hot, cold };
 
+// With Cache::cold: the operands of the call that the kernel before it in a step has just written (a norm's input,
+// a GEMM's activations, the loss's logits), rewritten in place after the scrub (launch_rewrite, also taken off), so
+// that the call finds them in L2 as a step's does where they fit, and the rest cold. Empty: everything cold.
+struct Region {
+  void* p = nullptr;
+  std::int64_t bytes = 0;
+};
+using Produced = std::vector<Region>;
+
 // Warm-up, then 5 trials of `reps` calls each issued as they come (reps chosen for ~2 ms a trial on the GPU, at most
 // max_reps and 1000: a stream's launch queue holds about a thousand calls before the host blocks on it), then 5
 // trials on the GPU alone (at most 256 calls hot, 128 cold: the batch must fit in the launch queue behind the spin).
-CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot);
+CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot,
+                   const Produced& produced = {});
 
 // time_call's GPU-alone time.
-inline double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot) {
-  return time_call(call, s, max_reps, cache).gpu_s;
+inline double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot,
+                       const Produced& produced = {}) {
+  return time_call(call, s, max_reps, cache, produced).gpu_s;
 }
 
 }  // namespace zrun::calibrate
