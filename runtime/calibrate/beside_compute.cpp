@@ -1,4 +1,5 @@
-// zrun calibrate: how fast the kernels of the side streams run while the compute stream runs GEMMs. A one-rank NCCL
+// zrun calibrate: how fast the kernels of the side streams run while the compute stream runs GEMMs, and how fast the
+// GEMMs run beside them. A one-rank NCCL
 // reduction or a cudaMemcpyAsync beside back-to-back GEMMs runs several times slower than alone on the H200 (the
 // stage-3 bucket's reduce-scatter and partition copy of the suite's medium run: 2.2 ms beside the backward, 0.6-0.7
 // ms alone); a copy kernel of many blocks much less so. Each kind is timed alone and beside a stream of square bf16
@@ -26,34 +27,46 @@ namespace zrun::calibrate {
 
 namespace {
 
-// Median seconds of `side` on stream `s` started once the first of enough `load` calls on stream `l` has finished,
-// so that the load runs through the whole side call even at a tenth of its alone speed.
-double time_beside(const std::function<void()>& side, cudaStream_t s, double side_alone_s,
+// `side` on stream `s` started once the first of enough `load` calls on stream `l` has finished, so that the load
+// runs through the whole side call even at a tenth of its alone speed: the side call's seconds, and the fraction of
+// their alone rate the loads kept while it ran (the loads' time after the first, less that many loads alone, is what
+// the side call cost them: rate = 1 - that / the side call's time). Medians of 5.
+struct Beside {
+  double side_s = 0, load_rate = 0;
+};
+Beside time_beside(const std::function<void()>& side, cudaStream_t s, double side_alone_s,
                    const std::function<void()>& load, cudaStream_t l, double load_s) {
-  cudaEvent_t first, a, b;
+  cudaEvent_t first, last, a, b;
   ZRUN_CUDA_CHECK(cudaEventCreate(&first));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&last));
   ZRUN_CUDA_CHECK(cudaEventCreate(&a));
   ZRUN_CUDA_CHECK(cudaEventCreate(&b));
   const int calls = 2 + static_cast<int>(std::ceil(10 * side_alone_s / load_s));
-  std::vector<double> trials;
+  std::vector<double> trials, rates;
   for (int t = 0; t < 5; ++t) {
     load();
     ZRUN_CUDA_CHECK(cudaEventRecord(first, l));
     for (int i = 1; i < calls; ++i) load();
+    ZRUN_CUDA_CHECK(cudaEventRecord(last, l));
     ZRUN_CUDA_CHECK(cudaStreamWaitEvent(s, first, 0));
     ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
     side();
     ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
     ZRUN_CUDA_CHECK(cudaDeviceSynchronize());
-    float ms = 0;
+    float ms = 0, load_ms = 0;
     ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&load_ms, first, last));
     trials.push_back(ms * 1e-3);
+    const double lost = load_ms * 1e-3 - (calls - 1) * load_s;
+    rates.push_back(std::clamp(1.0 - lost / std::max(ms * 1e-3, 1e-9), 0.0, 1.0));
   }
   cudaEventDestroy(first);
+  cudaEventDestroy(last);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   std::sort(trials.begin(), trials.end());
-  return trials[trials.size() / 2];
+  std::sort(rates.begin(), rates.end());
+  return {trials[trials.size() / 2], rates[rates.size() / 2]};
 }
 
 }  // namespace
@@ -94,10 +107,11 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
                        g, g, g, load_s * 1e6, 2.0 * g * g * g / load_s / 1e12);
     for (const auto& [kind, side] : sides) {
       const double alone = time_gpu(side, s, 50);
-      const double beside = time_beside(side, s, alone, load, l, load_s);
-      m.beside.push_back({kind, static_cast<double>(bytes), alone, beside, g});
-      log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate\n", kind,
-                         bytes >> 20, alone * 1e6, beside * 1e6, alone / beside);
+      const Beside beside = time_beside(side, s, alone, load, l, load_s);
+      m.beside.push_back({kind, static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
+      log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate; the GEMMs "
+                         "kept {:.2f} of theirs\n", kind, bytes >> 20, alone * 1e6, beside.side_s * 1e6,
+                         alone / beside.side_s, beside.load_rate);
     }
   }
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));

@@ -20,6 +20,7 @@ struct BesideSample {
   double alone_s = 0;
   double beside_s = 0;
   std::int64_t gemm = 4096;  // the load's square GEMM size
+  double gemm_rate = 0;      // the fraction of their alone rate the GEMMs kept while it ran (0: not measured)
 };
 
 struct Measurements {

@@ -378,22 +378,33 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                                    {"by_kind", own}, {"samples [kind, bytes, us]", samples}};
   }
 
-  // Side-stream kernels beside the compute stream's GEMMs: the fraction of its alone rate each kind keeps. None
-  // measured: no key (zsim runs them at their alone rate whatever runs beside them).
+  // Side-stream kernels beside the compute stream's GEMMs: the fraction of its alone rate each kind keeps, and the
+  // fraction of theirs the GEMMs keep beside it. None measured: no key (zsim runs them at their alone rate whatever
+  // runs beside them).
   if (!m.beside.empty()) {
     nlohmann::json samples = nlohmann::json::array();
+    auto what = [](const BesideSample& s) {
+      return s.kind == "memcpy" ? "a cudaMemcpyAsync D2D" : s.kind == "kernel" ? "a copy kernel (batched_copy)"
+                                                                               : "a one-rank ncclAvg all-reduce";
+    };
+    // The profile's figures are beside 4096^3 GEMMs; the others are recorded. Each block's keys together.
     for (const BesideSample& s : m.beside) {
-      samples.push_back({s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm});
-      if (s.gemm != 4096) continue;  // the profile's figure is beside 4096^3 GEMMs; the others are recorded
+      samples.push_back({s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm, s.gemm_rate});
+      if (s.gemm != 4096) continue;
       const double kept = std::clamp(s.alone_s / s.beside_s, 0.01, 1.0);
       b.add("efficiency.beside_compute." + s.kind, num(kept),
             fmt::format("{} of {} MiB on a side stream: {} us alone, {} us beside back-to-back bf16 4096^3 GEMMs "
                         "(medians of 5); calibration.beside_compute",
-                        s.kind == "memcpy" ? "cudaMemcpyAsync D2D" : s.kind == "kernel" ? "a copy kernel (batched_copy)"
-                                                                                         : "a one-rank ncclAvg all-reduce",
-                        num(s.bytes / (1 << 20)), num(s.alone_s * 1e6), num(s.beside_s * 1e6)));
+                        what(s), num(s.bytes / (1 << 20)), num(s.alone_s * 1e6), num(s.beside_s * 1e6)));
     }
-    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm]", samples}};
+    for (const BesideSample& s : m.beside)
+      if (s.gemm == 4096 && s.gemm_rate > 0)
+        b.add("efficiency.compute_beside." + s.kind, num(std::clamp(s.gemm_rate, 0.01, 1.0)),
+              fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction of "
+                          "their alone rate they keep (their time less the alone GEMMs', over the side op's {} us, "
+                          "median of 5); calibration.beside_compute",
+                          what(s), num(s.bytes / (1 << 20)), num(s.beside_s * 1e6)));
+    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside]", samples}};
   }
 
   // zrun's flash attention kernel: per direction the efficiency of its FLOPs (as the schedule counts them) beside the

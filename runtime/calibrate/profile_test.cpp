@@ -381,6 +381,25 @@ TEST(CalibratedProfile, ASideKernelKeepsItsAloneOverBesideTimeOfItsRate) {
   EXPECT_EQ(loaded_profile(d, "calib-nobeside", none).efficiency.beside_compute.memcpy, 0);
 }
 
+TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordWithoutItGivesNone) {
+  Measurements m = synthetic(false);
+  m.beside = {{"memcpy", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.8},
+              {"collective", 256.0 * (1 << 20), 300e-6, 1500e-6, 4096, 0.6},
+              {"collective", 256.0 * (1 << 20), 300e-6, 1800e-6, 8192, 0.3}};  // recorded, not the figure
+  TempDir d;
+  write_profile(d, "calib-gemm-beside", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-gemm-beside", d.path.string());
+  EXPECT_NEAR(c.efficiency.compute_beside.memcpy, 0.8, 1e-6);
+  EXPECT_NEAR(c.efficiency.compute_beside.collective, 0.6, 1e-6);
+  EXPECT_EQ(c.efficiency.compute_beside.kernel, 0);  // not measured: unaffected
+  // The record holds the rates: a refit gives them back.
+  const Measurements back = measurements_from_profile((d.path / "calib-gemm-beside.yaml").string());
+  ASSERT_EQ(back.beside.size(), 3u);
+  EXPECT_NEAR(back.beside[2].gemm_rate, 0.3, 1e-9);
+  // synthetic's samples have no rate (as records before it was measured): no key.
+  EXPECT_EQ(loaded_profile(d, "calib-no-gemm-rate", synthetic(false)).efficiency.compute_beside.memcpy, 0);
+}
+
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {
   const std::string yaml =
       profile_yaml(build_profile(synthetic(true), load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));

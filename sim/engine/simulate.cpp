@@ -136,12 +136,14 @@ class Engine {
     fixed_s_.assign(classes, 0.0);
     flow_bytes_.assign(classes, 0.0);
     side_rate_.assign(classes, 1.0);
+    compute_rate_.assign(classes, 1.0);
     route_begin_.assign(classes + 1, 0);
     for (size_t k = 1; k < classes; ++k) {
       const OpWork w = op_work(s_.ops[p.class_op[k]], s_, c, r_.links, o);
       fixed_s_[k] = w.fixed_s;
       flow_bytes_[k] = w.flow_bytes;
       side_rate_[k] = beside_compute_rate(w.side, c.efficiency.beside_compute);
+      compute_rate_[k] = beside_compute_rate(w.side, c.efficiency.compute_beside);
       route_uses_.insert(route_uses_.end(), w.route.begin(), w.route.end());
       route_begin_[k + 1] = route_uses_.size();
     }
@@ -155,8 +157,10 @@ class Engine {
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
     fixed_end_.assign(n, 0.0);
-    // Pacing side kernels only where the profile slows some (efficiency.beside_compute): no per-op state otherwise.
-    pace_sides_ = std::any_of(side_rate_.begin(), side_rate_.end(), [](double r) { return r < 1; });
+    // Pacing side kernels and the compute stream only where the profile slows some (efficiency.beside_compute,
+    // efficiency.compute_beside): no per-op state otherwise.
+    pace_sides_ = std::any_of(side_rate_.begin(), side_rate_.end(), [](double r) { return r < 1; }) ||
+                  std::any_of(compute_rate_.begin(), compute_rate_.end(), [](double r) { return r < 1; });
     if (pace_sides_) {
       fixed_left_.assign(n, 0.0);
       fixed_rate_.assign(n, 1.0);
@@ -216,7 +220,7 @@ class Engine {
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
-          else if (pace_sides_ && side_rate_[p_.work_class[id]] < 1) fixed_left_[id] -= dt * fixed_rate_[id];
+          else if (pace_sides_ && (side_class(id) || main_compute_[id])) fixed_left_[id] -= dt * fixed_rate_[id];
           continue;
         }
         if (state_[id] != State::flowing) continue;
@@ -280,16 +284,16 @@ class Engine {
         r_.ops[id].start_s = t;
         if (pace_sides_ && main_compute_[id]) {
           ++main_running_;
-          sides_changed_ = !side_running_.empty();
+          sides_changed_ |= !side_running_.empty();
         }
         if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
           fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
           if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
-          if (pace_sides_ && side_rate_[p_.work_class[id]] < 1) {
+          if (pace_sides_ && (side_class(id) || main_compute_[id])) {
             fixed_left_[id] = fixed_s_[p_.work_class[id]];
             fixed_rate_[id] = 1;
-            side_running_.push_back(id);
+            (side_class(id) ? side_running_ : main_fixed_).push_back(id);
             sides_changed_ = true;
           }
           running_.push_back(id);
@@ -376,9 +380,13 @@ class Engine {
     if (pace_sides_) {
       if (main_compute_[id]) {
         --main_running_;
-        sides_changed_ = !side_running_.empty();
+        sides_changed_ |= !side_running_.empty();
+        std::erase(main_fixed_, id);
       }
-      if (side_rate_[p_.work_class[id]] < 1) std::erase(side_running_, id);
+      if (side_class(id)) {
+        std::erase(side_running_, id);
+        sides_changed_ |= !main_fixed_.empty();
+      }
     }
     for (std::size_t k = link_dependents_begin_[id]; k < link_dependents_begin_[id + 1]; ++k)
       if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
@@ -395,13 +403,27 @@ class Engine {
 
   // The kernels of side streams that run slower beside the compute stream's ops (efficiency.beside_compute): each
   // progresses through its fixed time at its class's rate while a forward, backward or recompute op runs, else at 1.
+  // And the compute stream's forward, backward and recompute ops beside them (efficiency.compute_beside): at the
+  // lowest rate of the side classes running, else at 1.
   void pace_side_kernels(Seconds t) {
+    double main_rate = 1.0;
     for (OpId id : side_running_) {
       fixed_rate_[id] = main_running_ > 0 ? side_rate_[p_.work_class[id]] : 1.0;
       fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
+      main_rate = std::min(main_rate, compute_rate_[p_.work_class[id]]);
+    }
+    for (OpId id : main_fixed_) {
+      fixed_rate_[id] = main_rate;
+      fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
+      if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
     }
     sides_changed_ = false;
+  }
+  // A side-stream op the engine paces: one that runs slower beside compute or slows it.
+  bool side_class(OpId id) const {
+    const int k = p_.work_class[id];
+    return side_rate_[k] < 1 || compute_rate_[k] < 1;
   }
 
   // efficiency.host_issue: one host thread issues each step's ops in program order, as zrun's executor does after it
@@ -504,11 +526,13 @@ class Engine {
   std::vector<std::size_t> link_dependents_begin_;  // ordered, CSR: later transfers waiting for this one's links
   std::vector<OpId> link_dependents_;
   std::vector<double> remaining_, fixed_end_, rate_;
-  // efficiency.beside_compute: per class the rate of its fixed part beside compute (1: unaffected); per op the fixed
-  // time left at full rate and the current rate; which ops are the compute stream's forward / backward / recompute.
-  std::vector<double> side_rate_, fixed_left_, fixed_rate_;
+  // efficiency.beside_compute: per class the rate of its fixed part beside compute (1: unaffected);
+  // efficiency.compute_beside: per side class the rate it leaves the compute stream's ops (1: unaffected); per op the
+  // fixed time left at full rate and the current rate; which ops are the compute stream's forward / backward /
+  // recompute; the paced side ops and compute ops in their fixed part.
+  std::vector<double> side_rate_, compute_rate_, fixed_left_, fixed_rate_;
   std::vector<char> main_compute_;
-  std::vector<OpId> side_running_;
+  std::vector<OpId> side_running_, main_fixed_;
   int main_running_ = 0;
   bool sides_changed_ = false;
   bool pace_sides_ = false;

@@ -417,6 +417,60 @@ TEST(SimulateBesideCompute, EachSideKindTakesItsOwnRate) {
   EXPECT_NEAR(r.ops[0].end_s, al.ops[0].end_s, 1e-12);
 }
 
+// efficiency.compute_beside: the compute stream's forward op runs at the measured fraction of its rate while a side
+// copy runs, and at its full rate before and after; both ways at once, each at its own rate.
+TEST(SimulateBesideCompute, TheComputeStreamSlowsWhileASideCopyRuns) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  c.efficiency.hbm_by_kind.copy = 0.5;
+  const Bytes bytes = 400'000'000;
+  const double copy_s = 2 * memory_bound_s(bytes, c.gpu.hbm_GBps, 0.5);
+  const Flops flops = 2.5 * copy_s * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 2.5 x the copy alone
+  const double compute_s = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
+  auto step = [&](double compute_rate, double side_rate) {
+    ScheduleBuilder b(c);
+    const OpId f = b.compute("fwd", Phase::forward, flops);
+    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, bytes, true, {}, "rs");
+    ClusterSpec cl = c;
+    cl.efficiency.compute_beside.memcpy = compute_rate;
+    cl.efficiency.beside_compute.memcpy = side_rate;
+    const TimingResult r = simulate(cl, b.s);
+    return std::pair{r.ops[f].end_s, r.ops[k].end_s};
+  };
+  EXPECT_NEAR(step(0, 0).first, compute_s, compute_s * 1e-9);  // not measured: its alone time
+  // Half: the copy's copy_s leaves the compute half of it done, the rest at the full rate.
+  EXPECT_NEAR(step(0.5, 0).first, compute_s + 0.5 * copy_s, compute_s * 1e-9);
+  EXPECT_NEAR(step(0.5, 0).second, copy_s, copy_s * 1e-9);  // the copy unaffected without beside_compute
+  // Both ways: the copy, at a quarter beside the compute, ends at 4 copy_s; the compute has then done 2 of its 2.5
+  // copy_s of work at half rate and runs the last 0.5 at its full rate.
+  const auto [compute_end, copy_end] = step(0.5, 0.25);
+  EXPECT_NEAR(copy_end, 4 * copy_s, copy_s * 1e-9);
+  EXPECT_NEAR(compute_end, 4 * copy_s + (2.5 - 2) * copy_s, copy_s * 1e-9);
+}
+
+// The lowest rate of the side classes running applies to the compute stream.
+TEST(SimulateBesideCompute, TheComputeStreamTakesTheLowestRateOfTheSideOpsRunning) {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  c.efficiency.compute_beside = {0.5, 0, 0.2};
+  const Bytes bytes = 100'000'000;
+  const Flops flops = 1e15;  // far longer than any side op
+  ScheduleBuilder b(c);
+  const OpId f = b.compute("fwd", Phase::forward, flops);
+  const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, bytes, true, {}, "rs");
+  const int one = b.group("one", 1, 1);
+  const OpId ar = b.collective("ar", Phase::forward, CollectiveKind::all_reduce, one, bytes, {}, "comm");
+  const TimingResult r = simulate(c, b.s);
+  ClusterSpec alone = c;
+  alone.efficiency.compute_beside = {};
+  const TimingResult al = simulate(alone, b.s);
+  const double copy_s = al.ops[k].end_s, ar_s = al.ops[ar].end_s;  // both start at 0, unaffected by the compute
+  EXPECT_NEAR(r.ops[k].end_s, copy_s, 1e-12);
+  EXPECT_NEAR(r.ops[ar].end_s, ar_s, 1e-12);
+  // Work lost: while both run the collective's 0.8, then the remaining side op's loss until it ends.
+  const double both = std::min(copy_s, ar_s), last = std::max(copy_s, ar_s);
+  const double lost = 0.8 * both + (last - both) * (copy_s > ar_s ? 0.5 : 0.8);
+  EXPECT_NEAR(r.ops[f].end_s, al.ops[f].end_s + lost, al.ops[f].end_s * 1e-12);
+}
+
 }  // namespace
 }  // namespace zsim
 

@@ -230,6 +230,10 @@ struct EfficiencySpec {
   struct BesideCompute {
     double memcpy = 0, kernel = 0, collective = 0;
   } beside_compute{};
+  // The other way: the fraction of its alone rate the compute stream's forward, backward and recompute ops keep while a
+  // side-stream op of each class runs (zrun calibrate: back-to-back GEMMs timed with each kind beside them); the
+  // lowest of the classes running applies; 0 = not measured (unaffected).
+  BesideCompute compute_beside{};
   // Measured efficiency of the fused attention kernel (ComputeOp::fused_attention_flops); 0 = as the unit's GEMMs.
   FlashAttentionEfficiency flash_attention{};
   // The issuing thread's time per call (zrun calibrate: the host's time to enqueue each kind while the GPU is held),

@@ -72,6 +72,10 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                         {c.efficiency.beside_compute.kernel, "kernel"},
                         {c.efficiency.beside_compute.collective, "collective"}})
     if (v > 0) j["cluster"]["efficiency"]["beside_compute"][key] = v;
+  for (auto [v, key] : {std::pair{c.efficiency.compute_beside.memcpy, "memcpy"},
+                        {c.efficiency.compute_beside.kernel, "kernel"},
+                        {c.efficiency.compute_beside.collective, "collective"}})
+    if (v > 0) j["cluster"]["efficiency"]["compute_beside"][key] = v;
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};

@@ -333,6 +333,9 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);
+  real("cluster.efficiency.compute_beside.memcpy", c.efficiency.compute_beside.memcpy);
+  real("cluster.efficiency.compute_beside.kernel", c.efficiency.compute_beside.kernel);
+  real("cluster.efficiency.compute_beside.collective", c.efficiency.compute_beside.collective);
   real("cluster.efficiency.flash_attention.forward", c.efficiency.flash_attention.forward);
   real("cluster.efficiency.flash_attention.backward", c.efficiency.flash_attention.backward);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {

@@ -120,6 +120,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
                         {cl.efficiency.beside_compute.collective, "collective"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute.") + key,
            "must be a fraction in [0, 1] (0 = not measured: the kernel's alone rate), got " + Check::num(v));
+  for (auto [v, key] : {std::pair{cl.efficiency.compute_beside.memcpy, "memcpy"},
+                        {cl.efficiency.compute_beside.kernel, "kernel"},
+                        {cl.efficiency.compute_beside.collective, "collective"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.compute_beside.") + key,
+           "must be a fraction in [0, 1] (0 = not measured: the compute stream's alone rate), got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
   for (auto [line, prefix] : {std::pair{EfficiencySpec::OneRankLine{one.latency_us, one.GBps},
                                         std::string("cluster.efficiency.one_rank_collective.")},
