@@ -85,12 +85,14 @@ struct Row { std::string name; double bytes, ms, target; };
 }  // namespace
 
 // `--qwz N...`: qwZ's quantize and dequantize of N elements each (bf16, DeepSpeed's block for N), one line per N:
-// "qwz N quantize_ms Q dequantize_ms D quantize_cold_ms QC dequantize_cold_ms DC" (the rates zrun's qwZ ops are held
-// to, runtime/scripts/bench_zeropp.sh). Each call is timed as zrun's op-timed step times an op: from an event after
-// the work before it to an event after it, the host having enqueued both ahead (the stream is held for 50 us by a
-// host function on another stream). Q, D: the call repeated on the same buffers (operands below the L2's size stay
-// in it); QC, DC: each call after a write of twice the L2's bytes, so that it reads its operands from HBM, as a
-// step's quantize reads the rank's partition.
+// "qwz N quantize_ms Q dequantize_ms D quantize_cold_ms QC dequantize_cold_ms DC dequantize_produced_ms DP" (the
+// rates zrun's qwZ ops are held to, runtime/scripts/bench_zeropp.sh). Each call is timed as zrun's op-timed step
+// times an op: from an event after the work before it to an event after it, the host having enqueued both ahead (the
+// stream is held for 50 us by a host function on another stream). Q, D: the call repeated on the same buffers
+// (operands below the L2's size stay in it); QC, DC: each call after a write of twice the L2's bytes, so that it
+// reads its operands from HBM, as a step's quantize reads the rank's partition; DP: after that write, the int8 values
+// and scales written again (copied from a second copy), as a step's dequantize finds them just after the all-gather,
+// its output cold (zrun calibrate times a memory-bound kernel so: docs/timing.md "How calibrate times a call").
 int qwz_sizes(int argc, char** argv) {
   int l2 = 0;
   ZK_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
@@ -112,14 +114,23 @@ int qwz_sizes(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const int64_t n = std::atoll(argv[i]);
     const int64_t block = qwz_deepspeed_block_elems(n), nb = qwz_num_blocks(n, block);
-    Dev in(n * 2), q(n), s(nb * 4), out(n * 2);
+    Dev in(n * 2), q(n), s(nb * 4), out(n * 2), q_copy(n), s_copy(nb * 4);
     fill_random_half(in.p, n, 11);
     auto quantize = [&] { qwz_quantize(in.p, Half16::bf16, n, block, q.as<int8_t>(), s.as<float>(), nullptr); };
     auto dequantize = [&] { qwz_dequantize(q.as<int8_t>(), s.as<float>(), n, block, out.p, Half16::bf16, nullptr); };
+    quantize();
+    ZK_CUDA_CHECK(cudaMemcpy(q_copy.p, q.p, n, cudaMemcpyDeviceToDevice));
+    ZK_CUDA_CHECK(cudaMemcpy(s_copy.p, s.p, nb * 4, cudaMemcpyDeviceToDevice));
+    auto produce = [&] {
+      evict();
+      ZK_CUDA_CHECK(cudaMemcpyAsync(q.p, q_copy.p, n, cudaMemcpyDeviceToDevice));
+      ZK_CUDA_CHECK(cudaMemcpyAsync(s.p, s_copy.p, nb * 4, cudaMemcpyDeviceToDevice));
+    };
     const double qm = median_ms(quantize, 20, hold), dm = median_ms(dequantize, 20, hold);
     const double qc = median_ms(quantize, 20, evict), dc = median_ms(dequantize, 20, evict);
-    std::printf("qwz %lld quantize_ms %.6f dequantize_ms %.6f quantize_cold_ms %.6f dequantize_cold_ms %.6f\n",
-                static_cast<long long>(n), qm, dm, qc, dc);
+    const double dp = median_ms(dequantize, 20, produce);
+    std::printf("qwz %lld quantize_ms %.6f dequantize_ms %.6f quantize_cold_ms %.6f dequantize_cold_ms %.6f "
+                "dequantize_produced_ms %.6f\n", static_cast<long long>(n), qm, dm, qc, dc, dp);
   }
   ZK_CUDA_CHECK(cudaEventDestroy(gate));
   ZK_CUDA_CHECK(cudaStreamDestroy(side));
