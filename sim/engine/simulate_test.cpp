@@ -358,25 +358,39 @@ TEST(FindSteps, AStepStartsAtTheFirstNonStepOpAfterAStepPhaseOp) {
 namespace zsim {
 namespace {
 
+// A forward op of 2.5 x the time of a 400 MB side copy (of `kernel_launches` kernels, on another stream) started
+// beside it, run with these rates of efficiency.beside_compute.memcpy (the copy's) and compute_beside.memcpy (the
+// compute's): both ops' ends, and their alone times.
+struct ComputeBesideACopy {
+  ClusterSpec c = testing::test_cluster(1, 1);
+  double copy_s = 0, compute_s = 0;
+  Flops flops = 0;
+  ComputeBesideACopy() {
+    c.efficiency.hbm_by_kind.copy = 0.5;
+    copy_s = 2 * memory_bound_s(kBytes, c.gpu.hbm_GBps, 0.5);
+    flops = 2.5 * copy_s * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 2.5 x the copy alone
+    compute_s = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
+  }
+  std::pair<double, double> ends(double side_rate, double compute_rate, int kernel_launches = 1) const {
+    ScheduleBuilder b(c);
+    const OpId f = b.compute("fwd", Phase::forward, flops);
+    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, kBytes, true, {}, "rs");
+    b.s.ops[k].copy.kernel_launches = kernel_launches;
+    ClusterSpec cl = c;
+    cl.efficiency.beside_compute.memcpy = side_rate;
+    cl.efficiency.compute_beside.memcpy = compute_rate;
+    const TimingResult r = simulate(cl, b.s);
+    return {r.ops[f].end_s, r.ops[k].end_s};
+  }
+  static constexpr Bytes kBytes = 400'000'000;
+};
+
 // efficiency.beside_compute: a side stream's cudaMemcpyAsync-like copy runs at the measured fraction of its rate while
 // the compute stream runs a forward op, and at its full rate before and after; without the key it is unaffected.
 TEST(SimulateBesideCompute, ASideCopySlowsWhileTheComputeStreamRunsAndNotOtherwise) {
-  ClusterSpec c = testing::test_cluster(1, 1);
-  c.efficiency.hbm_by_kind.copy = 0.5;
-  const Bytes bytes = 400'000'000;
-  const double copy_s = 2 * memory_bound_s(bytes, c.gpu.hbm_GBps, 0.5);
-  const Flops flops = 2.5 * copy_s * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 2.5 x the copy alone
-  const double compute_s = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
-  auto step = [&](double memcpy_rate, int kernel_launches) {
-    ScheduleBuilder b(c);
-    b.compute("fwd", Phase::forward, flops);
-    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, bytes, true, {}, "rs");
-    b.s.ops[k].copy.kernel_launches = kernel_launches;
-    ClusterSpec cl = c;
-    cl.efficiency.beside_compute.memcpy = memcpy_rate;
-    const TimingResult r = simulate(cl, b.s);
-    return r.ops[k].end_s;
-  };
+  const ComputeBesideACopy x;
+  const double copy_s = x.copy_s, compute_s = x.compute_s;
+  auto step = [&](double memcpy_rate, int kernel_launches) { return x.ends(memcpy_rate, 0, kernel_launches).second; };
   EXPECT_NEAR(step(0, 1), copy_s, copy_s * 1e-9);            // not measured: its alone time
   // A quarter: 2.5 x copy_s of compute moves 0.625 of it, the rest at the full rate once the compute is done.
   EXPECT_NEAR(step(0.25, 1), compute_s + 0.375 * copy_s, copy_s * 1e-9);
@@ -420,22 +434,9 @@ TEST(SimulateBesideCompute, EachSideKindTakesItsOwnRate) {
 // efficiency.compute_beside: the compute stream's forward op runs at the measured fraction of its rate while a side
 // copy runs, and at its full rate before and after; both ways at once, each at its own rate.
 TEST(SimulateBesideCompute, TheComputeStreamSlowsWhileASideCopyRuns) {
-  ClusterSpec c = testing::test_cluster(1, 1);
-  c.efficiency.hbm_by_kind.copy = 0.5;
-  const Bytes bytes = 400'000'000;
-  const double copy_s = 2 * memory_bound_s(bytes, c.gpu.hbm_GBps, 0.5);
-  const Flops flops = 2.5 * copy_s * c.gpu.peak_tflops * 1e12 * c.efficiency.gemm;  // 2.5 x the copy alone
-  const double compute_s = gemm_s(flops, c.gpu.peak_tflops, c.efficiency.gemm);
-  auto step = [&](double compute_rate, double side_rate) {
-    ScheduleBuilder b(c);
-    const OpId f = b.compute("fwd", Phase::forward, flops);
-    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, bytes, true, {}, "rs");
-    ClusterSpec cl = c;
-    cl.efficiency.compute_beside.memcpy = compute_rate;
-    cl.efficiency.beside_compute.memcpy = side_rate;
-    const TimingResult r = simulate(cl, b.s);
-    return std::pair{r.ops[f].end_s, r.ops[k].end_s};
-  };
+  const ComputeBesideACopy x;
+  const double copy_s = x.copy_s, compute_s = x.compute_s;
+  auto step = [&](double compute_rate, double side_rate) { return x.ends(side_rate, compute_rate); };
   EXPECT_NEAR(step(0, 0).first, compute_s, compute_s * 1e-9);  // not measured: its alone time
   // Half: the copy's copy_s leaves the compute half of it done, the rest at the full rate.
   EXPECT_NEAR(step(0.5, 0).first, compute_s + 0.5 * copy_s, compute_s * 1e-9);
