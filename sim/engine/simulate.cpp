@@ -220,7 +220,7 @@ class Engine {
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
-          else if (pace_sides_ && (side_class(id) || main_compute_[id])) fixed_left_[id] -= dt * fixed_rate_[id];
+          else if (paced(id)) fixed_left_[id] -= dt * fixed_rate_[id];
           continue;
         }
         if (state_[id] != State::flowing) continue;
@@ -282,15 +282,11 @@ class Engine {
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
-        if (pace_sides_ && main_compute_[id]) {
-          ++main_running_;
-          sides_changed_ |= !side_running_.empty();
-        }
         if (fixed_s_[p_.work_class[id]] > 0) {
           state_[id] = State::fixed;
           fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
           if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
-          if (pace_sides_ && (side_class(id) || main_compute_[id])) {
+          if (paced(id)) {
             fixed_left_[id] = fixed_s_[p_.work_class[id]];
             fixed_rate_[id] = 1;
             (side_class(id) ? side_running_ : main_fixed_).push_back(id);
@@ -379,7 +375,6 @@ class Engine {
     if (state_[id] == State::flowing) flows_changed_ = true;
     if (pace_sides_) {
       if (main_compute_[id]) {
-        --main_running_;
         sides_changed_ |= !side_running_.empty();
         std::erase(main_fixed_, id);
       }
@@ -408,7 +403,7 @@ class Engine {
   void pace_side_kernels(Seconds t) {
     double main_rate = 1.0;
     for (OpId id : side_running_) {
-      fixed_rate_[id] = main_running_ > 0 ? side_rate_[p_.work_class[id]] : 1.0;
+      fixed_rate_[id] = !main_fixed_.empty() ? side_rate_[p_.work_class[id]] : 1.0;
       fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
       main_rate = std::min(main_rate, compute_rate_[p_.work_class[id]]);
@@ -425,6 +420,8 @@ class Engine {
     const int k = p_.work_class[id];
     return side_rate_[k] < 1 || compute_rate_[k] < 1;
   }
+  // An op whose fixed part the engine paces: a paced side op or a compute op of the compute stream.
+  bool paced(OpId id) const { return pace_sides_ && (side_class(id) || main_compute_[id]); }
 
   // efficiency.host_issue: one host thread issues each step's ops in program order, as zrun's executor does after it
   // has waited for the step before (runtime/exec/executor.cpp run_step); an op starts once the host has made its
@@ -533,7 +530,6 @@ class Engine {
   std::vector<double> side_rate_, compute_rate_, fixed_left_, fixed_rate_;
   std::vector<char> main_compute_;
   std::vector<OpId> side_running_, main_fixed_;
-  int main_running_ = 0;
   bool sides_changed_ = false;
   bool pace_sides_ = false;
   std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue
