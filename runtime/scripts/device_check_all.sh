@@ -8,8 +8,11 @@ HERE="$(dirname "$0")"
 source "$HERE/device_env.sh"
 mkdir -p "$OUT/logs"
 nvidia-smi -L | tee "$OUT/summary.txt"
+# The CUPTI kernel tracer and, where carried, the CUPTI library it links.
+export ZRUN_KERNEL_TRACE_LIB="$(realpath "$BIN")/libzrun_kernel_trace.so" LD_LIBRARY_PATH=$(realpath "$BIN"):$LD_LIBRARY_PATH
 for t in kernels_gpu_tests zrun_gpu_tests zrun_model_gpu_tests zrun_flash_attention_gpu_tests zrun_train_gpu_test \
-         zrun_zeropp_gpu_test zeropp_ops_gpu_test zrun_offload_gpu_test zrun_nvme_host_test zrun_elementwise_gpu_test; do
+         zrun_zeropp_gpu_test zeropp_ops_gpu_test zrun_offload_gpu_test zrun_nvme_host_test zrun_elementwise_gpu_test \
+         kernel_trace_gpu_test; do
   [ -x "$BIN/$t" ] || { echo "$t: not carried" | tee -a "$OUT/summary.txt"; continue; }
   start=$(date +%s)
   ZRUN_BIN="$BIN/zrun" "$BIN/$t" > "$OUT/logs/$t.log" 2>&1
