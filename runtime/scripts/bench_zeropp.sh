@@ -2,6 +2,8 @@
 # ZeRO++ inside a zrun step against raw, in the same run (issue 14's benchmark): every qwZ quantize / dequantize op of
 # a stage-3 step of a ~0.5B model (its measured time, --json `measured.quantization`) against kernels/' kernel_bench
 # --qwz at the same size; the ratio is the op's rate over the raw kernel's (target >= 0.9). Prints the step too.
+# Then, where libzrun_kernel_trace.so is carried, the same with each kernel timed by CUPTI in steps without timing
+# events and in kernel_bench (the op-timed figures also hold the op's two timing events; docs/runtime.md "ZeRO++").
 # The int8 / int4 collectives against raw NCCL need 2+ GPUs (device_check_2gpu_stage3.sh runs the ZeRO++ tests there).
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash .devcarry/exec/bench_zeropp.sh
 set -u
@@ -58,3 +60,27 @@ for label, path in (("beside the GEMMs (prefetch on)", sys.argv[1]), ("alone (pr
     print(f"all qwZ kernels of the step, {label}: {total_step*1e3:.3f} ms in the step, {total_raw*1e3:.3f} ms raw: "
           f"ratio {total_raw/total_step:.2f}{target}; with dequantize's raw hot: {total_other/total_step:.2f}")
 PY
+# The same kernels timed by CUPTI (libzrun_kernel_trace.so, carried beside the binaries): each kernel's own start and
+# end on the GPU, in steps run without --json (no timing events at all) and in kernel_bench's raw launches. The op
+# times above run from the event after the op before to the event after the op, so they hold the events' own cost
+# and whatever else the stream ran between (an event another stream waits for); these hold the kernel alone.
+if [ -f "$BIN/libzrun_kernel_trace.so" ]; then
+  export LD_LIBRARY_PATH=$(realpath "$BIN"):$LD_LIBRARY_PATH
+  export CUDA_INJECTION64_PATH="$(realpath "$BIN/libzrun_kernel_trace.so")"
+  ZRUN_KERNEL_TRACE="$OUT/qwz_raw_trace.tsv" "$BIN/kernel_bench" --qwz $SIZES > /dev/null
+  for RUN in prefetch alone; do
+    EXTRA=""
+    [ "$RUN" = alone ] && EXTRA="--set deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"
+    rm -f "$OUT"/qwz_trace_$RUN.*.tsv
+    ZRUN_KERNEL_TRACE="$OUT/qwz_trace_$RUN.%p.tsv" "$BIN/zrun" $ARGS $EXTRA > "$OUT/qwz_traced_$RUN.log" 2>&1 \
+      || { tail -20 "$OUT/qwz_traced_$RUN.log"; exit 1; }
+    mv "$(ls -S "$OUT"/qwz_trace_$RUN.*.tsv | head -1)" "$OUT/qwz_trace_$RUN.tsv"
+    rm -f "$OUT"/qwz_trace_$RUN.*.tsv
+    echo "-- CUPTI, $RUN: each kernel's time in the step against kernel_bench's (quantize cold, dequantize produced)"
+    grep -E "time per step" "$OUT/qwz_traced_$RUN.log"
+    # 13 steps: --warmup 3 and --steps 10 of ARGS, without the op-timed one (no --json); the warm-up left out.
+    $PY "$HERE/qwz_kernel_trace.py" "$OUT/qwz_raw_trace.tsv" "${SIZES// /,}" "$OUT/qwz_trace_$RUN.tsv" \
+      "$OUT/qwz_step_$RUN.json" 13 3 | tee "$OUT/qwz_cupti_$RUN.txt"
+  done
+  unset CUDA_INJECTION64_PATH
+fi
