@@ -58,7 +58,7 @@ int run_launcher(const ZrunArgs& args, int argc, const char* const* argv) {
   }
   Job job = plan_job(args, load_job_scenario(args, shape, args.here ? local_gpu(0) : std::nullopt));
   if (!job.fits) std::cerr << "zrun: --force: running although zsim predicts " << job.fit_summary << "\n";
-  if (nproc > visible) {
+  if (nproc > visible && !args.share_gpu) {
     std::cerr << fmt::format("zrun: --nproc-per-node {} but {} GPU(s) are visible\n", nproc, visible);
     return kExitBadInput;
   }
@@ -81,17 +81,29 @@ void watched_op(Watchdog& dog, const FaultInjector& faults, int rank, const std:
   dog.end(token);
 }
 
-// One worker = one rank = one GPU.
+// --share-gpu: NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"), so each rank is a host of
+// its own (NCCL_HOSTID) and they talk through NCCL's socket transport on the loopback. Set before the first NCCL
+// call; a variable the user set is kept.
+void share_gpu_environment(int rank) {
+  ::setenv("NCCL_HOSTID", fmt::format("zrun-share-gpu-rank{}", rank).c_str(), 1);
+  ::setenv("NCCL_NET", "Socket", 0);
+  ::setenv("NCCL_IB_DISABLE", "1", 0);
+  ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+}
+
+// One worker = one rank = one GPU (with --share-gpu: every rank on GPU 0).
 int run_worker(const ZrunArgs& args, const WorkerIdentity& me) {
   const FaultInjector faults = FaultInjector::from_env();
   const int visible = visible_gpu_count();
-  if (me.local_rank >= visible)
+  const int device = args.share_gpu ? 0 : me.local_rank;
+  if (device >= visible)
     throw DeviceError(fmt::format("zrun: rank {}: local rank {} but {} GPU(s) are visible", me.rank, me.local_rank,
                                   visible));
-  ZRUN_CUDA_CHECK(cudaSetDevice(me.local_rank));
+  ZRUN_CUDA_CHECK(cudaSetDevice(device));
+  if (args.share_gpu) share_gpu_environment(me.rank);
   LaunchShape shape{me.world_size, me.local_world_size,
                     fmt::format("{} world of {}", me.launcher, me.world_size)};
-  Job job = plan_job(args, load_job_scenario(args, shape, args.here ? local_gpu(me.local_rank) : std::nullopt));
+  Job job = plan_job(args, load_job_scenario(args, shape, args.here ? local_gpu(device) : std::nullopt));
 
   RendezvousOptions rv{me.master_addr, me.master_port, env_seconds("ZRUN_RENDEZVOUS_TIMEOUT_S", 120)};
   const std::vector<std::uint8_t> id =

@@ -15,7 +15,7 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   CLI::App app{"zrun: run zsim's schedule for real on this machine's GPUs (CUDA + NCCL)\n"
                "  zrun SCENARIO.yaml [--set KEY=VALUE]... [--steps N] [--warmup K] [--nproc-per-node N]\n"
                "       [--here] [--gpus-per-node K] [--json F] [--trace F] [--csv F] [--force] [--schedule FILE]\n"
-               "       [--nvme-dir DIR]\n"
+               "       [--nvme-dir DIR] [--share-gpu]\n"
                "Under torchrun, srun or mpirun each process is one rank (docs/runtime.md).\n"
                "  zrun calibrate [--out FILE] [--quick] ...: measure this machine, write a hardware profile\n"
                "       (zrun calibrate --help; docs/validation.md)",
@@ -43,6 +43,9 @@ std::optional<ZrunArgs> parse_zrun_args(int argc, const char* const* argv, std::
   app.add_flag("--force", a.force, "run even if zsim predicts the scenario does not fit in memory");
   app.add_option("--schedule", a.schedule_file, "run this schedule JSON (zsim plan --emit-schedule) instead of "
                                                 "planning one from the scenario");
+  app.add_flag("--share-gpu", a.share_gpu,
+               "run every rank on GPU 0, each as an NCCL host of its own (sockets on the loopback): multi-rank "
+               "correctness on a one-GPU machine; its times are not those of separate GPUs (docs/runtime.md)");
   if (!parse_cli(app, argc, argv, "zrun", out, err, exit_code)) return std::nullopt;
   if (a.scenario.empty()) {
     err << "zrun: no scenario given\nrun 'zrun --help' for usage\n";

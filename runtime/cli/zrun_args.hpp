@@ -19,6 +19,7 @@ struct ZrunArgs {
   bool force = false;                   // run a scenario zsim predicts does not fit
   std::string schedule_file;            // run this schedule (zsim plan --emit-schedule) instead of planning
   std::string nvme_dir;                 // NVMe offload: the swap files' directory (default: the scenario's nvme_path)
+  bool share_gpu = false;               // every rank on GPU 0, each its own NCCL host: checks, not timings
 };
 
 // Parses argv. On --help prints usage to `out` and returns nullopt with exit_code 0; on a bad argument

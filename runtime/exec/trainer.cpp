@@ -69,12 +69,14 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   const zsim::Plan plan = zsim::make_plan(sc);
   model::Model model(model::model_config(sc, plan), plan.units);
 
-  // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later; pinned host memory
-  // as the schedule's CPU tier peak per rank, plus half of it as room for the arena's fragmentation, ranges
-  // 4096-aligned for O_DIRECT NVMe transfers.
+  // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later (with --share-gpu, every
+  // rank's equal share of the GPU's memory less that); pinned host memory as the schedule's CPU tier peak per rank,
+  // plus half of it as room for the arena's fragmentation, ranges 4096-aligned for O_DIRECT NVMe transfers.
   std::size_t free_b = 0, total_b = 0;
   ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const Bytes reserve = 1536LL << 20;
+  if (args.share_gpu)
+    free_b = std::min<std::size_t>(free_b, total_b / static_cast<std::size_t>(std::max(1, sch.meta.world_size)));
   const zsim::MemoryWalk predicted = zsim::walk_memory(sch, zsim::capacity_of(sc));
   const Bytes cpu_peak = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node);
   const Bytes cpu_bytes = cpu_peak + cpu_peak / 2 + (64LL << 20);

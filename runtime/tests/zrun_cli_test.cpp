@@ -28,7 +28,8 @@ ZrunRun zrun(const std::string& args) { return zrun_with_env("", args); }
 TEST(ZrunCli, HelpListsTheOptionsAndExitsZero) {
   const ZrunRun r = zrun("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--nproc-per-node", "--here", "--gpus-per-node", "--force", "--schedule", "--steps"})
+  for (const char* flag : {"--nproc-per-node", "--here", "--gpus-per-node", "--force", "--schedule", "--steps",
+                           "--share-gpu"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

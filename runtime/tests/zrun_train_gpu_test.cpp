@@ -50,10 +50,7 @@ TEST(ZrunTrainGpu, TheTinyModelsLossFallsByHalfWithin50Steps) {
   EXPECT_LE(l.back(), 0.5 * l.front()) << r.out;
 }
 
-int visible_gpus() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
+int visible_gpus() { return zrun::test::test_gpus(); }
 
 // The tolerance: 1e-3 without reductions in 16 bits (one GPU: none at all), 1e-2 with bf16 reductions.
 TEST(ZrunTrainGpu, TwoMicroStepsOfOneSequenceGiveTheLossesOfOneMicroBatchOfTwo) {

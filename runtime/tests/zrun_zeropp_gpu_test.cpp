@@ -22,14 +22,9 @@ using zrun::test::ZrunRun;
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: zrun's ZeRO++ tests run on the GPU machine"
 #define REQUIRE_GPUS(n)                                                                                          \
-  if (visible_gpus() < (n))                                                                                      \
-  GTEST_SKIP() << "needs " << (n) << " GPUs (this machine has " << visible_gpus() << "): run it on the " << (n) \
-               << "-GPU machine"
-
-int visible_gpus() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
+  if (zrun::test::test_gpus() < (n))                                                                            \
+  GTEST_SKIP() << "needs " << (n) << " GPUs (this machine has " << zrun::test::test_gpus() << "): run it on the " \
+               << (n) << "-GPU machine, or with ZRUN_TEST_SHARE_GPU=" << (n) << " on one"
 
 std::vector<double> losses(const std::string& out) {
   std::vector<double> v;
