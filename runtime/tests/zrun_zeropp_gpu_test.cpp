@@ -2,7 +2,8 @@
 // the tiny scenario at stage 3 over 50 steps, each ZeRO++ piece against unquantized stage 3 on the same samples, at
 // the same world size. qwZ runs at any world size (its int8 all-gather is real even on one GPU); hpZ needs two GPUs
 // of a node; qgZ and LoCo need two nodes (DeepSpeed reduce-scatters unquantized on one), so they run as 2 virtual
-// nodes of 1 GPU (--gpus-per-node 1); all of them together need 2 x 2. Each skips with fewer GPUs, saying so.
+// nodes of 1 GPU (--gpus-per-node 1); each at 2 x 2, and all of them together, need 4. Each skips with fewer GPUs,
+// saying so (ZRUN_TEST_SHARE_GPU=N runs them with N ranks on one GPU: runtime/tests/zrun_gpu_run.hpp).
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -119,6 +120,24 @@ TEST(ZrunZeroppGpu, LocoMakesTheAccumulatedGradientErrorOfQgzThreeTimesSmaller) 
   ASSERT_GT(qgz, 0);
   ASSERT_GT(loco, 0);
   EXPECT_LE(3 * loco, qgz);
+}
+
+// At 2 nodes of 2 each piece has both levels: hpZ's secondary partition is half the node's ranks' data (at 1 node of
+// 2 it is the whole copy), qgZ's intra-node all-to-all and dequant-reduce-requant run over 2 ranks before the
+// inter-node one.
+TEST(ZrunZeroppGpu, HpzOnTwoNodesOfTwoGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(4);
+  expect_within_2_percent_of_stage3("--nproc-per-node 4 --gpus-per-node 2 --set training.grad_accum=2", kHpz);
+}
+
+TEST(ZrunZeroppGpu, QgzOnTwoNodesOfTwoGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(4);
+  expect_within_2_percent_of_stage3("--nproc-per-node 4 --gpus-per-node 2", kQgz);
+}
+
+TEST(ZrunZeroppGpu, LocoOnTwoNodesOfTwoGivesTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(4);
+  expect_within_2_percent_of_stage3("--nproc-per-node 4 --gpus-per-node 2", kLoco);
 }
 
 TEST(ZrunZeroppGpu, AllOfZeroppTogetherOnTwoNodesOfTwoGivesTheLossOfStage3WithinTwoPercent) {
