@@ -746,6 +746,55 @@ TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGat
   EXPECT_GT(straddling, 0);
 }
 
+// hpZ with offload_param cpu on 8 ranks (hpz groups of 4), two micro-steps over 2 steps: DeepSpeed keeps the secondary
+// partition on the offload device (_partition_param_sec: device=self.remote_device), so the forward's hpz_copy goes
+// d2h into a CPU buffer, and each gather from it (the backward's, the second micro-step's forward) first copies the
+// unit's secondary partitions h2d into a GPU staging buffer (_all_gather_dtype: ds_secondary_tensor.to(device)). The
+// interpreter follows every rank's bytes through that path exactly, with the optimizer on the GPU or the CPU, every
+// fetch path, with and without qwZ.
+TEST(ScheduleBufferUses, HpzWithParamOffloadKeepsTheSecondaryPartitionInCpuMemoryAndGathersFromItOn8Ranks) {
+  int runs = 0;
+  for (const char* optimizer : {"none", "cpu"})
+    for (const char* fetch : kFetchPaths)
+      for (const char* qwz : {"deepspeed.zero_optimization.zero_quantized_weights=false",
+                              "deepspeed.zero_optimization.zero_quantized_weights=true"}) {
+        if (std::string(fetch).find("all_reduce") != std::string::npos && std::string(qwz).find("true") != std::string::npos)
+          continue;  // DeepSpeed's all-reduce fetch is unquantized
+        const Scenario s = tiny_world8({fetch, qwz, kPersistence[0], "cluster.host.memory_bytes=1TiB",
+                                        "cluster.host.cores=16", "deepspeed.zero_optimization.zero_hpz_partition_size=4",
+                                        "deepspeed.zero_optimization.offload_param.device=cpu",
+                                        std::string("deepspeed.zero_optimization.offload_optimizer.device=") + optimizer});
+        const Plan p = make_plan(s);
+        ASSERT_TRUE(p.hpz_enabled);
+        const Schedule sch = make_schedule(s, p, 2);
+        SCOPED_TRACE(std::string("offload_optimizer ") + optimizer + ", " + fetch + " " + qwz);
+        ASSERT_NO_THROW(check_schedule(sch));
+        Stage3World w(sch, p, 8);
+        w.run();
+        ASSERT_EQ(w.steps(), 2);
+        w.expect_results(s.training.grad_accum);
+        EXPECT_GT(w.weight_checks(), 0);
+        int hpz_buffers = 0, hpz_copies = 0, staged_from_hpz = 0;
+        for (const Op& op : sch.ops) {
+          if (op.kind == OpKind::alloc && op.mem.detail == "hpz") {
+            ++hpz_buffers;
+            EXPECT_EQ(op.mem.tier, Tier::cpu) << op.name;
+          }
+          if (op.kind != OpKind::copy) continue;
+          if (op.name.find(".hpz_copy") != std::string::npos) {
+            ++hpz_copies;
+            EXPECT_EQ(op.copy.what, CopyKind::d2h) << op.name;
+          }
+          if (op.copy.what == CopyKind::h2d && sch.ops[op.uses.front().alloc].mem.detail == "hpz") ++staged_from_hpz;
+        }
+        EXPECT_GT(hpz_buffers, 0);
+        EXPECT_EQ(hpz_copies, hpz_buffers);
+        EXPECT_GT(staged_from_hpz, 0);
+        ++runs;
+      }
+  EXPECT_EQ(runs, 14);
+}
+
 // offload_param nvme with partitions of at least 1 MiB (DeepSpeed's swappable ones: the MLP's matrices here): each
 // is read into a buffer of the swapper's pool (own fetch, recompute module by module, or read ahead) and copied up
 // from there, the smaller ones through buffers of their own, and every gather and compute sees exactly the weights the

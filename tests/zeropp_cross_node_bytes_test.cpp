@@ -42,18 +42,26 @@ Bytes cross_node_bytes_per_gpu(const Scenario& s) {
   return make_report(s, schedule).comm.cross_node_per_gpu.total();
 }
 
+// hpZ with the parameters on NVMe is refused (DeepSpeed fails on it: scenario_validate.cpp).
+bool hpz_allowed(const std::string& file, const std::vector<std::string>& base) {
+  return load_bundled(file, base).zero.offload_param.device != OffloadDevice::nvme;
+}
+
 // For every subset of {qwZ, hpZ, qgZ} and every flag not in it: adding the flag does not raise the
-// cross-node bytes. Returns how many comparisons were made.
+// cross-node bytes (without hpZ where it is refused). Returns how many comparisons were made.
 int expect_adding_any_zeropp_feature_never_raises_cross_node_bytes(const std::string& file,
                                                                    const std::vector<std::string>& base) {
   const int gpn = load_bundled(file, base).cluster.gpus_per_node;
+  const bool hpz = hpz_allowed(file, base);
   Bytes bytes[8];
   for (int flags = 0; flags < 8; ++flags)
-    bytes[flags] = cross_node_bytes_per_gpu(load_bundled(file, base + zeropp_overrides(flags, gpn)));
+    if (hpz || !(flags & kHpz))
+      bytes[flags] = cross_node_bytes_per_gpu(load_bundled(file, base + zeropp_overrides(flags, gpn)));
   int compared = 0;
   for (int flags = 0; flags < 8; ++flags)
     for (int add : {kQwz, kHpz, kQgz}) {
       if (flags & add) continue;
+      if (!hpz && ((flags | add) & kHpz)) continue;
       EXPECT_LE(bytes[flags | add], bytes[flags])
           << file << " with " << fmt::format("{}", fmt::join(base, " ")) << ": adding " << flag_names(add)
           << "to {" << flag_names(flags) << "} raised cross-node bytes per GPU per step";
@@ -63,14 +71,15 @@ int expect_adding_any_zeropp_feature_never_raises_cross_node_bytes(const std::st
 }
 
 TEST(ZeroppCrossNodeBytes, AddingAnyFeatureNeverRaisesCrossNodeBytesOnBundledScenarios) {
-  int compared = 0, multi_node = 0;
+  int compared = 0, expected = 0, multi_node = 0;
   for (const std::string& file : test::bundled_scenario_files()) {
     const std::vector<std::string> base = test::small_overrides(4);
     if (load_bundled(file, base).cluster.nodes > 1) ++multi_node;
     compared += expect_adding_any_zeropp_feature_never_raises_cross_node_bytes(file, base);
+    expected += hpz_allowed(file, base) ? 12 : 4;  // without hpZ: {} + qwZ, {} + qgZ, {qwZ} + qgZ, {qgZ} + qwZ
   }
   EXPECT_GE(multi_node, 3);  // the property says nothing on one node (no cross-node bytes at all)
-  EXPECT_EQ(compared, 12 * static_cast<int>(test::bundled_scenario_files().size()));
+  EXPECT_EQ(compared, expected);
 }
 
 // The full ZeRO++ set cuts cross-node traffic where there is some (the property above is not vacuous).

@@ -58,10 +58,6 @@ std::vector<std::byte> encode(const std::vector<float>& values, zsim::DType dtyp
 
 void init_stage3_states(const zsim::Schedule& s, const zsim::Plan& plan, const model::ModelConfig& cfg, int rank,
                         const std::vector<zsim::OpId>& init_ops, const PutState& put_state) {
-  auto refuse = [](const std::string& what) {
-    throw std::runtime_error(fmt::format("ZeRO stage 3 with {} is not built into zrun yet (issue 14)", what));
-  };
-  if (plan.param_device != zsim::OffloadDevice::none && plan.hpz_enabled) refuse("offload_param with hpZ");
   const Stage3States st = stage3_states(plan, cfg, rank);
   zsim::OpId partition = -1, partition_nvme = -1, persistent = -1, optimizer = -1;
   for (zsim::OpId id : init_ops) {

@@ -113,6 +113,17 @@ TEST(ZrunCli, ParamOffloadToNvmeWithoutADirectoryNamesOffloadParamsNvmePath) {
   EXPECT_NE(r.err.find("--nvme-dir"), std::string::npos) << r.err;
 }
 
+// hpZ with the parameters on NVMe fails in DeepSpeed (the secondary partition is allocated on the offload device):
+// refused before launch, naming the key. With offload_param cpu it runs (zrun_offload_gpu_test).
+TEST(ZrunCli, HpzWithParamOffloadToNvmeExitsTwoNamingTheKey) {
+  const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 2 --set "
+                         "cluster.gpus_per_node=2 --set deepspeed.zero_optimization.zero_hpz_partition_size=2 --set "
+                         "deepspeed.zero_optimization.offload_param.device=nvme --nvme-dir /tmp");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("zero_hpz_partition_size"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no device 'nvme'"), std::string::npos) << r.err;
+}
+
 TEST(ZrunCli, NvmeOffloadIntoAMissingDirectoryExitsTwoNamingIt) {
   const ZrunRun r = zrun("runtime/scenarios/tiny-zero3-offload-1xh100.yaml --nproc-per-node 1 --set "
                          "deepspeed.zero_optimization.offload_optimizer.device=nvme --nvme-dir /no/such/zrun_nvme_dir");

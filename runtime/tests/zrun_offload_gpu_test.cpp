@@ -144,6 +144,29 @@ TEST(ZrunOffloadGpu, ParamOffloadToCpuGivesExactlyTheMasterWeightsOfTheRunWithou
     }
 }
 
+// hpZ with offload_param cpu (2 nodes of 2): the forward keeps each unit's secondary partition in pinned CPU memory
+// and the backward's gathers (and the second micro-step's forward) copy it up and gather it on the hpz group
+// (docs/schedule-semantics.md "hpZ"). It moves the same bytes from other ranks, so rank 0's master weights after 10
+// steps are bitwise those of the run without hpZ, with the optimizer on the GPU and on the CPU.
+TEST(ZrunOffloadGpu, HpzWithParamOffloadGivesExactlyTheMasterWeightsOfParamOffloadWithoutIt) {
+  REQUIRE_GPU();
+  if (zrun::test::test_gpus() < 4)
+    GTEST_SKIP() << "needs 4 GPUs (this machine has " << zrun::test::test_gpus() << "): run it on the 4-GPU machine, "
+                 << "or with ZRUN_TEST_SHARE_GPU=4 on one";
+  const std::string more = "--nproc-per-node 4 --gpus-per-node 2 --set training.micro_batch=1 --set "
+                           "training.grad_accum=2 --set deepspeed.zero_optimization.offload_param.device=cpu";
+  for (const std::string optimizer : {"gpu", "cpu"}) {
+    const std::vector<float> base = master_after(3, optimizer, 10, nullptr, more);
+    std::string out;
+    const std::vector<float> hpz =
+        master_after(3, optimizer, 10, &out, more + " --set deepspeed.zero_optimization.zero_hpz_partition_size=2");
+    ASSERT_EQ(base.size(), hpz.size()) << out;
+    ASSERT_FALSE(base.empty());
+    EXPECT_EQ(std::memcmp(base.data(), hpz.data(), base.size() * sizeof(float)), 0)
+        << "optimizer on " << optimizer << ": relative difference " << relative_difference(hpz, base);
+  }
+}
+
 // Two micro-steps of one sequence, so the 16-bit accumulation through host memory is exercised too; at stage 3 the
 // fp32 gradients go through the NVMe gradient swap files.
 TEST(ZrunOffloadGpu, NvmeOffloadGivesExactlyTheCpuOffloadsMasterWeights) {

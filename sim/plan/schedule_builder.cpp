@@ -486,7 +486,6 @@ class Builder {
   }
   // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, and offload_param (cpu or nvme)
   // without hpZ; hpZ's gathers with offloaded params stay without (issue 14) and zrun refuses them.
-  bool fetch_uses(const Call& c) const { return p_.param_device == OffloadDevice::none || !c.sec; }
   // offload_param: where tensor k of unit u starts in the unit's staged partition (its gathered tensors' chunks, in
   // order, as params.partition has them).
   Elements staged_offset(int u, int k) const {
@@ -536,11 +535,36 @@ class Builder {
   // What this rank contributes of the call's tensor i: its partition, or (hpZ) its secondary partition.
   void use_source(const Call& c, OpId op, size_t i, Role role, Access access) {
     const auto [u, k] = c.ids[i];
-    if (c.staged.count(u))  // offload_param: the partition's copy on the GPU
-      return use(op, c.staged.at(u), e_ * staged_offset(u, k), e_ * c.chunk[i], role, access, u, k);
+    const Elements sec_at = gathered_before(u, k, [&](const TensorShape& t) { return secondary_numel(t); });
+    if (c.staged.count(u))  // offload_param: the partition's (hpZ: the secondary partition's) copy on the GPU
+      return use(op, c.staged.at(u), e_ * (c.sec ? sec_at : staged_offset(u, k)), e_ * c.chunk[i], role, access, u, k);
     if (!c.sec) return use_partition(op, u, k, role, access);
-    const Elements at = gathered_before(u, k, [&](const TensorShape& t) { return secondary_numel(t); });
-    use(op, hpz_buffers_.at(u), e_ * at, e_ * c.chunk[i], role, access, u, k);
+    use(op, hpz_buffers_.at(u), e_ * sec_at, e_ * c.chunk[i], role, access, u, k);
+  }
+  // offload_param with hpZ: DeepSpeed keeps the secondary partition on offload_param's device
+  // (partition_parameters.py _partition_param_sec: torch.empty(..., device=self.remote_device), pinned with
+  // pin_memory), and a gather from it first copies it to the GPU (_all_gather_dtype:
+  // `p.ds_secondary_tensor.to(device)`): the unit's secondary partitions, one h2d, into a staging buffer that the
+  // call reads as it reads the staged partitions. Returns the staging alloc and the h2d.
+  std::pair<OpId, OpId> stage_secondary(Call& c, int u, const std::string& what, std::vector<OpId> deps) {
+    const FetchUnit& U = p_.units[u];
+    const OpId sec = hpz_buffers_.at(u);
+    const Bytes bytes = sch_.ops[sec].mem.bytes;
+    deps.push_back(hpz_copies_.at(u));
+    const OpId staging = alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", bytes, c.phase,
+                               stream("h2d"), deps, U.layer);
+    const OpId h2d = copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, bytes, s_.zero.offload_param.pin_memory,
+                          c.phase, stream("h2d"), {staging}, U.layer);
+    c.staged[u] = staging;
+    Elements at = 0;
+    for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k) {
+      if (layout_.gathered[u][k] < 0) continue;
+      const Elements S = secondary_numel(U.tensors[k]);
+      use(h2d, sec, e_ * at, e_ * S, Role::input, Access::read, u, k);
+      use(h2d, staging, e_ * at, e_ * S, Role::output, Access::write, u, k);
+      at += S;
+    }
+    return {staging, h2d};
   }
 
   // offload_param nvme: one swap_in call (partitioned_param_swapper.py swap_in: an aio read per parameter, into its
@@ -597,7 +621,6 @@ class Builder {
       c.chunk.push_back(sec ? secondary_numel(t) : ceil_div(t.numel(), c.n));
       c.part += c.chunk.back();
     }
-    const bool uses = fetch_uses(c);
     const Phase ph = c.phase;
     const int layer = c.layer;
     const std::string suffix = tag() + ".c" + std::to_string(id);
@@ -613,6 +636,12 @@ class Builder {
         const FetchUnit& U = p_.units[m.unit];
         const Bytes part_bytes = e_ * U.partition;
         const std::string what = U.name + suffix;
+        if (c.sec) {  // hpZ: the secondary partitions, in CPU memory
+          const auto [buffer, h2d] = stage_secondary(c, m.unit, what, deps);
+          staging.push_back(buffer);
+          arrived.push_back(h2d);
+          continue;
+        }
         std::vector<OpId> d = deps;  // after the previous compute, and the step before
         // offload_param nvme: the unit's partitions on NVMe were read into the swap-in pool (read_swap_ins), and
         // all_gather_coalesced waits for them first (_ensure_availability_of_partitioned_params): synchronize_reads
@@ -644,18 +673,17 @@ class Builder {
                            stream("nvme"), d, U.layer);
           d.push_back(copy(c.name + "." + U.name + ".nvme_read", CopyKind::nvme_read, nvme_bytes, true, ph,
                            stream("nvme"), {*cpu_swap}, U.layer));
-          if (uses)
-            for (const auto& [k, at] : swap_at) {
-              const PartitionPiece q = tensor_pieces(m.unit, k).back();
-              use(d.back(), q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
-              use(d.back(), *cpu_swap, at, q.bytes, Role::output, Access::write, m.unit, k);
-            }
+          for (const auto& [k, at] : swap_at) {
+            const PartitionPiece q = tensor_pieces(m.unit, k).back();
+            use(d.back(), q.buffer, q.at, q.bytes, Role::input, Access::read, m.unit, k);
+            use(d.back(), *cpu_swap, at, q.bytes, Role::output, Access::write, m.unit, k);
+          }
         }
         staging.push_back(alloc("param_h2d." + what, Tier::gpu, MemCategory::buffers, "prefetch", part_bytes, ph,
                                 stream("h2d"), d, U.layer));
         d = {copy(c.name + "." + U.name + ".h2d", CopyKind::h2d, part_bytes, s_.zero.offload_param.pin_memory, ph,
                   stream("h2d"), {staging.back()}, U.layer)};
-        if (uses) {  // each gathered tensor's chunk: params.partition (CPU) or the swap buffer (NVMe) -> the staging
+        {  // each gathered tensor's chunk: params.partition (CPU) or the swap buffer (NVMe) -> the staging
           c.staged[m.unit] = staging.back();
           for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k)
             if (layout_.gathered[m.unit][k] >= 0) {
@@ -694,7 +722,7 @@ class Builder {
       deps.push_back(buf);
       c.gathered = collective(c.name + ".all_gather", CollectiveKind::all_gather, group, e_ * out, 0, p_.dtype, ph,
                               comm_, deps, layer);
-      if (uses) {  // this rank's partition in, the padded tensor out (rank r's chunk at r x partition)
+      {  // this rank's partition in, the padded tensor out (rank r's chunk at r x partition)
         use_source(c, c.gathered, 0, Role::input, Access::read);
         use(c.gathered, buf, 0, e_ * out, Role::output, Access::write, c.ids[0].first, c.ids[0].second);
       }
@@ -712,7 +740,7 @@ class Builder {
       for (size_t i = 0; i < c.tensors.size(); ++i) {
         const Elements chunk = ceil_div(c.tensors[i].numel(), c.n);
         in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * chunk, true, ph, comm_, {in}, layer);
-        if (uses) {
+        {
           const auto [u, k] = c.ids[i];
           use_source(c, in, i, Role::input, Access::read);  // the partition, or its staged copy (offload_param)
           use(in, buf, e_ * at, e_ * chunk, Role::output, Access::write, u, k);
@@ -722,7 +750,7 @@ class Builder {
       }
       c.gathered = collective(c.name + ".all_reduce", CollectiveKind::all_reduce, group, e_ * aligned, 0, p_.dtype, ph,
                               comm_, {in}, layer);
-      if (uses) {  // a sum (every other rank's slots hold zeros); the output holds the parameters
+      {  // a sum (every other rank's slots hold zeros); the output holds the parameters
         use(c.gathered, buf, 0, e_ * aligned, Role::input, Access::read);
         use(c.gathered, buf, 0, e_ * aligned, Role::param, Access::write);
       }
@@ -747,7 +775,7 @@ class Builder {
                               comm_, {in}, layer);
       c.temps.push_back(flat);
       c.flat_buf = flat;
-      if (uses) {
+      {
         // torch.cat of the partitions into rank r's slot [r x part, (r + 1) x part), then an in-place all-gather.
         for (size_t i = 0; i < c.ids.size(); ++i) {
           const auto [u, k] = c.ids[i];
@@ -770,7 +798,7 @@ class Builder {
         cat = alloc("qwz_in" + suffix, Tier::gpu, MemCategory::buffers, "quant", e_ * c.part, ph, comm_, deps, layer);
         const OpId in = copy(c.name + ".copy_in", CopyKind::d2d, e_ * c.part, true, ph, comm_, {*cat}, layer);
         cat_kernels(in, static_cast<std::int64_t>(c.ids.size()));
-        for (size_t i = 0; uses && i < c.ids.size(); ++i) {
+        for (size_t i = 0; i < c.ids.size(); ++i) {
           const auto [u, k] = c.ids[i];
           use_source(c, in, i, Role::input, Access::read);
           use(in, *cat, e_ * c.slot[i], e_ * c.chunk[i], Role::output, Access::write, u, k);
@@ -782,7 +810,7 @@ class Builder {
       const OpId qz = compute(c.name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, c.part * e_ + q.total(),
                               c.part, layer, Device::gpu, comm_);
       sch_.ops[qz].compute.dtype = DType::int8;
-      if (uses) {
+      {
         if (cat) use(qz, *cat, 0, e_ * c.part, Role::input, Access::read);
         else use_source(c, qz, 0, Role::input, Access::read);
         use(qz, qbuf, 0, q.data, Role::output, Access::write);
@@ -793,7 +821,7 @@ class Builder {
                                  ph, comm_, {qz}, layer);
       c.gathered = collective(c.name + ".all_gather.scales", CollectiveKind::all_gather, group, q.scales * c.n,
                               q.scales * c.n, DType::fp32, ph, comm_, {qz}, layer);
-      if (uses) {
+      {
         use(ag, qbuf, 0, q.data, Role::input, Access::read);
         use(ag, qbuf, q.total(), q.data * c.n, Role::output, Access::write);
         use(c.gathered, qbuf, q.data, q.scales, Role::input, Access::read);
@@ -818,7 +846,6 @@ class Builder {
     const Phase ph = c.phase;
     const int layer = c.layer;
     OpId src = c.gathered;
-    const bool uses = fetch_uses(c);
     if (c.quantized) {
       // Every rank's int8 partition dequantized with its own scales into its padded place (a single tensor's
       // padded buffer, or the flat buffer the tensors are copied out of).
@@ -840,7 +867,7 @@ class Builder {
       src = compute(c.name + ".dequantize", ComputeKind::dequantize, ph, {src, target}, 0, q.total() * c.n + e_ * out,
                     out, layer, Device::gpu, comm_);
       sch_.ops[src].compute.dtype = DType::int8;
-      if (uses) {  // rank j's int8 values and scales -> its padded partition (blocks: one per rank)
+      {  // rank j's int8 values and scales -> its padded partition (blocks: one per rank)
         use(src, c.qwz, q.total(), q.data, Role::input, Access::read);
         use(src, c.qwz, q.total() + q.data * c.n, q.scales, Role::input, Access::read);
         use(src, target, 0, e_ * c.part, Role::output, Access::write);
@@ -862,7 +889,7 @@ class Builder {
           const TensorShape& t = U.gathered_tensors[j];
           src = copy((m.phase == Phase::forward ? "fwd." : "bwd.") + U.name + ".copy_out", CopyKind::d2d,
                      e_ * t.numel(), true, ph, comm_, {src, buf}, U.layer);
-          if (uses) {  // the tensor's chunk of every rank's slot (strided), its numel bytes out (padding dropped)
+          {  // the tensor's chunk of every rank's slot (strided), its numel bytes out (padding dropped)
             const auto [u, k] = c.ids.at(i);
             use(src, flat, e_ * c.slot.at(i), e_ * c.chunk.at(i), Role::input, Access::read, u, k);
             sch_.ops[src].uses.back().blocks = c.n;
@@ -889,13 +916,17 @@ class Builder {
     const FetchUnit& U = p_.units[u];
     Elements sec = 0;
     for (const auto& t : U.gathered_tensors) sec += secondary_numel(t);
-    const OpId buf = alloc("hpz." + U.name + ".s" + std::to_string(step_), Tier::gpu, MemCategory::buffers, "hpz",
-                           e_ * sec, Phase::forward, comm_, {gathered}, U.layer);
+    // With offload_param the secondary partition lives in (pinned) CPU memory, as the partition does
+    // (_partition_param_sec: device=self.remote_device; stage_secondary).
+    const bool on_cpu = p_.param_device == OffloadDevice::cpu;
+    const OpId buf = alloc("hpz." + U.name + ".s" + std::to_string(step_), on_cpu ? Tier::cpu : Tier::gpu,
+                           MemCategory::buffers, "hpz", e_ * sec, Phase::forward, comm_, {gathered}, U.layer);
     hpz_buffers_[u] = buf;
-    const OpId cp = copy("fwd." + U.name + ".hpz_copy", CopyKind::d2d, e_ * sec, true, Phase::forward, comm_,
-                         {gathered, buf}, U.layer);
+    const OpId cp = copy("fwd." + U.name + ".hpz_copy", on_cpu ? CopyKind::d2h : CopyKind::d2d, e_ * sec,
+                         !on_cpu || s_.zero.offload_param.pin_memory, Phase::forward, comm_, {gathered, buf}, U.layer);
+    hpz_copies_[u] = cp;
     sch_.ops[cp].copy.group = hpz_;
-    per_tensor_kernels(cp, static_cast<std::int64_t>(U.gathered_tensors.size()));  // _partition_param_sec per param
+    if (!on_cpu) per_tensor_kernels(cp, static_cast<std::int64_t>(U.gathered_tensors.size()));  // per param
     size_t g = 0;  // the tensor's place among the unit's gathered tensors (live_.where)
     Elements at = 0;
     for (int k = 0; k < static_cast<int>(U.tensors.size()); ++k) {
@@ -2086,6 +2117,7 @@ class Builder {
     if (p_.stage == 3) gather_persistent(param_ready);
     for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
     hpz_buffers_.clear();
+    hpz_copies_.clear();
   }
 
   // stage3.py _post_step: persistent_parameters[0].all_gather(persistent_parameters) -> partition_parameters.py
@@ -2226,6 +2258,7 @@ class Builder {
   mutable int tag_step_ = -1, tag_micro_ = -1;
   bool last_micro_ = true;
   std::map<int, OpId> hpz_buffers_;  // unit -> alloc of its secondary partition (this step)
+  std::map<int, OpId> hpz_copies_;   // unit -> the copy that wrote it
   std::map<int, Live> live_;         // stage 3: gathered (or in-flight) units of this micro-step
   std::vector<Call> calls_;          // stage 3: fetch calls of this micro-step
   std::map<OpId, int> shared_;       // stage 3: a buffer several units live in -> units not yet released

@@ -103,6 +103,15 @@ TEST(ScenarioErrors, HpzMustDivideGpusPerNode) {
   EXPECT_NE(std::string(e->what()).find("must divide gpus_per_node (8)"), std::string::npos) << e->what();
 }
 
+TEST(ScenarioErrors, HpzWithParametersOnNvmeIsRefusedAsDeepSpeedFailsOnIt) {
+  auto e = error_of(kBase, {"deepspeed.zero_optimization.stage=3", "deepspeed.zero_optimization.zero_hpz_partition_size=2",
+                            "deepspeed.zero_optimization.offload_param.device=nvme",
+                            "deepspeed.zero_optimization.offload_param.nvme_path=/tmp"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "deepspeed.zero_optimization.zero_hpz_partition_size");
+  EXPECT_NE(std::string(e->what()).find("no device 'nvme'"), std::string::npos) << e->what();
+}
+
 TEST(ScenarioErrors, LocoNeedsQuantizedGradients) {
   auto e = error_of(kBase + "    zeropp_loco_param: {err_beta: 0.8}\n", {"deepspeed.zero_optimization.stage=3"});
   EXPECT_ERROR_AT(e, 15, 24, "deepspeed.zero_optimization.zeropp_loco_param", "needs zero_quantized_gradients");

@@ -212,6 +212,11 @@ void validate_scenario(const Scenario& s, const LocateKey& locate) {
          "optimizer offload needs ZeRO stage 1, 2 or 3");
   c.that(op.device == OffloadDevice::none || stage3, kZ + "offload_param.device",
          "parameter offload needs ZeRO stage 3");
+  // DeepSpeed allocates the hpZ secondary partition on the parameters' offload device (partition_parameters.py
+  // _partition_param_sec: torch.empty(..., device=self.remote_device)); torch has no device "nvme".
+  c.that(op.device != OffloadDevice::nvme || z.zero_hpz_partition_size == 1, kZ + "zero_hpz_partition_size",
+         "hpZ (zero_hpz_partition_size > 1) with offload_param.device nvme fails in DeepSpeed: it allocates the "
+         "secondary partition on the offload device (_partition_param_sec), and torch has no device 'nvme'");
   c.that(std::isfinite(oo.ratio) && oo.ratio >= 0 && oo.ratio <= 1, kZ + "offload_optimizer.ratio",
          "must be in [0, 1]");
   c.that(oo.ratio >= 1 || stage3, kZ + "offload_optimizer.ratio",
