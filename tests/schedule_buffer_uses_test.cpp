@@ -618,6 +618,17 @@ Scenario tiny_world8(const std::vector<std::string>& more) {
                            more);
 }
 
+// The host interpreter over 8 ranks and `steps` steps: the schedule is well formed and every rank's weight bytes
+// reach the tensors the compute ops read, and the updates their partitions, exactly.
+void expect_every_ranks_bytes_follow_on_8_ranks(const Schedule& sch, const Plan& p, const Scenario& s, int steps) {
+  ASSERT_NO_THROW(check_schedule(sch));
+  Stage3World w(sch, p, 8);
+  w.run();
+  ASSERT_EQ(w.steps(), steps);
+  w.expect_results(s.training.grad_accum);
+  EXPECT_GT(w.weight_checks(), 0);
+}
+
 // Stage 3's fetch paths (coalesced, sequential, all-reduce, no prefetch) and persistence (none, the small tensors).
 const char* const kFetchPaths[] = {"deepspeed.zero_optimization.stage3_allgather_sequential=false",
                                    "deepspeed.zero_optimization.stage3_allgather_sequential=true",
@@ -682,12 +693,7 @@ TEST(ScheduleBufferUses, ParamOffloadMovesEveryRanksWeightsFromTheirTierToTheGat
               const Schedule sch = make_schedule(s, p, 2);
               SCOPED_TRACE(std::string("offload_param ") + param + ", max_in_cpu " + in_cpu + ", offload_optimizer " +
                            optimizer + ", " + fetch + " " + persist + " " + sub);
-              ASSERT_NO_THROW(check_schedule(sch));
-              Stage3World w(sch, p, 8);
-              w.run();
-              ASSERT_EQ(w.steps(), 2);
-              w.expect_results(s.training.grad_accum);
-              EXPECT_GT(w.weight_checks(), 0);
+              expect_every_ranks_bytes_follow_on_8_ranks(sch, p, s, 2);
               // The path itself: on NVMe every h2d of weights reads params.partition or a pinned param_swap buffer
               // that a nvme_read of params.partition.nvme filled, and every weight of a sub-group past max_in_cpu
               // written back goes to params.partition.nvme by a nvme_write.
@@ -768,12 +774,7 @@ TEST(ScheduleBufferUses, HpzWithParamOffloadKeepsTheSecondaryPartitionInCpuMemor
         ASSERT_TRUE(p.hpz_enabled);
         const Schedule sch = make_schedule(s, p, 2);
         SCOPED_TRACE(std::string("offload_optimizer ") + optimizer + ", " + fetch + " " + qwz);
-        ASSERT_NO_THROW(check_schedule(sch));
-        Stage3World w(sch, p, 8);
-        w.run();
-        ASSERT_EQ(w.steps(), 2);
-        w.expect_results(s.training.grad_accum);
-        EXPECT_GT(w.weight_checks(), 0);
+        expect_every_ranks_bytes_follow_on_8_ranks(sch, p, s, 2);
         int hpz_buffers = 0, hpz_copies = 0, staged_from_hpz = 0;
         for (const Op& op : sch.ops) {
           if (op.kind == OpKind::alloc && op.mem.detail == "hpz") {
