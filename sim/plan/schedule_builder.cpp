@@ -484,8 +484,6 @@ class Builder {
       if (layout_.gathered[u][k] >= 0) ids.push_back({u, k});
     return ids;
   }
-  // Whether the ops of this call carry uses: zrun runs stage 3 with or without ZeRO++, and offload_param (cpu or nvme)
-  // without hpZ; hpZ's gathers with offloaded params stay without (issue 14) and zrun refuses them.
   // offload_param: where tensor k of unit u starts in the unit's staged partition (its gathered tensors' chunks, in
   // order, as params.partition has them).
   Elements staged_offset(int u, int k) const {
