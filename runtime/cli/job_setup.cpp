@@ -92,11 +92,14 @@ std::string nvme_directory(const ZrunArgs& args, const zsim::Scenario& s, const 
 
 Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
   Job job;
-  try {
-    (void)zsim::make_plan(scenario);
-  } catch (const std::invalid_argument& e) {  // the planner refused a combination the validator let by
-    throw InputError({args.scenario, 0, 0, ""}, e.what());
-  }
+  // Made even when --schedule gives the schedule: the planner refuses combinations the validator lets by.
+  const zsim::Plan plan = [&] {
+    try {
+      return zsim::make_plan(scenario);
+    } catch (const std::invalid_argument& e) {
+      throw InputError({args.scenario, 0, 0, ""}, e.what());
+    }
+  }();
   if (!args.schedule_file.empty()) {
     job.schedule = zsim::read_schedule_json(args.schedule_file);
     const zsim::ScheduleMeta& m = job.schedule.meta;
@@ -107,8 +110,8 @@ Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
                                    scenario.cluster.gpus_per_node));
   } else {
     try {
-      job.schedule = zsim::make_schedule(scenario, zsim::make_plan(scenario), args.warmup + args.steps);
-    } catch (const std::invalid_argument& e) {  // the planner refused a combination the validator let by
+      job.schedule = zsim::make_schedule(scenario, plan, args.warmup + args.steps);
+    } catch (const std::invalid_argument& e) {  // the builder refused a combination the validator let by
       throw InputError({args.scenario, 0, 0, ""}, e.what());
     }
   }
@@ -129,7 +132,6 @@ Job plan_job(const ZrunArgs& args, zsim::Scenario scenario) {
   if (!job.fits && !args.force)
     throw InputError({args.scenario, 0, 0, ""},
                      "zsim predicts this does not fit: " + job.fit_summary + "; --force runs it anyway");
-  const zsim::Plan plan = zsim::make_plan(scenario);
   if (plan.optimizer_device == zsim::OffloadDevice::nvme || plan.param_device == zsim::OffloadDevice::nvme)
     job.nvme_dir = nvme_directory(args, scenario, job.schedule);
   job.scenario = std::move(scenario);

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include "runtime/tests/zrun_gpu_run.hpp"
