@@ -65,22 +65,16 @@ PY
 # times above run from the event after the op before to the event after the op, so they hold the events' own cost
 # and whatever else the stream ran between (an event another stream waits for); these hold the kernel alone.
 if [ -f "$BIN/libzrun_kernel_trace.so" ]; then
-  export LD_LIBRARY_PATH=$(realpath "$BIN"):$LD_LIBRARY_PATH
-  export CUDA_INJECTION64_PATH="$(realpath "$BIN/libzrun_kernel_trace.so")"
-  ZRUN_KERNEL_TRACE="$OUT/qwz_raw_trace.tsv" "$BIN/kernel_bench" --qwz $SIZES > /dev/null
+  traced "$OUT/qwz_raw_trace.tsv" "$BIN/kernel_bench" --qwz $SIZES > /dev/null
   for RUN in prefetch alone; do
     EXTRA=""
     [ "$RUN" = alone ] && EXTRA="--set deepspeed.zero_optimization.stage3_prefetch_bucket_size=0"
-    rm -f "$OUT"/qwz_trace_$RUN.*.tsv
-    ZRUN_KERNEL_TRACE="$OUT/qwz_trace_$RUN.%p.tsv" "$BIN/zrun" $ARGS $EXTRA > "$OUT/qwz_traced_$RUN.log" 2>&1 \
+    traced "$OUT/qwz_trace_$RUN.tsv" "$BIN/zrun" $ARGS $EXTRA > "$OUT/qwz_traced_$RUN.log" 2>&1 \
       || { tail -20 "$OUT/qwz_traced_$RUN.log"; exit 1; }
-    mv "$(ls -S "$OUT"/qwz_trace_$RUN.*.tsv | head -1)" "$OUT/qwz_trace_$RUN.tsv"
-    rm -f "$OUT"/qwz_trace_$RUN.*.tsv
     echo "-- CUPTI, $RUN: each kernel's time in the step against kernel_bench's (quantize cold, dequantize produced)"
     grep -E "time per step" "$OUT/qwz_traced_$RUN.log"
     # 13 steps: --warmup 3 and --steps 10 of ARGS, without the op-timed one (no --json); the warm-up left out.
     $PY "$HERE/qwz_kernel_trace.py" "$OUT/qwz_raw_trace.tsv" "${SIZES// /,}" "$OUT/qwz_trace_$RUN.tsv" \
       "$OUT/qwz_step_$RUN.json" 13 3 | tee "$OUT/qwz_cupti_$RUN.txt"
   done
-  unset CUDA_INJECTION64_PATH
 fi

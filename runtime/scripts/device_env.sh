@@ -8,3 +8,19 @@ export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRAR
 export NCCL_NVLS_ENABLE=0
 PY=/opt/torch/.venv/bin/python
 S=runtime/scenarios/tiny-zero3-1xh100.yaml
+# `traced FILE CMD...`: CMD under the CUPTI kernel tracer carried in $BIN (libzrun_kernel_trace.so; docs/runtime.md
+# "Kernel traces"); the trace of the process that ran the most on the GPU (zrun's worker, not its launcher) becomes
+# FILE. Returns CMD's exit status.
+traced() {
+  local out=$1 rc
+  shift
+  rm -f "$out".*.tsv
+  LD_LIBRARY_PATH=$(realpath "$BIN"):$LD_LIBRARY_PATH CUDA_INJECTION64_PATH="$(realpath "$BIN/libzrun_kernel_trace.so")" \
+    ZRUN_KERNEL_TRACE="$out.%p.tsv" "$@"
+  rc=$?
+  local biggest
+  biggest=$(ls -S "$out".*.tsv 2>/dev/null | head -1)
+  [ -n "$biggest" ] && mv "$biggest" "$out"
+  rm -f "$out".*.tsv
+  return $rc
+}

@@ -6,17 +6,12 @@
 set -u
 HERE="$(dirname "$0")"
 source "$HERE/device_env.sh"
-export LD_LIBRARY_PATH=$(realpath "$BIN"):$LD_LIBRARY_PATH
-export CUDA_INJECTION64_PATH="$(realpath "$BIN/libzrun_kernel_trace.so")"
 for CASE in "$@"; do
   LINE=$(awk -F'\t' -v c="$CASE" '$1 == c' validate/suite/suite.tsv)
   [ -n "$LINE" ] || { echo "kernel_trace_cases.sh: no case $CASE in validate/suite/suite.tsv"; exit 2; }
   SCEN=$(echo "$LINE" | cut -f3)
   SETS=$(echo "$LINE" | cut -f5 | tr ' ' '\n' | sed 's/^/--set /' | tr '\n' ' ')
-  rm -f "$OUT/$CASE".*.tsv
-  ZRUN_KERNEL_TRACE="$OUT/$CASE.%p.tsv" "$BIN/zrun" "$SCEN" --here --nproc-per-node 1 $SETS --steps 5 --warmup 2 \
+  traced "$OUT/$CASE.tsv" "$BIN/zrun" "$SCEN" --here --nproc-per-node 1 $SETS --steps 5 --warmup 2 \
     --json "$OUT/$CASE.json" > "$OUT/$CASE.log" 2>&1 || { tail -20 "$OUT/$CASE.log"; exit 1; }
-  mv "$(ls -S "$OUT/$CASE".*.tsv | head -1)" "$OUT/$CASE.tsv"
-  rm -f "$OUT/$CASE".*.tsv
   echo "== $CASE: $(grep -E 'time per step' "$OUT/$CASE.log")"
 done

@@ -6,11 +6,7 @@
 # gpu_peak.rel_error (docs/validation.md "Peaks at world 2 on one GPU").
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/shared bash validate/suite/device_peaks_shared_gpu.sh [CASE_REGEX]
 set -u
-BIN=${ZRUN_BIN_DIR:-build/bin}
-OUT=${OUT:-/tmp/zrun_out}
-SITE=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
+source runtime/scripts/device_env.sh  # BIN (ZRUN_BIN_DIR), OUT, and the machine's NCCL / cuBLAS libraries
 mkdir -p "$OUT/peaks" /tmp/zrun-nvme  # the NVMe offload cases' nvme_path
 grep -v '^#' validate/suite/suite.tsv | while IFS=$'\t' read -r name gpus scen status sets; do
   [ "$gpus" = 2 ] && [ "$status" = ready ] || continue
