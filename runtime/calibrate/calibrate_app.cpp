@@ -109,6 +109,7 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
   std::ostream log(&buf);
   const std::vector<zsim::ProcessGroup> groups = calibration_groups(me.world_size, a.gpus_per_node);
   RendezvousOptions rv{me.master_addr, me.master_port, 120};
+  rv.listener_fd = me.rendezvous_fd;  // rank 0 under zrun's launcher: the socket it already listens on
   const std::vector<std::uint8_t> id =
       rendezvous(me.rank, me.world_size, me.rank == 0 ? new_unique_id_bytes() : std::vector<std::uint8_t>{}, rv);
   Measurements m;

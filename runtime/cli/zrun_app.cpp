@@ -106,6 +106,7 @@ int run_worker(const ZrunArgs& args, const WorkerIdentity& me) {
   Job job = plan_job(args, load_job_scenario(args, shape, args.here ? local_gpu(device) : std::nullopt));
 
   RendezvousOptions rv{me.master_addr, me.master_port, env_seconds("ZRUN_RENDEZVOUS_TIMEOUT_S", 120)};
+  rv.listener_fd = me.rendezvous_fd;  // rank 0 under zrun's launcher: the socket it already listens on
   const std::vector<std::uint8_t> id =
       rendezvous(me.rank, me.world_size, me.rank == 0 ? new_unique_id_bytes() : std::vector<std::uint8_t>{}, rv);
   Communicators comms(me.rank, me.world_size, job.scenario.cluster.gpus_per_node, unique_id_from_bytes(id),

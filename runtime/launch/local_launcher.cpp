@@ -1,11 +1,14 @@
 #include "runtime/launch/local_launcher.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -29,16 +32,48 @@ void forward_signal(int sig) {
   for (int i = 0; i < g_worker_count; ++i) ::kill(-g_workers[i], sig);
 }
 
+// Where rank 0's rendezvous listens. With a port of the user's, rank 0 binds it itself (listener_fd -1). When
+// the launcher picks the port, it already listens on it (listener_fd) and hands that socket to rank 0: a port
+// merely found free could be taken by another process (another job's NCCL sockets) before rank 0 binds it.
+struct RendezvousPort {
+  int port = 0;
+  int listener_fd = -1;  // close-on-exec: only rank 0's child clears that, the other workers never keep it
+};
+
+RendezvousPort rendezvous_port(const LaunchOptions& o) {
+  if (o.master_port > 0) return {o.master_port, -1};
+  // Nothing would use a held socket in a world of one (no rendezvous), nor when the user exported
+  // ZRUN_RENDEZVOUS_PORT: the workers inherit it, prefer it to MASTER_PORT, and rank 0 binds it as before.
+  if (o.nproc == 1 || std::getenv(kEnvRendezvousPort) != nullptr) return {pick_free_local_port(), -1};
+  const RendezvousListener l = open_rendezvous_listener();
+  return {l.port, l.fd};
+}
+
+// Closes the launcher's copy of rank 0's listener (once rank 0 has its own, or when no worker will).
+void release_listener(RendezvousPort& rv) {
+  if (rv.listener_fd >= 0) ::close(rv.listener_fd);
+  rv.listener_fd = -1;
+}
+
 // The child: its own process group (so that stopping it stops what it started), the worker's variables,
-// then the program.
-[[noreturn]] void exec_worker(const std::vector<std::string>& argv, int rank, const LaunchOptions& o, int port) {
+// then the program. Rank 0 keeps the launcher's listener across exec, and is told its number.
+[[noreturn]] void exec_worker(const std::vector<std::string>& argv, int rank, const LaunchOptions& o,
+                              const RendezvousPort& rv) {
   ::setpgid(0, 0);
   ::setenv(kEnvRank, std::to_string(rank).c_str(), 1);
   ::setenv(kEnvWorldSize, std::to_string(o.nproc).c_str(), 1);
   ::setenv(kEnvLocalRank, std::to_string(rank).c_str(), 1);
   ::setenv(kEnvLocalWorldSize, std::to_string(o.nproc).c_str(), 1);
   ::setenv(kEnvMasterAddr, o.master_addr.c_str(), 1);
-  ::setenv(kEnvMasterPort, std::to_string(port).c_str(), 1);
+  ::setenv(kEnvMasterPort, std::to_string(rv.port).c_str(), 1);
+  ::unsetenv(kEnvRendezvousFd);
+  if (rank == 0 && rv.listener_fd >= 0) {
+    if (::fcntl(rv.listener_fd, F_SETFD, 0) != 0) {  // survive the exec
+      std::fprintf(stderr, "zrun: cannot hand the rendezvous socket to worker 0: %s\n", std::strerror(errno));
+      ::_exit(127);
+    }
+    ::setenv(kEnvRendezvousFd, std::to_string(rv.listener_fd).c_str(), 1);
+  }
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -76,16 +111,18 @@ LaunchResult launch_local_workers(const std::vector<std::string>& argv, const La
   if (argv.empty()) throw std::invalid_argument("launch_local_workers: no program");
   if (o.nproc < 1 || o.nproc > kMaxWorkers)
     throw std::invalid_argument("launch_local_workers: --nproc-per-node must be in [1, 1024]");
-  const int port = o.master_port > 0 ? o.master_port : pick_free_local_port();
+  RendezvousPort rv = rendezvous_port(o);
   std::map<pid_t, int> running;  // pid -> rank
   for (int rank = 0; rank < o.nproc; ++rank) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       const std::string why = std::strerror(errno);
+      release_listener(rv);
       stop_all(running, 0);
       throw std::runtime_error("zrun: cannot start worker " + std::to_string(rank) + ": fork: " + why);
     }
-    if (pid == 0) exec_worker(argv, rank, o, port);
+    if (pid == 0) exec_worker(argv, rank, o, rv);
+    if (rank == 0) release_listener(rv);  // rank 0 holds the port now; the other workers never see the socket
     ::setpgid(pid, pid);  // also here: no race with a signal before the child ran setpgid
     running[pid] = rank;
     g_workers[g_worker_count] = pid;

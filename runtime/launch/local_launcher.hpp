@@ -1,6 +1,8 @@
 // zrun's own launcher for one node: starts one worker process per local GPU (the same command, with
 // ZRUN_RANK / ZRUN_WORLD_SIZE / ZRUN_LOCAL_RANK / ZRUN_LOCAL_WORLD_SIZE / MASTER_ADDR / MASTER_PORT set),
-// waits for all, and when one fails stops the others, so that no job is left hanging.
+// waits for all, and when one fails stops the others, so that no job is left hanging. When it picks the
+// rendezvous port itself, it listens on it before starting any worker and hands that socket to rank 0
+// (ZRUN_RENDEZVOUS_FD), so that no other process can take the port in between.
 #pragma once
 #include <set>
 #include <string>
@@ -11,7 +13,7 @@ namespace zrun {
 struct LaunchOptions {
   int nproc = 1;                      // workers (= local GPUs)
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;                // 0: a free local port
+  int master_port = 0;                // 0: a free port, held by the launcher until rank 0 takes it over
   std::set<int> ordinary_exit_codes;  // worker exit codes that are not failures (besides 0)
   double kill_grace_s = 5;            // SIGTERM, then SIGKILL after this long
 };

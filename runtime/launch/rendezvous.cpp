@@ -1,11 +1,13 @@
 #include "runtime/launch/rendezvous.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +17,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "runtime/launch/worker_identity.hpp"
 
 namespace zrun {
 namespace {
@@ -60,34 +64,97 @@ bool transfer(int fd, void* data, std::size_t n, bool write, Clock::time_point d
 
 std::string where(const RendezvousOptions& o) { return fmt::format("{}:{}", o.master_addr, o.master_port); }
 
-// Rank 0: accept world-1 connections, check each hello, then send the blob to all.
-std::vector<std::uint8_t> serve(int world, const std::vector<std::uint8_t>& blob, const RendezvousOptions& o,
-                                Clock::time_point deadline) {
-  Socket listener(::socket(AF_INET6, SOCK_STREAM, 0));
-  bool v6 = listener.fd >= 0;
-  if (!v6) listener = Socket(::socket(AF_INET, SOCK_STREAM, 0));
-  if (listener.fd < 0) throw RendezvousError(fmt::format("rank 0: rendezvous: socket(): {}", std::strerror(errno)));
+// A TCP socket listening on every address of this host at `port` (0: a free port the kernel picks): IPv6
+// that also accepts IPv4 clients where the host has IPv6, else IPv4; close-on-exec. fd -1 (errno set) when
+// it cannot.
+Socket listen_on_any_address(int port) {
+  Socket s(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const bool v6 = s.fd >= 0;
+  if (!v6) s = Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return s;
   const int one = 1, zero = 0;
-  ::setsockopt(listener.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   int rc;
   if (v6) {
-    ::setsockopt(listener.fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // also IPv4 clients
+    ::setsockopt(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // also IPv4 clients
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<std::uint16_t>(o.master_port));
-    rc = ::bind(listener.fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    a.sin6_port = htons(static_cast<std::uint16_t>(port));
+    rc = ::bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   } else {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<std::uint16_t>(o.master_port));
-    rc = ::bind(listener.fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    rc = ::bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   }
-  if (rc != 0 || ::listen(listener.fd, 1024) != 0)
+  if (rc != 0 || ::listen(s.fd, 1024) != 0) {
+    const int why = errno;
+    s = Socket();  // closes the half-made socket
+    errno = why;
+  }
+  return s;
+}
+
+// The local port a socket is bound to; -1 (errno set) when it has none.
+int local_port(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return -1;
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  errno = EAFNOSUPPORT;
+  return -1;
+}
+
+int int_option(int fd, int level, int name) {
+  int value = -1;
+  socklen_t len = sizeof value;
+  return ::getsockopt(fd, level, name, &value, &len) == 0 ? value : -1;
+}
+
+// Rank 0 under zrun's launcher: checks that the inherited descriptor is what the launcher opened (a TCP socket
+// listening on the rendezvous port) and takes it over, close-on-exec again so that nothing rank 0 starts keeps
+// the port.
+Socket take_inherited_listener(const RendezvousOptions& o) {
+  const int fd = o.listener_fd;
+  const auto error = [&](const std::string& what) {
+    return RendezvousError(fmt::format("rank 0: rendezvous: {}={}, the socket zrun's launcher listens on for rank 0, {}",
+                                       kEnvRendezvousFd, fd, what));
+  };
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) throw error(fmt::format("is not an open file descriptor: {}", std::strerror(errno)));
+  if (!S_ISSOCK(st.st_mode)) throw error("is not a socket");
+  const int domain = int_option(fd, SOL_SOCKET, SO_DOMAIN);
+  if (int_option(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM || (domain != AF_INET && domain != AF_INET6) ||
+      int_option(fd, SOL_SOCKET, SO_PROTOCOL) != IPPROTO_TCP)
+    throw error("is not a TCP socket");
+  if (int_option(fd, SOL_SOCKET, SO_ACCEPTCONN) != 1) throw error("is not listening");
+  const int port = local_port(fd);
+  if (port != o.master_port)
+    throw error(fmt::format("listens on port {}, not on the rendezvous port {} (is ZRUN_RENDEZVOUS_PORT set?)", port,
+                            o.master_port));
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+    throw error(fmt::format("cannot be made close-on-exec: {}", std::strerror(errno)));
+  return Socket(fd);
+}
+
+// Rank 0's listener: the one zrun's launcher handed down, else a new one on master_port.
+Socket rank0_listener(const RendezvousOptions& o) {
+  if (o.listener_fd >= 0) return take_inherited_listener(o);
+  Socket listener = listen_on_any_address(o.master_port);
+  if (listener.fd < 0)
     throw RendezvousError(fmt::format("rank 0: rendezvous: cannot listen on port {}: {} (is another job using "
                                       "MASTER_PORT={}?)",
                                       o.master_port, std::strerror(errno), o.master_port));
+  return listener;
+}
+
+// Rank 0: accept world-1 connections, check each hello, then send the blob to all.
+std::vector<std::uint8_t> serve(int world, const std::vector<std::uint8_t>& blob, const RendezvousOptions& o,
+                                Clock::time_point deadline) {
+  const Socket listener = rank0_listener(o);
   std::vector<Socket> peers;
   std::set<int> arrived;
   while (static_cast<int>(arrived.size()) < world - 1) {
@@ -193,6 +260,18 @@ int pick_free_local_port() {
       ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     throw RendezvousError(std::string("cannot find a free local TCP port: ") + std::strerror(errno));
   return ntohs(a.sin_port);
+}
+
+RendezvousListener open_rendezvous_listener() {
+  Socket s = listen_on_any_address(0);
+  if (s.fd < 0)
+    throw RendezvousError(fmt::format("cannot listen on a free TCP port for the rendezvous: {}", std::strerror(errno)));
+  const int port = local_port(s.fd);
+  if (port <= 0)
+    throw RendezvousError(fmt::format("cannot read the rendezvous listener's port: {}", std::strerror(errno)));
+  RendezvousListener listener{s.fd, port};
+  s.fd = -1;  // the caller's now
+  return listener;
 }
 
 }  // namespace zrun

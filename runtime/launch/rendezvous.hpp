@@ -14,6 +14,8 @@ struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";  // rank 0's host, as the other ranks reach it
   int master_port = 29500;
   double timeout_s = 120;                 // the whole rendezvous, on every rank
+  int listener_fd = -1;  // rank 0 of a world > 1: a socket already listening on master_port, handed down by
+                         // zrun's launcher (ZRUN_RENDEZVOUS_FD), served on and closed; -1: listen on master_port
 };
 
 // Why a rendezvous failed: names the rank, the address and what was missing.
@@ -28,7 +30,17 @@ struct RendezvousError : std::runtime_error {
 std::vector<std::uint8_t> rendezvous(int rank, int world_size, const std::vector<std::uint8_t>& blob,
                                      const RendezvousOptions& options);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (zrun's own launcher gives it to its workers).
+// A TCP port on 127.0.0.1 that was free a moment ago. Nothing holds it: another process may take it before
+// it is used (zrun's launcher hands its rank 0 an open listener instead: open_rendezvous_listener).
 int pick_free_local_port();
+
+// A socket listening where rank 0's rendezvous would (every address of this host) on a free port the kernel
+// picks, close-on-exec. zrun's launcher opens it before starting the workers and hands it to rank 0, so that
+// the port its workers are told cannot be taken by another process in between. Throws RendezvousError.
+struct RendezvousListener {
+  int fd = -1;
+  int port = 0;
+};
+RendezvousListener open_rendezvous_listener();
 
 }  // namespace zrun

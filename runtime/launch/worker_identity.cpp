@@ -43,6 +43,19 @@ constexpr Names kLaunchers[] = {
     {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
+// The listening socket zrun's launcher handed to its rank 0 (ZRUN_RENDEZVOUS_FD), or -1. Only zrun's own
+// launcher sets it, and only for rank 0; anywhere else (a stale variable in a torchrun or srun job) it is
+// ignored and rank 0 listens on master_port as before.
+int rendezvous_fd(const EnvLookup& env, const WorkerIdentity& w) {
+  if (w.launcher != "zrun" || w.rank != 0) return -1;
+  const std::optional<int> fd = int_var(env, kEnvRendezvousFd);
+  if (!fd) return -1;
+  if (*fd < 0)
+    throw std::invalid_argument("environment variable " + std::string(kEnvRendezvousFd) + "=" +
+                                std::to_string(*fd) + " is not a file descriptor");
+  return *fd;
+}
+
 }  // namespace
 
 std::optional<WorkerIdentity> detect_worker(const EnvLookup& env) {
@@ -75,6 +88,7 @@ std::optional<WorkerIdentity> detect_worker(const EnvLookup& env) {
     if (w.master_port < 1 || w.master_port > 65535)
       throw std::invalid_argument("rendezvous port " + std::to_string(w.master_port) +
                                   " (from MASTER_PORT or ZRUN_RENDEZVOUS_PORT) is not a TCP port");
+    w.rendezvous_fd = rendezvous_fd(env, w);
     return w;
   }
   return std::nullopt;

@@ -20,6 +20,8 @@ struct WorkerIdentity {
   std::string master_addr = "127.0.0.1";  // where rank 0 listens for the rendezvous
   int master_port = kDefaultMasterPort;  // the rendezvous port: ZRUN_RENDEZVOUS_PORT if set, else
                                          // MASTER_PORT (+1 under torchrun, whose agent holds MASTER_PORT)
+  int rendezvous_fd = -1;  // rank 0 under zrun's launcher: the socket the launcher already listens on for the
+                           // rendezvous (ZRUN_RENDEZVOUS_FD); -1: rank 0 listens on master_port itself
 };
 
 // Returns the value of an environment variable, or nullptr (std::getenv in production, a map in tests).
@@ -38,5 +40,8 @@ inline constexpr const char* kEnvLocalWorldSize = "ZRUN_LOCAL_WORLD_SIZE";
 inline constexpr const char* kEnvMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kEnvMasterPort = "MASTER_PORT";
 inline constexpr const char* kEnvRendezvousPort = "ZRUN_RENDEZVOUS_PORT";
+// Set by zrun's launcher for rank 0 only, when it picked the port: the number of the inherited file
+// descriptor of the socket listening on MASTER_PORT.
+inline constexpr const char* kEnvRendezvousFd = "ZRUN_RENDEZVOUS_FD";
 
 }  // namespace zrun

@@ -72,6 +72,34 @@ TEST(WorkerIdentity, ZrunsOwnVariablesComeFirst) {
   EXPECT_EQ(w->master_port, 1234);
 }
 
+TEST(WorkerIdentity, ZrunsRankZeroTakesTheRendezvousSocketItsLauncherHandedDownAndNoOtherRankDoes) {
+  const std::map<std::string, std::string> zrun = {{"ZRUN_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                                   {"MASTER_PORT", "1234"}, {"ZRUN_RENDEZVOUS_FD", "5"}};
+  auto rank = [&](const char* r) {
+    auto vars = zrun;
+    vars["ZRUN_RANK"] = vars["ZRUN_LOCAL_RANK"] = r;
+    return *detect_worker(env_of(vars));
+  };
+  EXPECT_EQ(rank("0").rendezvous_fd, 5);
+  EXPECT_EQ(rank("1").rendezvous_fd, -1);
+  const auto torchrun = detect_worker(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"},
+                                              {"MASTER_ADDR", "node7"}, {"ZRUN_RENDEZVOUS_FD", "5"}}));
+  EXPECT_EQ(torchrun->rendezvous_fd, -1);  // only zrun's own launcher hands a socket down
+  EXPECT_EQ(detect_worker(env_of({{"ZRUN_RANK", "0"}, {"ZRUN_WORLD_SIZE", "2"}, {"ZRUN_LOCAL_RANK", "0"},
+                                  {"MASTER_ADDR", "127.0.0.1"}}))
+                ->rendezvous_fd,
+            -1);
+  try {
+    auto vars = zrun;
+    vars["ZRUN_RANK"] = vars["ZRUN_LOCAL_RANK"] = "0";
+    vars["ZRUN_RENDEZVOUS_FD"] = "five";
+    detect_worker(env_of(vars));
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ZRUN_RENDEZVOUS_FD='five' is not an integer"), std::string::npos) << e.what();
+  }
+}
+
 TEST(WorkerIdentity, SeveralRanksWithoutMasterAddressIsAnErrorSayingWhatToExport) {
   try {
     detect_worker(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}}));
