@@ -28,9 +28,18 @@ Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Byte
   return std::max(gemm_s(flops, peak_tflops, gemm_efficiency), memory_bound_s(hbm_bytes, hbm_GBps, hbm_efficiency));
 }
 
-Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core) {
+double cpu_adam_params_per_s(double cores, double params_per_s_per_core, double node_params_per_s, int ranks_per_node) {
+  const double own = rate(cores, params_per_s_per_core, "CPU Adam throughput");
+  if (!(node_params_per_s >= 0)) throw std::invalid_argument("negative CPU Adam node ceiling");
+  if (ranks_per_node < 1) throw std::invalid_argument("CPU Adam: ranks per node must be >= 1");
+  return node_params_per_s > 0 ? std::min(own, node_params_per_s / ranks_per_node) : own;
+}
+
+Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core, double node_params_per_s,
+                   int ranks_per_node) {
   if (params <= 0) return 0;
-  return static_cast<double>(params) / rate(cores, params_per_s_per_core, "CPU Adam throughput");
+  return static_cast<double>(params) / cpu_adam_params_per_s(cores, params_per_s_per_core, node_params_per_s,
+                                                             ranks_per_node);
 }
 
 }  // namespace zsim

@@ -16,7 +16,16 @@ Seconds memory_bound_s(Bytes hbm_bytes, double hbm_GBps, double efficiency);
 Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Bytes hbm_bytes, double hbm_GBps,
                    double hbm_efficiency);
 
-// params / (cores * params_per_s_per_core): DeepSpeed CPU Adam (vectorised, one thread per core).
-Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core);
+// A rank's CPU Adam rate, params/s: min(cores x params_per_s_per_core, node_params_per_s / ranks_per_node). CPU Adam is
+// memory-bandwidth bound: each core adds its rate until the node's memory bandwidth (node_params_per_s, the
+// ceiling of all cores together) is spent, and in a data-parallel step every rank of the node runs its CPU Adam at
+// the same time, each with its share of the ceiling. node_params_per_s 0 = no ceiling (cores x per core). Throws
+// std::invalid_argument on a non-positive rate, a negative ceiling or ranks_per_node < 1.
+double cpu_adam_params_per_s(double cores, double params_per_s_per_core, double node_params_per_s = 0,
+                             int ranks_per_node = 1);
+
+// params / cpu_adam_params_per_s(...): DeepSpeed CPU Adam (vectorised, one thread per core).
+Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core, double node_params_per_s = 0,
+                   int ranks_per_node = 1);
 
 }  // namespace zsim

@@ -27,6 +27,37 @@ TEST(CpuAdamCost, IsParamsOverCoresTimesPerCoreThroughput) {
   EXPECT_DOUBLE_EQ(cpu_adam_s(1'000'000'000, 32, 1e8), 1e9 / (32 * 1e8));
 }
 
+// The H200 machine's measurements (2 x H200, 32 cores): 2.30e8 params/s per core, 4.74e9 for the node.
+TEST(CpuAdamCost, WithoutACeilingEveryCoreAddsItsRate) {
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(16, 2.3e8), 16 * 2.3e8);
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(16, 2.3e8, 0, 2), 16 * 2.3e8);  // 0: no ceiling, however many ranks
+  EXPECT_DOUBLE_EQ(cpu_adam_s(1'000'000'000, 32, 1e8, 0, 8), cpu_adam_s(1'000'000'000, 32, 1e8));
+}
+
+TEST(CpuAdamCost, TheNodesCeilingCapsARanksCores) {
+  // One rank on 32 cores: 7.36e9 from its cores, capped at the node's 4.74e9.
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(32, 2.3e8, 4.74e9, 1), 4.74e9);
+  // One rank on 8 cores stays below the ceiling: the cores' rate.
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(8, 2.3e8, 4.74e9, 1), 8 * 2.3e8);
+  EXPECT_DOUBLE_EQ(cpu_adam_s(117'000'000, 32, 2.3e8, 4.74e9, 1), 117e6 / 4.74e9);
+}
+
+TEST(CpuAdamCost, TheNodesRanksShareItsCeiling) {
+  // Two ranks of 16 cores each: 3.68e9 from the cores, 2.37e9 each of the node's 4.74e9.
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(16, 2.3e8, 4.74e9, 2), 4.74e9 / 2);
+  EXPECT_DOUBLE_EQ(cpu_adam_s(117'000'000, 16, 2.3e8, 4.74e9, 2), 117e6 / 2.37e9);
+  // Eight ranks of 4 cores: 0.92e9 from the cores against 0.5925e9 each of the ceiling.
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(4, 2.3e8, 4.74e9, 8), 4.74e9 / 8);
+  // Eight ranks of 2 cores: below their share, the cores' rate.
+  EXPECT_DOUBLE_EQ(cpu_adam_params_per_s(2, 2.3e8, 4.74e9, 8), 2 * 2.3e8);
+}
+
+TEST(CpuAdamCost, RejectsABadCeilingOrRankCount) {
+  EXPECT_THROW(cpu_adam_params_per_s(16, 2.3e8, -1, 2), std::invalid_argument);
+  EXPECT_THROW(cpu_adam_params_per_s(16, 2.3e8, 4.74e9, 0), std::invalid_argument);
+  EXPECT_EQ(cpu_adam_s(0, 16, 2.3e8, 4.74e9, 2), 0.0);
+}
+
 TEST(ComputeCost, RejectsZeroAchievedRate) {
   EXPECT_THROW(gemm_s(1e9, 0, 0.5), std::invalid_argument);
   EXPECT_THROW(cpu_adam_s(10, 0, 1e8), std::invalid_argument);

@@ -44,6 +44,7 @@ Scenario with_other_cluster_figures(Scenario s) {
   c.efficiency.gemm *= 0.5;
   c.efficiency.hbm *= 0.5;
   c.efficiency.cpu_adam_params_per_s_per_core *= 0.5;
+  c.efficiency.cpu_adam_node_params_per_s = 3e9;
   c.efficiency.pageable_pcie_fraction *= 0.5;
   c.efficiency.hbm_by_kind.norm = 0.3;
   c.efficiency.launch_us += 3;

@@ -5,6 +5,7 @@
 // GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized inside _mm512_cvtps_ph.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#include <omp.h>
 #include <cmath>
 #include <stdexcept>
 #include "kernels/half_convert.hpp"
@@ -131,9 +132,15 @@ SimdLevel best_simd_level() {
   return SimdLevel::scalar;
 }
 
+int cpu_adam_thread_count(int threads) {
+  if (threads < 0) throw std::invalid_argument("cpu_adam_step: need threads >= 0 (0: OpenMP's default)");
+  return threads > 0 ? threads : omp_get_max_threads();
+}
+
 void cpu_adam_step(float* params, float* exp_avg, float* exp_avg_sq, const float* grads, uint16_t* weights16,
-                   Half16 weights_fmt, int64_t n, const AdamHyper& h, SimdLevel level) {
+                   Half16 weights_fmt, int64_t n, const AdamHyper& h, SimdLevel level, int threads) {
   if (n < 0 || h.step < 1) throw std::invalid_argument("cpu_adam_step: need n >= 0 and step >= 1");
+  const int team = cpu_adam_thread_count(threads);
   if (!simd_level_supported(level))
     throw std::invalid_argument("cpu_adam_step: SIMD level " + to_string(level) + " not supported by this CPU");
   const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
@@ -144,7 +151,7 @@ void cpu_adam_step(float* params, float* exp_avg, float* exp_avg_sq, const float
   const Body body = level == SimdLevel::avx512 ? body_avx512 : level == SimdLevel::avx2 ? body_avx2 : body_scalar;
   constexpr int64_t kChunk = 16384;  // elements per OpenMP work item (a multiple of 16)
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(team)
   for (int64_t ci = 0; ci < chunks; ++ci) {
     const int64_t b = ci * kChunk, e = b + kChunk < n ? b + kChunk : n;
     body(params, exp_avg, exp_avg_sq, grads, weights16, b, e, c);

@@ -1,6 +1,7 @@
 // CPU Adam against the double-precision reference, for every SIMD level this CPU supports.
 #include <gtest/gtest.h>
 #include <random>
+#include <stdexcept>
 #include <vector>
 #include "kernels/cpu/cpu_adam.hpp"
 #include "kernels/tests/reference.hpp"
@@ -79,6 +80,39 @@ TEST(CpuAdam, WeightsOutputMayBeOmitted) {
   cpu_adam_step(p.data(), m.data(), v.data(), g.data(), nullptr, Half16::bf16, 1, h);
   // First step of Adam moves by lr * sign(g) (bias-corrected m/sqrt(v) = g/|g|), up to eps.
   EXPECT_NEAR(p[0], 0.9f, 1e-6);
+}
+
+// zrun runs each rank's CPU Adam on the scenario's cores per rank: the step on 1 or 3 threads is the step on
+// OpenMP's default team, bit for bit (every element is updated on its own).
+TEST(CpuAdam, AnExplicitThreadCountGivesTheSameStep) {
+  std::mt19937_64 rng(7);
+  const int64_t n = 200003;
+  const State start = random_state(rng, n);
+  AdamHyper h;
+  auto run = [&](int threads, std::vector<uint16_t>& w) {
+    State s = start;
+    w.assign(n, 0);
+    cpu_adam_step(s.p.data(), s.m.data(), s.v.data(), s.g.data(), w.data(), Half16::bf16, n, h, best_simd_level(),
+                  threads);
+    return s;
+  };
+  std::vector<uint16_t> w0, w1, w3;
+  const State d = run(0, w0), one = run(1, w1), three = run(3, w3);
+  EXPECT_EQ(one.p, d.p);
+  EXPECT_EQ(three.p, d.p);
+  EXPECT_EQ(three.m, d.m);
+  EXPECT_EQ(three.v, d.v);
+  EXPECT_EQ(w1, w0);
+  EXPECT_EQ(w3, w0);
+}
+
+TEST(CpuAdam, ThreadCountIsTheOneAskedForElseOpenMpsDefault) {
+  EXPECT_EQ(cpu_adam_thread_count(5), 5);
+  EXPECT_GE(cpu_adam_thread_count(0), 1);
+  EXPECT_THROW(cpu_adam_thread_count(-1), std::invalid_argument);
+  float x = 0;
+  EXPECT_THROW(cpu_adam_step(&x, &x, &x, &x, nullptr, Half16::bf16, 1, AdamHyper{}, SimdLevel::scalar, -2),
+               std::invalid_argument);
 }
 
 }  // namespace

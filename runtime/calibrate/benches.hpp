@@ -1,6 +1,8 @@
 // zrun calibrate's micro-benchmarks: each fills its part of Measurements on the current GPU / host.
 // Times are medians of repeated runs timed with CUDA events (GPU) or steady_clock (host).
 #pragma once
+#include <nccl.h>
+
 #include <string>
 #include <vector>
 
@@ -31,6 +33,10 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
 // Side-stream kernels (a cudaMemcpyAsync D2D, a copy kernel of many blocks, a one-rank averaging NCCL all-reduce),
 // each timed alone and beside a stream of large bf16 GEMMs, into m.beside.
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log);
+// On 2+ GPUs (every rank calls it): an all-gather of the world communicator timed alone and beside back-to-back GEMMs
+// on every rank, both ways (BesideSample kind "link_collective", recorded by rank 0).
+void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, int ranks, int rank, bool quick,
+                                            std::ostream& log);
 
 // The one-rank collectives that move data as zrun's executor calls them on a communicator of this rank alone: an
 // all-gather out of place, reduce-scatters and all-reduces averaging in place; 1 KiB .. 1 GiB (quick: .. 64 MiB),

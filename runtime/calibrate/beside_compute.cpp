@@ -1,5 +1,5 @@
 // zrun calibrate: how fast the kernels of the side streams run while the compute stream runs GEMMs, and how fast the
-// GEMMs run beside them. A one-rank NCCL
+// GEMMs run beside them; on 2+ GPUs also an all-gather among the ranks while every GPU runs GEMMs. A one-rank NCCL
 // reduction or a cudaMemcpyAsync beside back-to-back GEMMs runs several times slower than alone on the H200 (the
 // stage-3 bucket's reduce-scatter and partition copy of the suite's medium run: 2.2 ms beside the backward, 0.6-0.7
 // ms alone); a copy kernel of many blocks much less so. Each kind is timed alone and beside a stream of square bf16
@@ -115,6 +115,65 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
     }
   }
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(l));
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, int ranks, int rank, bool quick,
+                                            std::ostream& log) {
+  // Every rank runs the same trials on its own GPU: back-to-back 4096^3 bf16 GEMMs on one stream and, once the first is
+  // done, an all-gather of the world on another (the stage-3 fetch's collective; its output `bytes`), so that the
+  // collective crosses the links while every GPU computes, as in a data-parallel step. Rank 0 records.
+  const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
+  const std::int64_t g = 4096;
+  DeviceBuffer x(g * g * 2), w(g * g * 2), y(g * g * 2), out(bytes);
+  cudaStream_t l, s;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  fill_random(x.p, g * g, kFillBf16, 21, l);
+  fill_random(w.p, g * g, kFillBf16, 22, l);
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(out.p, 0, bytes, s));
+  const std::size_t per_rank = bytes / 2 / static_cast<std::size_t>(ranks);  // bf16 elements each rank contributes
+  const auto side = [&] {
+    ZRUN_NCCL_CHECK(ncclAllGather(static_cast<char*>(out.p) + rank * per_rank * 2, out.p, per_rank, ncclBfloat16,
+                                  world, s));
+  };
+  model::Gemm gemm;
+  model::GemmCall call;
+  call.m = call.n = call.k = g;
+  call.a = x.p, call.lda = g;
+  call.b = w.p, call.ldb = g;
+  call.d = y.p, call.ldd = g;
+  const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
+  const double load_s = time_gpu(load, l, 20);
+  // Alone: the median of 5 calls, each after a one-element all-reduce lines the ranks up.
+  std::vector<double> alone_trials;
+  cudaEvent_t a, b;
+  ZRUN_CUDA_CHECK(cudaEventCreate(&a));
+  ZRUN_CUDA_CHECK(cudaEventCreate(&b));
+  side();
+  for (int t = 0; t < 5; ++t) {
+    ZRUN_NCCL_CHECK(ncclAllReduce(out.p, out.p, 1, ncclBfloat16, ncclSum, world, s));
+    ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+    side();
+    ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
+    ZRUN_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    alone_trials.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(alone_trials.begin(), alone_trials.end());
+  const double alone = alone_trials[2];
+  const Beside beside = time_beside(side, s, alone, load, l, load_s);
+  if (rank == 0) {
+    m.beside.push_back({"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
+    log << fmt::format("zrun calibrate: an all-gather of {} MiB over {} ranks beside GEMMs on every rank ({} x {} x {} "
+                       "bf16: {:.0f} us): {:.1f} us alone, {:.1f} us beside: {:.2f} of its rate; the GEMMs kept {:.2f} "
+                       "of theirs\n", bytes >> 20, ranks, g, g, g, load_s * 1e6, alone * 1e6, beside.side_s * 1e6,
+                       alone / beside.side_s, beside.load_rate);
+  }
   ZRUN_CUDA_CHECK(cudaStreamDestroy(l));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
 }

@@ -119,6 +119,7 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
     Communicators comms(me.rank, me.world_size, k, unique_id_from_bytes(id), groups);
     if (me.rank == 0) log << fmt::format("zrun calibrate: collectives on {} ranks ({} per node)\n", me.world_size, k);
     measure_collectives(m, comms, groups, me.rank, a.quick, log);
+    measure_link_collective_beside_compute(m, comms.group(0), me.world_size, me.rank, a.quick, log);
     if (k < me.world_size)
       m.collectives_note = fmt::format("virtual nodes of {} GPUs on one host: the 'ib' class measured NVLink/PCIe, not a "
                                        "network", k);

@@ -31,6 +31,84 @@ FitResidual residual_of(const std::vector<double>& predicted, const std::vector<
   return r;
 }
 
+CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& samples) {
+  if (samples.empty()) throw std::invalid_argument("fit_cpu_adam: no samples");
+  std::set<int> distinct;
+  std::vector<double> measured;
+  for (const CpuAdamSample& s : samples) {
+    if (s.threads < 1 || !(s.params > 0) || !(s.seconds > 0))
+      throw std::invalid_argument("fit_cpu_adam: a sample needs threads >= 1 and positive params and seconds");
+    distinct.insert(s.threads);
+    measured.push_back(s.params_per_s());
+  }
+  const std::vector<int> counts(distinct.begin(), distinct.end());
+  // The rates the fit runs on: each sample's, or the fastest at fewer threads where that is faster.
+  CpuAdamFit best;
+  std::vector<double> rate(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    rate[i] = measured[i];
+    for (std::size_t j = 0; j < samples.size(); ++j)
+      if (samples[j].threads < samples[i].threads) rate[i] = std::max(rate[i], measured[j]);
+    if (rate[i] > measured[i] &&
+        std::find(best.raised.begin(), best.raised.end(), samples[i].threads) == best.raised.end())
+      best.raised.push_back(samples[i].threads);
+  }
+  std::sort(best.raised.begin(), best.raised.end());
+  // min over per_core of sum ((t per_core - r) / r)^2 over the samples of at most up_to threads, and over C of
+  // sum ((C - r) / r)^2 over those of more: closed forms.
+  auto slope = [&](int up_to) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].threads <= up_to) {
+        const double q = samples[i].threads / rate[i];
+        num += q;
+        den += q * q;
+      }
+    return num / den;
+  };
+  auto ceiling = [&](int above) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].threads > above) {
+        const double q = 1.0 / rate[i];
+        num += q;
+        den += q * q;
+      }
+    return num / den;
+  };
+  auto residual = [&](double per_core, double node, const std::vector<double>& against) {
+    std::vector<double> predicted;
+    for (const CpuAdamSample& s : samples)
+      predicted.push_back(node > 0 ? std::min(s.threads * per_core, node) : s.threads * per_core);
+    return residual_of(predicted, against);
+  };
+  if (counts.size() == 1) {
+    best.per_core = slope(counts[0]);
+    best.slope_up_to = counts[0];
+  } else {
+    double best_rms = 0;
+    for (std::size_t k = 0; k + 1 < counts.size(); ++k) {
+      const double per_core = slope(counts[k]), node = ceiling(counts[k]);
+      const double rms = residual(per_core, node, rate).rms_rel;
+      if (k == 0 || rms < best_rms) {
+        best_rms = rms;
+        best.per_core = per_core;
+        best.node_params_per_s = node;
+        best.slope_up_to = counts[k];
+      }
+    }
+  }
+  best.residual = residual(best.per_core, best.node_params_per_s, measured);
+  return best;
+}
+
+std::vector<int> cpu_adam_thread_counts(int hardware_threads) {
+  std::vector<int> counts;
+  for (int t = 1; t < hardware_threads; t *= 2) counts.push_back(t);
+  counts.push_back(std::max(1, hardware_threads));
+  return counts;
+}
+
 LinearFit fit_relative_nonnegative(const Eigen::MatrixXd& X, const Eigen::VectorXd& y) {
   return fit_relative_nonnegative(X, y, Eigen::VectorXd::Ones(y.size()));
 }

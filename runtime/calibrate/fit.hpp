@@ -144,6 +144,36 @@ struct FlashFit {
 // nothing of the FLOPs). Throws std::invalid_argument on no samples, mixed directions, or no sample beyond its launches.
 FlashFit fit_flash_efficiency(const std::vector<FlashSample>& samples, double peak_tflops, double launch_s);
 
+// kernels/cpu Adam timed on `threads` OpenMP threads: the median step over `params` parameters.
+struct CpuAdamSample {
+  int threads = 0;
+  double params = 0;
+  double seconds = 0;
+  double params_per_s() const { return params / seconds; }
+};
+// CPU Adam is memory-bandwidth bound: each thread adds its rate until the node's memory bandwidth is spent,
+// rate(t) = min(t x per_core, node_params_per_s), zsim's model (cost_models/compute_cost.hpp cpu_adam_params_per_s).
+// The fit runs on the measured rates' running maximum over the thread counts: a sample slower than one at fewer
+// threads (a thread of the team descheduled when OpenMP's threads fill every hardware thread: 32 threads ran 4M
+// parameters 10x slower than 16 on the 32-thread H200 host) says nothing of the memory bandwidth, which the fewer
+// threads already reached. It tries every split of the thread counts into a low part (on the slope) and a high part
+// (on the ceiling): the slope by least squares of the relative error of the low part's rates (r = t x per_core), the
+// ceiling the same over the high part's (r = node_params_per_s), and keeps the split whose model min(t x per_core,
+// ceiling) has the least rms relative residual over those rates. The residual reported is against the measured
+// rates themselves. Samples of one thread count (a record before calibrate measured several): the slope alone, no
+// ceiling (node_params_per_s 0). Throws std::invalid_argument on no samples or one with threads < 1 or a
+// non-positive measurement.
+struct CpuAdamFit {
+  double per_core = 0;            // params/s per thread
+  double node_params_per_s = 0;   // the ceiling; 0 = none fitted
+  int slope_up_to = 0;            // the largest thread count of the slope's part
+  FitResidual residual;           // of the rates min(t x per_core, ceiling) against the measured ones
+  std::vector<int> raised;        // thread counts whose rate the fit took at fewer threads' (slower than those)
+};
+CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& samples);
+// The thread counts calibrate times CPU Adam at: 1, 2, 4, ... below hardware_threads, then hardware_threads.
+std::vector<int> cpu_adam_thread_counts(int hardware_threads);
+
 // Residuals of a model over samples: predicted[i] against measured[i].
 FitResidual residual_of(const std::vector<double>& predicted, const std::vector<double>& measured);
 

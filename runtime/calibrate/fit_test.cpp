@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <stdexcept>
 #include <utility>
 
 #include "cost_models/collective_cost.hpp"
@@ -49,6 +51,93 @@ TEST(CalibrateFit, RejectsANonPositiveMeasurement) {
 }
 
 // Three kernels of their own rates, each at three sizes, all paying the same 3 us: one latency and a rate each.
+// CPU Adam at t threads: min(t x per core, node ceiling). The H200 machine's figures: 2.30e8 per core, 4.74e9 node.
+std::vector<CpuAdamSample> cpu_adam_samples(double per_core, double node, const std::vector<int>& threads,
+                                            double params = 134217728) {
+  std::vector<CpuAdamSample> s;
+  for (int t : threads) s.push_back({t, params, params / std::min(t * per_core, node)});
+  return s;
+}
+
+TEST(CalibrateFit, RecoversCpuAdamsPerCoreSlopeAndNodeCeiling) {
+  const CpuAdamFit f = fit_cpu_adam(cpu_adam_samples(2.3e8, 4.74e9, {1, 2, 4, 8, 16, 32}));
+  EXPECT_NEAR(f.per_core, 2.3e8, 1);
+  EXPECT_NEAR(f.node_params_per_s, 4.74e9, 10);
+  EXPECT_EQ(f.slope_up_to, 16);
+  EXPECT_LT(f.residual.max_abs_rel, 1e-12);
+  EXPECT_EQ(f.residual.samples, 6);
+  // A knee lower down (1.5e8 per thread up to 4e8, between 2 and 4 threads): the slope from 1 and 2 threads, the
+  // rest on the ceiling.
+  const CpuAdamFit low = fit_cpu_adam(cpu_adam_samples(1.5e8, 4e8, {1, 2, 4, 8, 16, 24}));
+  EXPECT_NEAR(low.per_core, 1.5e8, 1);
+  EXPECT_NEAR(low.node_params_per_s, 4e8, 1);
+  EXPECT_EQ(low.slope_up_to, 2);
+  // The samples' order does not matter.
+  const CpuAdamFit shuffled = fit_cpu_adam(cpu_adam_samples(2.3e8, 4.74e9, {32, 4, 1, 16, 2, 8}));
+  EXPECT_NEAR(shuffled.per_core, 2.3e8, 1);
+  EXPECT_NEAR(shuffled.node_params_per_s, 4.74e9, 10);
+}
+
+TEST(CalibrateFit, ACpuAdamFitOfNoisyMeasurementsStaysCloseAndSaysHowClose) {
+  std::vector<CpuAdamSample> s = cpu_adam_samples(2.3e8, 4.74e9, {1, 2, 4, 8, 16, 32});
+  for (std::size_t i = 0; i < s.size(); ++i) s[i].seconds *= i % 2 ? 1.03 : 0.97;
+  const CpuAdamFit f = fit_cpu_adam(s);
+  EXPECT_NEAR(f.per_core, 2.3e8, 0.05 * 2.3e8);
+  EXPECT_NEAR(f.node_params_per_s, 4.74e9, 0.05 * 4.74e9);
+  EXPECT_GT(f.residual.rms_rel, 0.01);
+  EXPECT_LT(f.residual.max_abs_rel, 0.05);
+}
+
+TEST(CalibrateFit, ASampleSlowerThanOneAtFewerThreadsIsFittedAtTheirRateAndShowsInTheResidual) {
+  // zrun calibrate --quick on the 32-thread H200 host (4M parameters): 32 threads ran 10x slower than 16 (a thread of
+  // the team descheduled), which is no memory-bandwidth limit: the fit takes 16 threads' rate there.
+  const double n = 4194304;
+  const std::vector<CpuAdamSample> s = {{1, n, 7.58e-3}, {2, n, 3.43e-3}, {4, n, 1.56e-3},
+                                        {8, n, 0.83e-3}, {16, n, 0.63e-3}, {32, n, 6.01e-3}};
+  const CpuAdamFit f = fit_cpu_adam(s);
+  EXPECT_EQ(f.raised, std::vector<int>{32});
+  EXPECT_NEAR(f.node_params_per_s, n / 0.63e-3, 0.02 * n / 0.63e-3);
+  EXPECT_GT(f.per_core, 5e8);
+  EXPECT_LT(f.per_core, 7e8);
+  EXPECT_EQ(f.slope_up_to, 8);
+  EXPECT_GT(f.residual.max_abs_rel, 5);  // 32 threads' measurement, 10x below the fit
+  // Without that sample the fit is close everywhere.
+  const CpuAdamFit clean = fit_cpu_adam({s.begin(), s.end() - 1});
+  EXPECT_TRUE(clean.raised.empty());
+  EXPECT_LT(clean.residual.max_abs_rel, 0.15);
+}
+
+TEST(CalibrateFit, ScalingToTheLastThreadCountPutsTheCeilingAtItsRate) {
+  // No knee in the measured range: the ceiling is the most threads' rate (the node's bandwidth is at least that), so
+  // min(t x per core, ceiling) is the line itself up to every measured thread count.
+  const CpuAdamFit f = fit_cpu_adam(cpu_adam_samples(2e8, 1e12, {1, 2, 4, 8}));
+  EXPECT_NEAR(f.per_core, 2e8, 1e-3);
+  EXPECT_NEAR(f.node_params_per_s, 8 * 2e8, 1e-2);
+  EXPECT_LT(f.residual.max_abs_rel, 1e-12);
+}
+
+TEST(CalibrateFit, OneThreadCountGivesThePerCoreFigureAndNoCeiling) {
+  // A record before calibrate measured several thread counts: 4.742e9 params/s on 32 threads.
+  const CpuAdamFit f = fit_cpu_adam({{32, 134217728, 134217728 / 4.742e9}});
+  EXPECT_NEAR(f.per_core, 4.742e9 / 32, 1e-3);
+  EXPECT_EQ(f.node_params_per_s, 0.0);
+  EXPECT_EQ(f.slope_up_to, 32);
+  EXPECT_LT(f.residual.max_abs_rel, 1e-12);
+}
+
+TEST(CalibrateFit, ACpuAdamFitRejectsBadSamples) {
+  EXPECT_THROW(fit_cpu_adam({}), std::invalid_argument);
+  EXPECT_THROW(fit_cpu_adam({{0, 1e6, 1e-3}}), std::invalid_argument);
+  EXPECT_THROW(fit_cpu_adam({{4, 1e6, 0}}), std::invalid_argument);
+}
+
+TEST(CalibrateFit, CpuAdamIsTimedAtPowersOfTwoThreadsAndEveryHardwareThread) {
+  EXPECT_EQ(cpu_adam_thread_counts(32), (std::vector<int>{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(cpu_adam_thread_counts(24), (std::vector<int>{1, 2, 4, 8, 16, 24}));
+  EXPECT_EQ(cpu_adam_thread_counts(1), (std::vector<int>{1}));
+  EXPECT_EQ(cpu_adam_thread_counts(3), (std::vector<int>{1, 2, 3}));
+}
+
 TEST(CalibrateFit, RecoversTheKernelsSharedFixedCostAndEachKernelsRate) {
   std::vector<KernelSample> s;
   for (double b = 1e6; b <= 1e9; b *= 30) {

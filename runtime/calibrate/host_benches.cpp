@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/calibrate/benches.hpp"
@@ -25,28 +26,41 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The median of 5 steps (after one that warms pages and threads) over a partition of 128M parameters, the size of a
-// model's optimizer partition and well beyond the caches (4M quick); the rate the profile keeps.
+// CPU Adam over a partition of 128M parameters, the size of a model's optimizer partition and well beyond the caches
+// (4M quick), on 1, 2, 4, ... threads and every hardware thread (cpu_adam_thread_counts): at each count one step that
+// warms pages and the thread team, then the median of 5 steps (3 where a step takes over 0.25 s: the low counts, so
+// that the whole takes ~5 s on the 32-thread H200 host and under ~15 s on a host of 1e8 params/s per core). CPU Adam
+// is memory-bandwidth bound: the profile fits rate(t) = min(t x per core, node ceiling) to these (fit_cpu_adam).
 void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
   const std::int64_t n = quick ? (4ll << 20) : (128ll << 20);
   std::vector<float> p(n, 0.1f), a(n, 0.0f), v(n, 0.0f), g(n, 0.01f);
   std::vector<std::uint16_t> w(n);
   zk::AdamHyper h;
-  std::vector<double> steps;
-  for (int i = 0; i < 6; ++i) {
-    const double t0 = now_s();
-    zk::cpu_adam_step(p.data(), a.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h);
-    if (i > 0) steps.push_back(now_s() - t0);
+  const zk::SimdLevel level = zk::best_simd_level();
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double start = now_s();
+  for (const int threads : cpu_adam_thread_counts(hardware)) {
+    auto step = [&] {
+      const double t0 = now_s();
+      zk::cpu_adam_step(p.data(), a.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h, level, threads);
+      return now_s() - t0;
+    };
+    const int reps = step() > 0.25 ? 3 : 5;  // the first warms
+    std::vector<double> steps;
+    for (int i = 0; i < reps; ++i) steps.push_back(step());
+    std::sort(steps.begin(), steps.end());
+    const double med = median(steps);
+    m.cpu_adam.push_back({threads, static_cast<double>(n), med});
+    log << fmt::format("  CPU Adam ({}): {} params in {:.2f} ms (median of {}; fastest {:.2f}, slowest {:.2f}) on {} "
+                       "threads: {:.3g} params/s, {:.3g} per thread\n",
+                       zk::to_string(level), n, med * 1e3, reps, steps.front() * 1e3, steps.back() * 1e3, threads,
+                       n / med, n / med / threads);
   }
-  std::sort(steps.begin(), steps.end());
-  const double median = steps[steps.size() / 2];
-  m.cpu_adam_params = n;
-  m.cpu_adam_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m.cpu_adam_params_per_s = n / median;
-  log << fmt::format("  CPU Adam ({}): {} params in {:.2f} ms (median of 5; fastest {:.2f}, slowest {:.2f}) on {} "
-                     "threads: {:.3g} params/s\n",
-                     zk::to_string(zk::best_simd_level()), n, median * 1e3, steps.front() * 1e3, steps.back() * 1e3,
-                     m.cpu_adam_threads, n / median);
+  const CpuAdamFit f = fit_cpu_adam(m.cpu_adam);
+  log << fmt::format("  CPU Adam fit (in {:.1f} s): min(t x {:.3g}, {:.3g}) params/s, the slope from 1..{} threads, "
+                     "rms residual {:.1f}%{}\n",
+                     now_s() - start, f.per_core, f.node_params_per_s, f.slope_up_to, 100 * f.residual.rms_rel,
+                     f.raised.empty() ? "" : fmt::format(" (slower on {} threads than on fewer)", fmt::join(f.raised, ", ")));
 }
 
 // zrun's own NVMe path (runtime/nvme NvmeStore: a swap file per size, O_DIRECT where the file system takes it,

@@ -15,7 +15,8 @@ namespace zrun::calibrate {
 
 // A side-stream kernel timed alone and beside back-to-back GEMMs on another stream (beside_compute.cpp).
 struct BesideSample {
-  std::string kind;         // "memcpy" (cudaMemcpyAsync D2D), "kernel" (a copy kernel), "collective" (one-rank NCCL)
+  std::string kind;  // "memcpy" (cudaMemcpyAsync D2D), "kernel" (a copy kernel), "collective" (one-rank NCCL),
+                     // "link_collective" (an all-gather among 2+ ranks, GEMMs on every rank)
   double bytes = 0;
   double alone_s = 0;
   double beside_s = 0;
@@ -38,9 +39,9 @@ struct Measurements {
   std::vector<KernelSample> kernels;
   std::vector<FlashSample> flash;     // zrun's flash attention forward and backward (empty: not measured, an older record)
   std::vector<SizeSample> h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable;
-  double cpu_adam_params_per_s = 0;   // all threads together
-  int cpu_adam_threads = 0;
-  std::int64_t cpu_adam_params = 0;
+  // kernels/cpu Adam at each thread count calibrate timed (cpu_adam_thread_counts; empty: not measured). A record
+  // written before calibrate measured several thread counts holds one sample, on every hardware thread.
+  std::vector<CpuAdamSample> cpu_adam;
   std::vector<SizeSample> nvme_read, nvme_write;  // 1 MiB .. 1 GiB transfers: many 1 MiB requests in flight
   std::vector<SizeSample> nvme_read_one, nvme_write_one;  // 4 KiB .. 1 MiB transfers: one request each
   std::string nvme_path;              // the temp file's directory
@@ -64,6 +65,9 @@ struct Measurements {
   std::vector<CollectiveSample> one_rank;
   std::vector<BesideSample> beside;
 };
+
+// The key of calibration.cpu_adam's samples, each [threads, params, median step in microseconds].
+inline constexpr const char* kCpuAdamSamplesKey = "samples [threads, params, us]";
 
 // One `cluster:` value of the profile: dotted key below cluster, YAML scalar text, its comment (source).
 struct ProfileEntry {

@@ -2,11 +2,13 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/calibrate/measurements.hpp"
 
@@ -269,15 +271,58 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     b.keep("efficiency.hbm", num(base.efficiency.hbm), "no kernel measured");
   }
 
-  if (m.cpu_adam_params_per_s > 0 && m.cpu_adam_threads > 0) {
-    const double per_core = m.cpu_adam_params_per_s / m.cpu_adam_threads;
-    b.add("efficiency.cpu_adam_params_per_s_per_core", num(per_core),
-          fmt::format("kernels/cpu Adam over {} params on {} threads: {} params/s; calibration.cpu_adam",
-                      m.cpu_adam_params, m.cpu_adam_threads, num(m.cpu_adam_params_per_s)));
-    cal["cpu_adam"] = {{"params", m.cpu_adam_params}, {"threads", m.cpu_adam_threads},
-                       {"params_per_s", m.cpu_adam_params_per_s}};
+  // CPU Adam: rate(t) = min(t x per core, node ceiling) fitted on the thread counts measured (fit_cpu_adam); a record
+  // of one thread count (before calibrate measured several) gives the per-core figure alone, no ceiling.
+  if (!m.cpu_adam.empty()) {
+    const CpuAdamFit f = fit_cpu_adam(m.cpu_adam);
+    std::vector<CpuAdamSample> sorted = m.cpu_adam;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.threads < b.threads; });
+    std::set<int> low_counts, high_counts;
+    std::set<std::int64_t> sizes;
+    for (const CpuAdamSample& s : sorted) {
+      (s.threads <= f.slope_up_to ? low_counts : high_counts).insert(s.threads);
+      sizes.insert(static_cast<std::int64_t>(s.params));
+    }
+    const std::string low = fmt::format("{}", fmt::join(low_counts, ", ")),
+                      high = fmt::format("{}", fmt::join(high_counts, ", ")),
+                      params = fmt::format("{}", fmt::join(sizes, " / "));
+    const CpuAdamSample& all = sorted.back();  // the most threads: every hardware thread
+    const std::string raised =
+        f.raised.empty() ? ""
+                         : fmt::format(" (slower on {} threads than on fewer: the fit took the fewer threads' rate there, "
+                                       "the residual is against the measurement)",
+                                       fmt::join(f.raised, ", "));
+    if (f.node_params_per_s > 0) {
+      b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
+            fmt::format("slope of rate(t) = min(t x per core, node ceiling) fitted on kernels/cpu Adam over {} params "
+                        "(median step) at {}, {} threads: the slope from {} threads; {}{}; calibration.cpu_adam",
+                        params, low, high, low, residual_text(f.residual), raised));
+      b.add("efficiency.cpu_adam_node_params_per_s", num(f.node_params_per_s),
+            fmt::format("ceiling of the same fit, from {} threads: the node's memory bandwidth, shared by every rank's "
+                        "CPU Adam (zsim: a rank runs at min(cores x per core, this / gpus_per_node)); {}{}; "
+                        "calibration.cpu_adam",
+                        high, residual_text(f.residual), raised));
+    } else {
+      b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
+            fmt::format("kernels/cpu Adam over {} params on {} threads: {} params/s (one thread count measured: no "
+                        "node ceiling fitted); calibration.cpu_adam",
+                        params, low, num(all.params_per_s())));
+      if (base.efficiency.cpu_adam_node_params_per_s > 0)
+        b.keep("efficiency.cpu_adam_node_params_per_s", num(base.efficiency.cpu_adam_node_params_per_s),
+               "one thread count measured");
+    }
+    nlohmann::json samples = nlohmann::json::array();
+    for (const CpuAdamSample& s : sorted) samples.push_back({s.threads, s.params, s.seconds * 1e6});
+    cal["cpu_adam"] = {{"per_core_params_per_s", f.per_core}, {"node_params_per_s", f.node_params_per_s},
+                       {"slope_up_to_threads", f.slope_up_to}, {"residual", residual_json(f.residual)},
+                       // the most threads' sample, as records before the fit held it
+                       {"params", static_cast<std::int64_t>(all.params)}, {"threads", all.threads},
+                       {"params_per_s", all.params_per_s()}, {kCpuAdamSamplesKey, samples}};
+    if (!f.raised.empty()) cal["cpu_adam"]["fitted_at_fewer_threads_rate"] = f.raised;
   } else {
     b.keep("efficiency.cpu_adam_params_per_s_per_core", num(base.efficiency.cpu_adam_params_per_s_per_core), "not measured");
+    if (base.efficiency.cpu_adam_node_params_per_s > 0)
+      b.keep("efficiency.cpu_adam_node_params_per_s", num(base.efficiency.cpu_adam_node_params_per_s), "not measured");
   }
 
   if (m.h2d_pageable.size() >= 2 && m.d2h_pageable.size() >= 2 && m.h2d_pinned.size() >= 2 && m.d2h_pinned.size() >= 2) {
@@ -384,8 +429,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   if (!m.beside.empty()) {
     nlohmann::json samples = nlohmann::json::array();
     auto what = [](const BesideSample& s) {
-      return s.kind == "memcpy" ? "a cudaMemcpyAsync D2D" : s.kind == "kernel" ? "a copy kernel (batched_copy)"
-                                                                               : "a one-rank ncclAvg all-reduce";
+      return s.kind == "memcpy"            ? "a cudaMemcpyAsync D2D"
+             : s.kind == "kernel"          ? "a copy kernel (batched_copy)"
+             : s.kind == "link_collective" ? "an all-gather among the ranks (GEMMs on every rank)"
+                                           : "a one-rank ncclAvg all-reduce";
     };
     // The profile's figures are beside 4096^3 GEMMs; the others are recorded. Each block's keys together.
     for (const BesideSample& s : m.beside) {

@@ -2,6 +2,7 @@
 // unmeasured ones keep the base profile's values, and the file loads and simulates through cluster.profile.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -66,9 +67,8 @@ Measurements synthetic(bool with_collectives, bool with_attention = false) {
     m.h2d_pageable.push_back({b, 5e-6 + b / 9e9});
     m.d2h_pageable.push_back({b, 5e-6 + b / 15e9});
   }
-  m.cpu_adam_params_per_s = 8e8;
-  m.cpu_adam_threads = 16;
-  m.cpu_adam_params = 1 << 22;
+  // CPU Adam at 1 .. 16 threads: 5e7 params/s per thread up to the node's 6e8.
+  for (int t : {1, 2, 4, 8, 16}) m.cpu_adam.push_back({t, 1 << 22, (1 << 22) / std::min(t * 5e7, 6e8)});
   for (double b = 16 << 20; b <= (1 << 30); b *= 4) {
     m.nvme_read.push_back({b, 1e-4 + b / 6e9});
     m.nvme_write.push_back({b, 1e-4 + b / 3e9});
@@ -144,6 +144,7 @@ TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
   EXPECT_NEAR(c.efficiency.pageable_pcie_fraction, 24.0 / 104.0, 1e-4);
   EXPECT_NEAR(c.efficiency.hbm, 2.5e12 / 3350e9, 1e-4);              // median of the kinds' figures
   EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 5e7, 1);
+  EXPECT_NEAR(c.efficiency.cpu_adam_node_params_per_s, 6e8, 10);
   EXPECT_NEAR(c.nvme.read_GBps, 6, 1e-3);
   EXPECT_NEAR(c.nvme.write_GBps, 3, 1e-3);
   EXPECT_NEAR(c.nvme.read_latency_us, 100, 1e-2);  // the synthetic transfers' 1e-4 s intercept
@@ -337,6 +338,73 @@ TEST(CalibratedProfile, ARecordWithoutATimingKeyIsReadAsHostInclusive) {
   EXPECT_EQ(measurements_from_profile((d.path / "calib-untimed.yaml").string()).timing, "host_inclusive");
 }
 
+// CPU Adam measured at several thread counts: the profile holds the fit's slope and ceiling, each saying what it was
+// fitted on and the residual; the record keeps every sample, from which a refit gives the same figures.
+TEST(CalibratedProfile, CpuAdamsSlopeAndNodeCeilingAreFittedOnTheThreadCountsAndSurviveARefit) {
+  TempDir d;
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(false), base, "h100-hgx-ib400");
+  std::map<std::string, std::string> comment;
+  for (const ProfileEntry& e : p.cluster) comment[e.key] = e.comment;
+  const std::string slope = comment.at("efficiency.cpu_adam_params_per_s_per_core");
+  const std::string ceiling = comment.at("efficiency.cpu_adam_node_params_per_s");
+  EXPECT_NE(slope.find("1, 2, 4, 8, 16 threads"), std::string::npos) << slope;
+  EXPECT_NE(slope.find("the slope from 1, 2, 4, 8 threads"), std::string::npos) << slope;
+  EXPECT_NE(ceiling.find("from 16 threads"), std::string::npos) << ceiling;
+  for (const std::string& c : {slope, ceiling}) {
+    EXPECT_NE(c.find("fit residual rms 0.0%"), std::string::npos) << c;
+    EXPECT_NE(c.find("calibration.cpu_adam"), std::string::npos) << c;
+  }
+  const auto& rec = p.calibration["cpu_adam"];
+  EXPECT_EQ(rec[kCpuAdamSamplesKey].size(), 5u);
+  EXPECT_EQ(rec["threads"], 16);  // the most threads' sample, as older records held it
+  EXPECT_NEAR(rec["params_per_s"].get<double>(), 6e8, 1e-3);
+  write_profile(d, "calib-adam", p);
+  const Measurements back = measurements_from_profile((d.path / "calib-adam.yaml").string());
+  ASSERT_EQ(back.cpu_adam.size(), 5u);
+  EXPECT_EQ(back.cpu_adam[3].threads, 8);
+  EXPECT_EQ(back.cpu_adam[3].params, 1 << 22);
+  EXPECT_NEAR(back.cpu_adam[3].seconds, (1 << 22) / 4e8, 1e-12);
+  const zsim::ClusterSpec c = load_profile_cluster("calib-adam", d.path.string());
+  EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 5e7, 1);
+  EXPECT_NEAR(c.efficiency.cpu_adam_node_params_per_s, 6e8, 10);
+}
+
+// A record written before calibrate measured several thread counts (params, threads, params_per_s on every hardware
+// thread) still loads: the per-core figure is its rate over its threads, and the profile has no node ceiling.
+TEST(CalibratedProfile, AnOlderCpuAdamRecordOfOneThreadCountGivesThePerCoreFigureAndNoCeiling) {
+  TempDir d;
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  write_profile(d, "calib-adam-old", build_profile(synthetic(false), base, "h100-hgx-ib400"));
+  const fs::path file = d.path / "calib-adam-old.yaml";
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  // The cpu_adam block as calibrate wrote it before (validate/results/h200/calibrated-h200.yaml).
+  const std::size_t at = text.find("  \"cpu_adam\":\n");
+  ASSERT_NE(at, std::string::npos);
+  std::size_t end = text.find('\n', at) + 1;
+  while (end < text.size() && text.compare(end, 4, "    ") == 0) end = text.find('\n', end) + 1;
+  text.replace(at, end - at,
+               "  \"cpu_adam\":\n    \"params\": 134217728\n    \"threads\": 32\n    \"params_per_s\": 4742000000.0\n");
+  std::ofstream(file) << text;
+  const Measurements back = measurements_from_profile(file.string());
+  ASSERT_EQ(back.cpu_adam.size(), 1u);
+  EXPECT_EQ(back.cpu_adam[0].threads, 32);
+  EXPECT_NEAR(back.cpu_adam[0].params_per_s(), 4.742e9, 1);
+  const CalibratedProfile p = build_profile(back, base, "h100-hgx-ib400");
+  for (const ProfileEntry& e : p.cluster) {
+    EXPECT_NE(e.key, "efficiency.cpu_adam_node_params_per_s");
+    if (e.key == "efficiency.cpu_adam_params_per_s_per_core") {
+      EXPECT_EQ(e.value, "1.48188e+08");  // 4.742e9 / 32, the figure the record gave before
+      EXPECT_NE(e.comment.find("on 32 threads"), std::string::npos) << e.comment;
+    }
+  }
+  const zsim::ClusterSpec c = load_profile_cluster("calib-adam-refit", write_profile(d, "calib-adam-refit", p));
+  EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 4.742e9 / 32, 1e3);  // the profile's 6 digits
+  EXPECT_EQ(c.efficiency.cpu_adam_node_params_per_s, 0.0);
+}
+
 TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
   TempDir d;
   const zsim::ClusterSpec c = loaded_profile(d, "calib-one", synthetic(false));
@@ -398,6 +466,24 @@ TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordW
   EXPECT_NEAR(back.beside[2].gemm_rate, 0.3, 1e-9);
   // synthetic's samples have no rate (as records before it was measured): no key.
   EXPECT_EQ(loaded_profile(d, "calib-no-gemm-rate", synthetic(false)).efficiency.compute_beside.memcpy, 0);
+}
+
+// On 2+ GPUs calibrate times an all-gather among the ranks beside GEMMs on every rank: both ways, its own keys, which
+// a refit reads back; without it (one GPU) neither key is written.
+TEST(CalibratedProfile, ACollectiveAmongTheRanksBesideGemmsGivesTheLinkCollectiveKeysBothWays) {
+  Measurements m = synthetic(true);
+  m.beside = {{"link_collective", 256.0 * (1 << 20), 500e-6, 625e-6, 4096, 0.55}};
+  TempDir d;
+  write_profile(d, "calib-link", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-link", d.path.string());
+  EXPECT_NEAR(c.efficiency.beside_compute.link_collective, 0.8, 1e-6);
+  EXPECT_NEAR(c.efficiency.compute_beside.link_collective, 0.55, 1e-6);
+  EXPECT_EQ(c.efficiency.beside_compute.collective, 0);  // the one-rank class: not measured here
+  const Measurements back = measurements_from_profile((d.path / "calib-link.yaml").string());
+  ASSERT_EQ(back.beside.size(), 1u);
+  EXPECT_EQ(back.beside[0].kind, "link_collective");
+  m.beside.clear();
+  EXPECT_EQ(loaded_profile(d, "calib-no-link", m).efficiency.beside_compute.link_collective, 0);
 }
 
 TEST(CalibratedProfile, EveryValueLineSaysWhereItComesFrom) {

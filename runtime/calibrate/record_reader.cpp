@@ -114,10 +114,16 @@ Measurements measurements_from_profile(const std::string& file) {
       if (h.contains("h2d_pageable")) m.h2d_pageable = size_samples(h["h2d_pageable"]);
       if (h.contains("d2h_pageable")) m.d2h_pageable = size_samples(h["d2h_pageable"]);
     }
+    // CPU Adam at several thread counts (records written since calibrate fits the node's ceiling):
+    // [threads, params, us]; an older record's one measurement on every hardware thread: params, threads, params_per_s.
     if (c.contains("cpu_adam")) {
-      m.cpu_adam_params = static_cast<std::int64_t>(c["cpu_adam"]["params"].get<double>());
-      m.cpu_adam_threads = static_cast<int>(c["cpu_adam"]["threads"].get<double>());
-      m.cpu_adam_params_per_s = c["cpu_adam"]["params_per_s"].get<double>();
+      const auto& a = c["cpu_adam"];
+      if (a.contains(kCpuAdamSamplesKey))
+        for (const auto& s : a[kCpuAdamSamplesKey])
+          m.cpu_adam.push_back({static_cast<int>(s[0].get<double>()), s[1].get<double>(), s[2].get<double>() * 1e-6});
+      else
+        m.cpu_adam.push_back({static_cast<int>(a["threads"].get<double>()), a["params"].get<double>(),
+                              a["params"].get<double>() / a["params_per_s"].get<double>()});
     }
     if (c.contains("nvme")) {
       if (c["nvme"].contains("read")) m.nvme_read = size_samples(c["nvme"]["read"]);

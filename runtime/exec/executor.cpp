@@ -735,7 +735,11 @@ void Executor::run_cpu_optimizer(const Op& op, cudaStream_t s) {
   h.weight_decay = o_.weight_decay;
   h.step = step_ + 1;
   const zk::Half16 fmt = half_fmt(plan_.dtype);
-  host_.enqueue(s, op.name, [=] { zk::cpu_adam_step(master, master + n, master + 2 * n, g, w, fmt, n, h); });
+  // On the scenario's cores per rank (ExecOptions::cpu_adam_threads), as zsim prices it; 0: OpenMP's default team.
+  const int threads = o_.cpu_adam_threads;
+  host_.enqueue(s, op.name, [=] {
+    zk::cpu_adam_step(master, master + n, master + 2 * n, g, w, fmt, n, h, zk::best_simd_level(), threads);
+  });
 }
 
 // NVMe swaps: pairs of a pinned host range and a range of a swap file, transferred on a host thread in stream order;

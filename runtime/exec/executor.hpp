@@ -41,6 +41,7 @@ struct ExecOptions {
   std::string nvme_dir;         // NVMe offload: the directory of this rank's swap files
   std::string nvme_tag;         // makes the swap files' names unique ("r0.12345": rank and process id)
   bool qgz_error = false;       // measure qgZ's reduced gradients against an fp32 reduction (qgz_error.hpp)
+  int cpu_adam_threads = 0;     // OpenMP threads of each CPU Adam op (cpu_threads.hpp); 0 = OpenMP's default
 };
 
 struct OpTime {

@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/comm/check.hpp"
+#include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/exec/bus_bandwidth.hpp"
+#include "runtime/exec/cpu_threads.hpp"
 #include "runtime/exec/executor.hpp"
 #include "runtime/exec/offload_figures.hpp"
 #include "runtime/exec/timing_event_probe.hpp"
@@ -90,6 +92,10 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   if (const char* t = std::getenv("ZRUN_OP_TIMEOUT_S")) o.op_timeout_s = std::atof(t);
   if (const char* lr = std::getenv("ZRUN_LR")) o.lr = static_cast<float>(std::atof(lr));
   if (const char* e = std::getenv("ZRUN_QGZ_ERROR")) o.qgz_error = std::string(e) == "1";
+  // Each rank's CPU Adam on the scenario's cores per rank (host.cores / gpus_per_node), the cores zsim prices it on;
+  // a scenario without host.cores: OpenMP's default (every hardware thread).
+  o.cpu_adam_threads = cpu_adam_threads(sc.cluster.host.cores, sc.cluster.gpus_per_node);
+  const int adam_threads = zk::cpu_adam_thread_count(o.cpu_adam_threads);
   o.nvme_dir = job.nvme_dir;
   o.nvme_tag = fmt::format("r{}.{}", rank, ::getpid());
   Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
@@ -216,7 +222,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     line("nvme_read (state, params)", off.nvme_read, predicted_off.nvme_read);
     line("nvme_write (state, params)", off.nvme_write, predicted_off.nvme_write);
     if (off.cpu_optimizer.ops > 0)
-      std::cout << fmt::format("  {:<34} {:>4} {:>9} par. {:>9.3f} ms {:>7.3g} par/s {:>8.3f} ms\n", "CPU Adam",
+      std::cout << fmt::format("  {:<34} {:>4} {:>9} par. {:>9.3f} ms {:>7.3g} par/s {:>8.3f} ms\n",
+                               fmt::format("CPU Adam ({} threads)", adam_threads),
                                off.cpu_optimizer.ops, off.cpu_optimizer.elements, off.cpu_optimizer.seconds * 1e3,
                                off.cpu_optimizer.per_s(), predicted_off.cpu_optimizer.seconds * 1e3);
     std::cout << fmt::format("  exposed offload (zsim's definition) {:.3f} ms measured, {:.3f} ms zsim\n",
@@ -256,6 +263,8 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
       for (const StepResult& r : steps) per_step.push_back(r.qgz_error);
       m["qgz_error"] = {{"per_step", per_step}, {"accumulated", qgz_accumulated}};
     }
+    // The OpenMP threads each rank's CPU Adam ran on (the scenario's host.cores / gpus_per_node, else OpenMP's default).
+    m["cpu_adam_threads"] = adam_threads;
     m["tflops_per_gpu"] = tflops / sch.meta.world_size;
     m["hardware_tflops_per_gpu"] = hw_tflops / sch.meta.world_size;
     m["tokens_per_s"] = tokens_s;

@@ -83,6 +83,7 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   w.algorithm = choose_algorithm(col.what, S, n, k, link);
   w.fixed_s = latency_s(col.what, w.algorithm, n, k, link);
   w.flow_bytes = bandwidth_bytes(col.what, w.algorithm, S, n);
+  w.side = SideKind::link_collective;
   return w;
 }
 
@@ -192,7 +193,10 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double cores = static_cast<double>(c.host.cores) / c.gpus_per_node;  // the node's cores, per rank
     if (cp.elements > 0 && !(cores > 0))
       throw std::invalid_argument("op '" + op.name + "' runs on the CPU but host.cores is 0");
-    w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core);
+    // Every rank of the node runs its CPU Adam at once (a data-parallel step): each gets its cores' rate, at most
+    // its share of the node's ceiling (efficiency.cpu_adam_node_params_per_s; 0 = none).
+    w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core,
+                           c.efficiency.cpu_adam_node_params_per_s, c.gpus_per_node);
     return w;
   }
   const bool fp32 = o.precision == Precision::fp32;

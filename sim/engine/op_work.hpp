@@ -12,8 +12,9 @@ namespace zsim {
 
 // Which kind of GPU kernel an op's fixed part is when it runs beside the compute stream (efficiency.beside_compute):
 // a plain d2d copy run as a cudaMemcpyAsync per piece, a copy kernel (torch.cat, a cast, an add), a one-rank
-// collective that moves data; none: not slowed by what runs beside it.
-enum class SideKind { none, memcpy, kernel, collective };
+// collective that moves data; none: not slowed by what runs beside it. link_collective: a collective among 2+ ranks,
+// whose flow over the links (not a fixed part) runs slower beside the compute stream (efficiency.beside_compute).
+enum class SideKind { none, memcpy, kernel, collective, link_collective };
 
 struct OpWork {
   Seconds fixed_s = 0;        // runs first, on no shared link

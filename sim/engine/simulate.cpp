@@ -137,13 +137,18 @@ class Engine {
     flow_bytes_.assign(classes, 0.0);
     side_rate_.assign(classes, 1.0);
     compute_rate_.assign(classes, 1.0);
+    flow_side_rate_.assign(classes, 1.0);
+    flow_compute_rate_.assign(classes, 1.0);
     route_begin_.assign(classes + 1, 0);
     for (size_t k = 1; k < classes; ++k) {
       const OpWork w = op_work(s_.ops[p.class_op[k]], s_, c, r_.links, o);
       fixed_s_[k] = w.fixed_s;
       flow_bytes_[k] = w.flow_bytes;
-      side_rate_[k] = beside_compute_rate(w.side, c.efficiency.beside_compute);
-      compute_rate_[k] = beside_compute_rate(w.side, c.efficiency.compute_beside);
+      // A collective among ranks is slowed, and slows compute, in its flow; the other side kinds in their fixed part.
+      (w.side == SideKind::link_collective ? flow_side_rate_ : side_rate_)[k] =
+          beside_compute_rate(w.side, c.efficiency.beside_compute);
+      (w.side == SideKind::link_collective ? flow_compute_rate_ : compute_rate_)[k] =
+          beside_compute_rate(w.side, c.efficiency.compute_beside);
       route_uses_.insert(route_uses_.end(), w.route.begin(), w.route.end());
       route_begin_[k + 1] = route_uses_.size();
     }
@@ -159,8 +164,11 @@ class Engine {
     fixed_end_.assign(n, 0.0);
     // Pacing side kernels and the compute stream only where the profile slows some (efficiency.beside_compute,
     // efficiency.compute_beside): no per-op state otherwise.
-    pace_sides_ = std::any_of(side_rate_.begin(), side_rate_.end(), [](double r) { return r < 1; }) ||
-                  std::any_of(compute_rate_.begin(), compute_rate_.end(), [](double r) { return r < 1; });
+    const auto slowed = [](const std::vector<double>& v) {
+      return std::any_of(v.begin(), v.end(), [](double r) { return r < 1; });
+    };
+    pace_flows_ = slowed(flow_side_rate_) || slowed(flow_compute_rate_);
+    pace_sides_ = slowed(side_rate_) || slowed(compute_rate_) || pace_flows_;
     if (pace_sides_) {
       fixed_left_.assign(n, 0.0);
       fixed_rate_.assign(n, 1.0);
@@ -291,6 +299,7 @@ class Engine {
             fixed_rate_[id] = 1;
             (side_class(id) ? side_running_ : main_fixed_).push_back(id);
             sides_changed_ = true;
+            if (main_compute_[id] && !link_flowing_.empty()) flows_changed_ = true;
           }
           running_.push_back(id);
         } else if (flow_bytes_[p_.work_class[id]] > 0) {
@@ -369,13 +378,30 @@ class Engine {
     state_[id] = State::flowing;
     remaining_[id] = flow_bytes_[p_.work_class[id]];
     flows_changed_ = true;
+    if (link_paced(id)) {
+      link_flowing_.push_back(id);
+      sides_changed_ = true;
+    }
+  }
+  // A collective among ranks whose flow the engine paces beside the compute stream (efficiency.beside_compute /
+  // compute_beside .link_collective).
+  bool link_paced(OpId id) const {
+    const int k = p_.work_class[id];
+    return pace_flows_ && (flow_side_rate_[k] < 1 || flow_compute_rate_[k] < 1);
   }
 
   void finish(OpId id, Seconds t) {
-    if (state_[id] == State::flowing) flows_changed_ = true;
+    if (state_[id] == State::flowing) {
+      flows_changed_ = true;
+      if (link_paced(id)) {
+        std::erase(link_flowing_, id);
+        sides_changed_ = true;
+      }
+    }
     if (pace_sides_) {
       if (main_compute_[id]) {
         sides_changed_ |= !side_running_.empty();
+        flows_changed_ |= !link_flowing_.empty();
         std::erase(main_fixed_, id);
       }
       if (side_class(id)) {
@@ -399,7 +425,7 @@ class Engine {
   // The kernels of side streams that run slower beside the compute stream's ops (efficiency.beside_compute): each
   // progresses through its fixed time at its class's rate while a forward, backward or recompute op runs, else at 1.
   // And the compute stream's forward, backward and recompute ops beside them (efficiency.compute_beside): at the
-  // lowest rate of the side classes running, else at 1.
+  // lowest rate of the side classes running, collectives among ranks in their flow among them, else at 1.
   void pace_side_kernels(Seconds t) {
     double main_rate = 1.0;
     for (OpId id : side_running_) {
@@ -408,6 +434,7 @@ class Engine {
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
       main_rate = std::min(main_rate, compute_rate_[p_.work_class[id]]);
     }
+    for (OpId id : link_flowing_) main_rate = std::min(main_rate, flow_compute_rate_[p_.work_class[id]]);
     for (OpId id : main_fixed_) {
       fixed_rate_[id] = main_rate;
       fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
@@ -489,7 +516,8 @@ class Engine {
 
   static double beside_compute_rate(SideKind k, const EfficiencySpec::BesideCompute& b) {
     const double r = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
-                   : k == SideKind::collective ? b.collective : 0.0;
+                   : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective
+                                                                                               : 0.0;
     return r > 0 && r < 1 ? r : 1.0;
   }
 
@@ -502,7 +530,10 @@ class Engine {
         flow_routes_.push_back(route(id));
       }
     max_min_fair_rates(flow_routes_, r_.links.bytes_per_s, rates_, scratch_);
-    for (size_t i = 0; i < flow_ids_.size(); ++i) rate_[flow_ids_[i]] = rates_[i];
+    // A collective among ranks moves at its class's rate beside compute while the compute stream runs.
+    const bool computing = pace_flows_ && !main_fixed_.empty();
+    for (size_t i = 0; i < flow_ids_.size(); ++i)
+      rate_[flow_ids_[i]] = rates_[i] * (computing ? flow_side_rate_[p_.work_class[flow_ids_[i]]] : 1.0);
     flows_changed_ = false;
   }
 
@@ -530,6 +561,11 @@ class Engine {
   std::vector<double> side_rate_, compute_rate_, fixed_left_, fixed_rate_;
   std::vector<char> main_compute_;
   std::vector<OpId> side_running_, main_fixed_;
+  // The same two ways for collectives among ranks (.link_collective), in their flow: per class the rate of its flow
+  // beside compute and the rate it leaves the compute stream; the paced collectives flowing now.
+  std::vector<double> flow_side_rate_, flow_compute_rate_;
+  std::vector<OpId> link_flowing_;
+  bool pace_flows_ = false;
   bool sides_changed_ = false;
   bool pace_sides_ = false;
   std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue

@@ -8,6 +8,7 @@
 
 #include "cost_models/collective_cost.hpp"
 #include "cost_models/compute_cost.hpp"
+#include "sim/engine/op_work.hpp"
 #include "sim/engine/test_schedules.hpp"
 
 namespace zsim {
@@ -177,6 +178,16 @@ TEST(Simulate, CpuAdamUsesTheRanksShareOfTheHostCores) {
   const ClusterSpec c = test_cluster(1, 8);  // 64 cores / 8 GPUs = 8 cores per rank at 1e8 params/s
   ScheduleBuilder b(c);
   OpId o = b.cpu_adam("adam", 1'600'000'000);
+  EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);
+}
+
+TEST(Simulate, CpuAdamRanksShareTheNodesCeiling) {
+  ClusterSpec c = test_cluster(1, 8);  // 8 cores per rank at 1e8: 8e8 params/s from the cores
+  c.efficiency.cpu_adam_node_params_per_s = 4e9;  // 5e8 each of the node's 8 ranks
+  ScheduleBuilder b(c);
+  OpId o = b.cpu_adam("adam", 1'600'000'000);
+  EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 1.6e9 / 5e8);
+  c.efficiency.cpu_adam_node_params_per_s = 1e10;  // 1.25e9 each: the cores' 8e8 binds
   EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);
 }
 
@@ -446,6 +457,36 @@ TEST(SimulateBesideCompute, TheComputeStreamSlowsWhileASideCopyRuns) {
   const auto [compute_end, copy_end] = step(0.5, 0.25);
   EXPECT_NEAR(copy_end, 4 * copy_s, copy_s * 1e-9);
   EXPECT_NEAR(compute_end, 4 * copy_s + (2.5 - 2) * copy_s, copy_s * 1e-9);
+}
+
+// .link_collective: a collective among ranks moves its bytes at the measured fraction of its rate while the compute
+// stream runs (its latency steps are not slowed), and the compute stream keeps its own fraction while the collective's
+// bytes move; without the keys neither is affected.
+TEST(SimulateBesideCompute, ACollectiveAmongRanksMovesSlowerBesideComputeAndSlowsIt) {
+  ClusterSpec c = testing::test_cluster(1, 2);
+  const Bytes bytes = 400'000'000;
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 2, 2);
+  const OpId f = b.compute("fwd", Phase::forward, 1e16);  // far longer than the collective
+  const OpId ag = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, bytes, {}, "comm");
+  const TimingResult al = simulate(c, b.s);
+  const OpWork w = op_work(b.s.ops[ag], b.s, c, rank_links(Topology(c)), SimOptions{});
+  ASSERT_GT(w.flow_bytes, 0);
+  const double flow_s = al.ops[ag].end_s - w.fixed_s;  // its bytes' time alone
+  ClusterSpec paced = c;
+  paced.efficiency.beside_compute.link_collective = 0.25;
+  paced.efficiency.compute_beside.link_collective = 0.5;
+  const TimingResult r = simulate(paced, b.s);
+  EXPECT_NEAR(r.ops[ag].end_s, w.fixed_s + 4 * flow_s, flow_s * 1e-9);
+  // The compute lost half its rate while the bytes moved (4 flow_s).
+  EXPECT_NEAR(r.ops[f].end_s, al.ops[f].end_s + 0.5 * 4 * flow_s, al.ops[f].end_s * 1e-12);
+  // The one-rank classes' keys leave it alone.
+  ClusterSpec other = c;
+  other.efficiency.beside_compute = {0.5, 0.5, 0.5, 0};
+  other.efficiency.compute_beside = {0.5, 0.5, 0.5, 0};
+  const TimingResult o = simulate(other, b.s);
+  EXPECT_NEAR(o.ops[ag].end_s, al.ops[ag].end_s, 1e-12);
+  EXPECT_NEAR(o.ops[f].end_s, al.ops[f].end_s, 1e-12);
 }
 
 // The lowest rate of the side classes running applies to the compute stream.

@@ -226,9 +226,10 @@ struct EfficiencySpec {
   // The fraction of its alone rate a kernel of a side stream keeps while the compute stream runs (zrun calibrate:
   // each kind timed alone and beside back-to-back GEMMs); 0 = not measured (its alone rate). memcpy: a plain d2d copy
   // run as a cudaMemcpyAsync per piece (torch's copy_); kernel: a copy kernel (torch.cat, casts, add_); collective: a
-  // one-rank NCCL collective that moves data.
+  // one-rank NCCL collective that moves data; link_collective: a collective among 2+ ranks (its flow over the links,
+  // measured as an all-gather of the world while every rank runs GEMMs).
   struct BesideCompute {
-    double memcpy = 0, kernel = 0, collective = 0;
+    double memcpy = 0, kernel = 0, collective = 0, link_collective = 0;
   } beside_compute{};
   // The other way: the fraction of its alone rate the compute stream's forward, backward and recompute ops keep while a
   // side-stream op of each class runs (zrun calibrate: back-to-back GEMMs timed with each kind beside them); the
@@ -248,6 +249,11 @@ struct EfficiencySpec {
     double event_us = 0;       // a cudaEventRecord or cudaStreamWaitEvent
     bool present() const { return kernel_us > 0 || gemm_us > 0 || collective_us > 0 || memcpy_us > 0 || event_us > 0; }
   } host_issue{};
+  // CPU Adam's ceiling for the whole node, params/s (zrun calibrate: the fit of CPU Adam at several thread counts): the
+  // node's memory bandwidth, shared by every rank's CPU Adam; a rank runs at min(its cores x
+  // cpu_adam_params_per_s_per_core, this / gpus_per_node) (cost_models/compute_cost.hpp). 0 = no ceiling. Last, so
+  // that the aggregate initialisations of the scalars above stay as they are.
+  double cpu_adam_node_params_per_s = 0;
 };
 
 struct ClusterSpec {

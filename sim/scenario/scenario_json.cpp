@@ -62,6 +62,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                       {"pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction}}}};
   for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
+  if (c.efficiency.cpu_adam_node_params_per_s > 0)  // calibrated profiles only: data-sheet reports keep their fields
+    j["cluster"]["efficiency"]["cpu_adam_node_params_per_s"] = c.efficiency.cpu_adam_node_params_per_s;
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
   const auto& host = c.efficiency.host_issue;
   if (host.present())
@@ -70,11 +72,13 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                                                 {"event_us", host.event_us}};
   for (auto [v, key] : {std::pair{c.efficiency.beside_compute.memcpy, "memcpy"},
                         {c.efficiency.beside_compute.kernel, "kernel"},
-                        {c.efficiency.beside_compute.collective, "collective"}})
+                        {c.efficiency.beside_compute.collective, "collective"},
+                        {c.efficiency.beside_compute.link_collective, "link_collective"}})
     if (v > 0) j["cluster"]["efficiency"]["beside_compute"][key] = v;
   for (auto [v, key] : {std::pair{c.efficiency.compute_beside.memcpy, "memcpy"},
                         {c.efficiency.compute_beside.kernel, "kernel"},
-                        {c.efficiency.compute_beside.collective, "collective"}})
+                        {c.efficiency.compute_beside.collective, "collective"},
+                        {c.efficiency.compute_beside.link_collective, "link_collective"}})
     if (v > 0) j["cluster"]["efficiency"]["compute_beside"][key] = v;
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},

@@ -315,6 +315,7 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   for (HbmKind k : kHbmKinds)
     real(std::string("cluster.efficiency.hbm_by_kind.") + to_string(k), c.efficiency.hbm_by_kind.of(k));
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
+  real("cluster.efficiency.cpu_adam_node_params_per_s", c.efficiency.cpu_adam_node_params_per_s);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   real("cluster.efficiency.one_rank_collective.latency_us", c.efficiency.one_rank_collective.latency_us);
@@ -333,9 +334,11 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);
+  real("cluster.efficiency.beside_compute.link_collective", c.efficiency.beside_compute.link_collective);
   real("cluster.efficiency.compute_beside.memcpy", c.efficiency.compute_beside.memcpy);
   real("cluster.efficiency.compute_beside.kernel", c.efficiency.compute_beside.kernel);
   real("cluster.efficiency.compute_beside.collective", c.efficiency.compute_beside.collective);
+  real("cluster.efficiency.compute_beside.link_collective", c.efficiency.compute_beside.link_collective);
   real("cluster.efficiency.flash_attention.forward", c.efficiency.flash_attention.forward);
   real("cluster.efficiency.flash_attention.backward", c.efficiency.flash_attention.backward);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {

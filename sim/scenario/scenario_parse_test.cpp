@@ -99,7 +99,32 @@ cluster:
   EXPECT_DOUBLE_EQ(c.efficiency.gemm, 0.7);
   EXPECT_DOUBLE_EQ(c.efficiency.hbm, 0.85);
   EXPECT_DOUBLE_EQ(c.efficiency.cpu_adam_params_per_s_per_core, 2.0e8);
+  EXPECT_DOUBLE_EQ(c.efficiency.cpu_adam_node_params_per_s, 5.0e9);
   EXPECT_DOUBLE_EQ(c.efficiency.pageable_pcie_fraction, 0.4);
+}
+
+// CPU Adam's node ceiling (zrun calibrate): from a profile or the scenario, 0 (no ceiling) when absent, in the
+// resolved scenario's JSON only where given (data-sheet reports keep their fields), never negative.
+TEST(ScenarioParse, TheCpuAdamNodeCeilingIsReadAndWrittenOnlyWhereGiven) {
+  const Scenario without = parse(kBase);
+  EXPECT_EQ(without.cluster.efficiency.cpu_adam_node_params_per_s, 0.0);
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"].contains("cpu_adam_node_params_per_s"));
+  const Scenario with = parse(kBase, {"cluster.efficiency.cpu_adam_node_params_per_s=4.74e9"});
+  EXPECT_DOUBLE_EQ(with.cluster.efficiency.cpu_adam_node_params_per_s, 4.74e9);
+  EXPECT_DOUBLE_EQ(scenario_to_json(with)["cluster"]["efficiency"]["cpu_adam_node_params_per_s"].get<double>(), 4.74e9);
+  std::string text = kBase;
+  const std::string links = "  links: {nvlink_GBps: 300, pcie_GBps: 25, ib_GBps: 25}\n";
+  ASSERT_NE(text.find(links), std::string::npos);
+  text.insert(text.find(links) + links.size(),
+              "  efficiency: {cpu_adam_params_per_s_per_core: 2.3e8, cpu_adam_node_params_per_s: 4.74e9}\n");
+  const Scenario block = parse(text);
+  EXPECT_DOUBLE_EQ(block.cluster.efficiency.cpu_adam_params_per_s_per_core, 2.3e8);
+  EXPECT_DOUBLE_EQ(block.cluster.efficiency.cpu_adam_node_params_per_s, 4.74e9);
+  EXPECT_DOUBLE_EQ(parse(kBase, {"cluster.efficiency.cpu_adam_node_params_per_s=0"}).cluster.efficiency.cpu_adam_node_params_per_s, 0.0);
+  const auto bad = testing::error_of(kBase, {"cluster.efficiency.cpu_adam_node_params_per_s=-1"});
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->where().key_path, "cluster.efficiency.cpu_adam_node_params_per_s");
+  EXPECT_NE(std::string(bad->what()).find("0 = no ceiling"), std::string::npos) << bad->what();
 }
 
 // A calibrated profile's flash-attention efficiencies reach the resolved scenario and its JSON (the report's

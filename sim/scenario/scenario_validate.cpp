@@ -117,12 +117,14 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
            "must be in [0, 1000] microseconds (0 = the call costs the host nothing), got " + Check::num(v));
   for (auto [v, key] : {std::pair{cl.efficiency.beside_compute.memcpy, "memcpy"},
                         {cl.efficiency.beside_compute.kernel, "kernel"},
-                        {cl.efficiency.beside_compute.collective, "collective"}})
+                        {cl.efficiency.beside_compute.collective, "collective"},
+                        {cl.efficiency.beside_compute.link_collective, "link_collective"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute.") + key,
            "must be a fraction in [0, 1] (0 = not measured: the kernel's alone rate), got " + Check::num(v));
   for (auto [v, key] : {std::pair{cl.efficiency.compute_beside.memcpy, "memcpy"},
                         {cl.efficiency.compute_beside.kernel, "kernel"},
-                        {cl.efficiency.compute_beside.collective, "collective"}})
+                        {cl.efficiency.compute_beside.collective, "collective"},
+                        {cl.efficiency.compute_beside.link_collective, "link_collective"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.compute_beside.") + key,
            "must be a fraction in [0, 1] (0 = not measured: the compute stream's alone rate), got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
@@ -141,6 +143,9 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
     c.that(std::isfinite(v) && v >= 0 && v <= 1, path,
            "must be a fraction in [0, 1] (0 = the unit's GEMM efficiency), got " + Check::num(v));
   c.positive(cl.efficiency.cpu_adam_params_per_s_per_core, "cluster.efficiency.cpu_adam_params_per_s_per_core");
+  c.that(std::isfinite(cl.efficiency.cpu_adam_node_params_per_s) && cl.efficiency.cpu_adam_node_params_per_s >= 0,
+         "cluster.efficiency.cpu_adam_node_params_per_s",
+         "must be >= 0 params/s (0 = no ceiling), got " + Check::num(cl.efficiency.cpu_adam_node_params_per_s));
   for (auto [g, block] : {std::pair{&cl.efficiency.gemm_model, "cluster.efficiency.gemm_model"},
                           {&cl.efficiency.gemm_model_fp32, "cluster.efficiency.gemm_model_fp32"}}) {
     const std::string b = block;
