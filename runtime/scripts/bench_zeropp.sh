@@ -4,7 +4,7 @@
 # --qwz at the same size; the ratio is the op's rate over the raw kernel's (target >= 0.9). Prints the step too.
 # Then, where libzrun_kernel_trace.so is carried, the same with each kernel timed by CUPTI in steps without timing
 # events and in kernel_bench (the op-timed figures also hold the op's two timing events; docs/runtime.md "ZeRO++").
-# The int8 / int4 collectives against raw NCCL need 2+ GPUs (device_check_2gpu_stage3.sh runs the ZeRO++ tests there).
+# The int8 / int4 collectives against raw NCCL need 2+ GPUs: runtime/scripts/bench_collectives_2gpu.sh.
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash .devcarry/exec/bench_zeropp.sh
 set -u
 HERE="$(dirname "$0")"

@@ -89,7 +89,7 @@ def main():
     model.to_empty(device="cuda")
     for p in model.parameters():
         nn.init.normal_(p, std=0.02) if p.dim() > 1 else nn.init.ones_(p)
-    params = sum(p.numel() for p in model.parameters()) * dist.get_world_size()  # sharded: local numel x world
+    params = sum(p.numel() for p in model.parameters())  # DTensors: numel() is the whole parameter's, not the shard's
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     tokens = torch.randint(0, vocab, (mb, seq + 1), device="cuda")
     times = []

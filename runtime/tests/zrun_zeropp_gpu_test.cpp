@@ -2,8 +2,9 @@
 // the tiny scenario at stage 3 over 50 steps, each ZeRO++ piece against unquantized stage 3 on the same samples, at
 // the same world size. qwZ runs at any world size (its int8 all-gather is real even on one GPU); hpZ needs two GPUs
 // of a node; qgZ and LoCo need two nodes (DeepSpeed reduce-scatters unquantized on one), so they run as 2 virtual
-// nodes of 1 GPU (--gpus-per-node 1); each at 2 x 2, and all of them together, need 4. Each skips with fewer GPUs,
-// saying so (ZRUN_TEST_SHARE_GPU=N runs them with N ranks on one GPU: runtime/tests/zrun_gpu_run.hpp).
+// nodes of 1 GPU (--gpus-per-node 1), and qwZ, qgZ and LoCo together too; each at 2 x 2, and all four together, need
+// 4. Each skips with fewer GPUs, saying so (ZRUN_TEST_SHARE_GPU=N runs them with N ranks on one GPU:
+// runtime/tests/zrun_gpu_run.hpp).
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -94,6 +95,13 @@ TEST(ZrunZeroppGpu, QgzOnTwoVirtualNodesGivesTheLossOfStage3WithinTwoPercent) {
 TEST(ZrunZeroppGpu, LocoOnTwoVirtualNodesGivesTheLossOfStage3WithinTwoPercent) {
   REQUIRE_GPUS(2);
   expect_within_2_percent_of_stage3("--nproc-per-node 2 --gpus-per-node 1", kLoco);
+}
+
+// Every piece that has two levels at 2 nodes of 1 at once: qwZ's int8 gathers, qgZ's int4 all-to-all and LoCo's error
+// feedback (hpZ needs 2 GPUs in a node: at 2 nodes of 1 its secondary group would be one rank).
+TEST(ZrunZeroppGpu, QwzQgzAndLocoTogetherOnTwoVirtualNodesGiveTheLossOfStage3WithinTwoPercent) {
+  REQUIRE_GPUS(2);
+  expect_within_2_percent_of_stage3("--nproc-per-node 2 --gpus-per-node 1", kQwz + " " + kLoco);
 }
 
 // The reduced gradient of each step against an fp32 reduction of the same gradients (ZRUN_QGZ_ERROR=1): with LoCo's
