@@ -69,6 +69,16 @@ Beside time_beside(const std::function<void()>& side, cudaStream_t s, double sid
   return {trials[trials.size() / 2], rates[rates.size() / 2]};
 }
 
+// A square g x g x g bf16 GEMM y = x w: the load the side kinds are timed beside.
+model::GemmCall square_gemm(std::int64_t g, const void* x, const void* w, void* y) {
+  model::GemmCall call;
+  call.m = call.n = call.k = g;
+  call.a = x, call.lda = g;
+  call.b = w, call.ldb = g;
+  call.d = y, call.ldd = g;
+  return call;
+}
+
 }  // namespace
 
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
@@ -96,11 +106,7 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
   // The load: back-to-back square bf16 GEMMs, first 4096 (a transformer layer's GEMM at a few thousand tokens:
   // the profile's figure), then 8192 (longer kernels, recorded only).
   for (const std::int64_t g : {std::int64_t{4096}, gmax}) {
-    model::GemmCall call;
-    call.m = call.n = call.k = g;
-    call.a = x.p, call.lda = g;
-    call.b = w.p, call.ldb = g;
-    call.d = y.p, call.ldd = g;
+    const model::GemmCall call = square_gemm(g, x.p, w.p, y.p);
     const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
     const double load_s = time_gpu(load, l, 20);
     log << fmt::format("zrun calibrate: side-stream kernels beside GEMMs ({} x {} x {} bf16: {:.0f} us, {:.0f} TFLOPS)\n",
@@ -139,11 +145,7 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
                                   world, s));
   };
   model::Gemm gemm;
-  model::GemmCall call;
-  call.m = call.n = call.k = g;
-  call.a = x.p, call.lda = g;
-  call.b = w.p, call.ldb = g;
-  call.d = y.p, call.ldd = g;
+  const model::GemmCall call = square_gemm(g, x.p, w.p, y.p);
   const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
   const double load_s = time_gpu(load, l, 20);
   // Alone: the median of 5 calls, each after a one-element all-reduce lines the ranks up.

@@ -19,6 +19,7 @@
 
 #include "runtime/launch/rendezvous.hpp"
 #include "runtime/launch/worker_identity.hpp"
+#include "runtime/tests/port_probe.hpp"
 
 namespace zrun {
 namespace {
@@ -73,19 +74,7 @@ TEST(LocalLauncher, AnOrdinaryExitCodeIsNotAFailureAndBecomesTheJobsCode) {
   EXPECT_EQ(r.failed_rank, -1);
 }
 
-// Binds 127.0.0.1:port as another process would (with SO_REUSEADDR); returns 0 or the errno of the failed bind.
-int bind_error(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const int error = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
-}
+using zrun::test::bind_error;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/tests/port_probe.hpp"
+
 namespace zrun {
 namespace {
 
@@ -103,20 +105,7 @@ TEST(Rendezvous, AWorldOfOneNeedsNoNetwork) {
   EXPECT_EQ(rendezvous(0, 1, some_blob(), o), some_blob());
 }
 
-// Binds 127.0.0.1:port as another process would (with SO_REUSEADDR, as NCCL and most servers do); returns 0 or
-// the errno of the failed bind.
-int bind_error(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const int error = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
-}
+using zrun::test::bind_error;
 
 TEST(Rendezvous, FourLocalProcessesMeetOnTheListenerRankZeroInherited) {
   const RendezvousListener l = open_rendezvous_listener();
