@@ -69,27 +69,41 @@ Beside time_beside(const std::function<void()>& side, cudaStream_t s, double sid
   return {trials[trials.size() / 2], rates[rates.size() / 2]};
 }
 
-// A square g x g x g bf16 GEMM y = x w: the load the side kinds are timed beside.
-model::GemmCall square_gemm(std::int64_t g, const void* x, const void* w, void* y) {
-  model::GemmCall call;
-  call.m = call.n = call.k = g;
-  call.a = x, call.lda = g;
-  call.b = w, call.ldb = g;
-  call.d = y, call.ldd = g;
-  return call;
-}
+// The load the side kinds are timed beside: back-to-back square bf16 GEMMs y = x w of up to gmax on a stream of its
+// own, the operands random.
+struct GemmLoad {
+  DeviceBuffer x, w, y;
+  cudaStream_t l = nullptr;
+  model::Gemm gemm;
+  explicit GemmLoad(std::int64_t gmax) : x(gmax * gmax * 2), w(gmax * gmax * 2), y(gmax * gmax * 2) {
+    ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+    fill_random(x.p, gmax * gmax, kFillBf16, 21, l);
+    fill_random(w.p, gmax * gmax, kFillBf16, 22, l);
+  }
+  ~GemmLoad() { cudaStreamDestroy(l); }
+  GemmLoad(const GemmLoad&) = delete;
+  GemmLoad& operator=(const GemmLoad&) = delete;
+  // One g x g x g GEMM on the load's stream.
+  std::function<void()> call(std::int64_t g) {
+    model::GemmCall c;
+    c.m = c.n = c.k = g;
+    c.a = x.p, c.lda = g;
+    c.b = w.p, c.ldb = g;
+    c.d = y.p, c.ldd = g;
+    return [this, c] { gemm.run(c, model::DType::bf16, l); };
+  }
+};
 
 }  // namespace
 
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
   const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
   const std::int64_t gmax = 8192;
-  DeviceBuffer x(gmax * gmax * 2), w(gmax * gmax * 2), y(gmax * gmax * 2), src(bytes), dst(bytes);
-  cudaStream_t l, s;
-  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+  GemmLoad gemms(gmax);
+  const cudaStream_t l = gemms.l;
+  DeviceBuffer src(bytes), dst(bytes);
+  cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  fill_random(x.p, gmax * gmax, kFillBf16, 21, l);
-  fill_random(w.p, gmax * gmax, kFillBf16, 22, l);
   ZRUN_CUDA_CHECK(cudaMemsetAsync(src.p, 0, bytes, s));
   ncclUniqueId id;
   ZRUN_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -102,12 +116,10 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
       {"collective",
        [&] { ZRUN_NCCL_CHECK(ncclAllReduce(src.p, src.p, bytes / 2, ncclBfloat16, ncclAvg, c, s)); }},
   };
-  model::Gemm gemm;
   // The load: back-to-back square bf16 GEMMs, first 4096 (a transformer layer's GEMM at a few thousand tokens:
   // the profile's figure), then 8192 (longer kernels, recorded only).
   for (const std::int64_t g : {std::int64_t{4096}, gmax}) {
-    const model::GemmCall call = square_gemm(g, x.p, w.p, y.p);
-    const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
+    const std::function<void()> load = gemms.call(g);
     const double load_s = time_gpu(load, l, 20);
     log << fmt::format("zrun calibrate: side-stream kernels beside GEMMs ({} x {} x {} bf16: {:.0f} us, {:.0f} TFLOPS)\n",
                        g, g, g, load_s * 1e6, 2.0 * g * g * g / load_s / 1e12);
@@ -121,7 +133,6 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
     }
   }
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
-  ZRUN_CUDA_CHECK(cudaStreamDestroy(l));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
@@ -132,21 +143,18 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
   // collective crosses the links while every GPU computes, as in a data-parallel step. Rank 0 records.
   const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
   const std::int64_t g = 4096;
-  DeviceBuffer x(g * g * 2), w(g * g * 2), y(g * g * 2), out(bytes);
-  cudaStream_t l, s;
-  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+  GemmLoad gemms(g);
+  const cudaStream_t l = gemms.l;
+  DeviceBuffer out(bytes);
+  cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  fill_random(x.p, g * g, kFillBf16, 21, l);
-  fill_random(w.p, g * g, kFillBf16, 22, l);
   ZRUN_CUDA_CHECK(cudaMemsetAsync(out.p, 0, bytes, s));
   const std::size_t per_rank = bytes / 2 / static_cast<std::size_t>(ranks);  // bf16 elements each rank contributes
   const auto side = [&] {
     ZRUN_NCCL_CHECK(ncclAllGather(static_cast<char*>(out.p) + rank * per_rank * 2, out.p, per_rank, ncclBfloat16,
                                   world, s));
   };
-  model::Gemm gemm;
-  const model::GemmCall call = square_gemm(g, x.p, w.p, y.p);
-  const auto load = [&] { gemm.run(call, model::DType::bf16, l); };
+  const std::function<void()> load = gemms.call(g);
   const double load_s = time_gpu(load, l, 20);
   // Alone: the median of 5 calls, each after a one-element all-reduce lines the ranks up.
   std::vector<double> alone_trials;
@@ -176,7 +184,6 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
                        "of theirs\n", bytes >> 20, ranks, g, g, g, load_s * 1e6, alone * 1e6, beside.side_s * 1e6,
                        alone / beside.side_s, beside.load_rate);
   }
-  ZRUN_CUDA_CHECK(cudaStreamDestroy(l));
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
