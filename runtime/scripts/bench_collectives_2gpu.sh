@@ -5,7 +5,9 @@
 #   gathers prefetched beside this one's GEMMs) and with prefetch off (stage3_alone: each gather while compute waits),
 #   qwZ's int8 all-gather and its fp32 scales (1 node of 2, prefetch off: the gathers run while compute waits),
 #   qgZ's int4 all-to-all (2 virtual nodes of 1: --gpus-per-node 1, the inter-node hop over 2 ranks) and its bf16
-#   reduce-scatter fallback.
+#   reduce-scatter fallback, as configured (overlap_comm: each bucket's reduction beside the backward and the next
+#   gathers) and alone (qgz_alone: overlap_comm off and prefetch off, so the reduction shares the gathers' stream and
+#   the backward waits for it).
 # Each zrun report's collectives are those of its op-timed step, each timed the least over the ranks (the last rank to
 # arrive waits least). collective_ratio.py prints every collective and, per kind and data type, summed raw time over
 # summed zrun time (the target is >= 0.90). A ~0.5B model (8 layers, hidden 2048, seq 1024, micro-batch 4).
@@ -20,16 +22,18 @@ MODEL="$S --here --nproc-per-node 2 --set model.layers=8 --set model.hidden=2048
   --set model.heads=16 --set model.kv_heads=8 --set model.vocab=32000 --set training.seq_len=1024
   --set training.micro_batch=4 --steps 10 --warmup 3"
 Z3=deepspeed.zero_optimization
-declare -A RUNS=(
+declare -A ARGS_OF=(
   [stage0]="--set $Z3.stage=0"
   [stage3]="--set $Z3.stage=3"
   [stage3_alone]="--set $Z3.stage=3 --set $Z3.stage3_prefetch_bucket_size=0"
   [qwz]="--set $Z3.stage=3 --set $Z3.zero_quantized_weights=true --set $Z3.stage3_prefetch_bucket_size=0"
   [qgz]="--set $Z3.stage=3 --set $Z3.zero_quantized_gradients=true --gpus-per-node 1"
+  [qgz_alone]="--set $Z3.stage=3 --set $Z3.zero_quantized_gradients=true --gpus-per-node 1 --set $Z3.overlap_comm=false
+    --set $Z3.stage3_prefetch_bucket_size=0"
 )
 JSONS=()
-for RUN in ${RUNS:-stage0 stage3 stage3_alone qwz qgz}; do
-  if timeout 120 "$BIN/zrun" $MODEL ${RUNS[$RUN]} --json "$OUT/coll_$RUN.json" > "$OUT/coll_$RUN.log" 2>&1; then
+for RUN in ${RUNS:-stage0 stage3 stage3_alone qwz qgz qgz_alone}; do
+  if timeout 120 "$BIN/zrun" $MODEL ${ARGS_OF[$RUN]} --json "$OUT/coll_$RUN.json" > "$OUT/coll_$RUN.log" 2>&1; then
     echo "== $RUN: $(grep -E 'time per step' "$OUT/coll_$RUN.log")"
     JSONS+=("$OUT/coll_$RUN.json")
   else
