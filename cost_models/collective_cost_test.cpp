@@ -159,5 +159,26 @@ TEST(CollectiveCost, RejectsAnEmptyGroup) {
   EXPECT_THROW(collective_s(CollectiveKind::all_gather, 1e6, 0, kLink), std::invalid_argument);
 }
 
+TEST(InterpolatedBusbw, IsTheMeasuredRateAtAMeasuredSize) {
+  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}, {16384, 8e9}};
+  EXPECT_NEAR(interpolated_busbw(pts, 4096), 4e9, 4e9 * kRel);
+}
+
+TEST(InterpolatedBusbw, IsLinearInLogSizeAndLogRateBetweenTwoSizes) {
+  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}};
+  EXPECT_NEAR(interpolated_busbw(pts, 2048), 2e9, 2e9 * 1e-9);  // halfway in log size: the geometric mean
+}
+
+TEST(InterpolatedBusbw, TakesTheNearestMeasuredRateBeyondTheMeasuredSizes) {
+  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}};
+  EXPECT_EQ(interpolated_busbw(pts, 16), 1e9);
+  EXPECT_EQ(interpolated_busbw(pts, 1e12), 4e9);
+}
+
+TEST(InterpolatedBusbw, RejectsNoPointsAndARateThatIsNotPositive) {
+  EXPECT_THROW(interpolated_busbw({}, 1024), std::invalid_argument);
+  EXPECT_THROW(interpolated_busbw({{1024, 0}}, 1024), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace zsim

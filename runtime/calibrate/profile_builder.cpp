@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cost_models/collective_cost.hpp"
 #include "runtime/calibrate/measurements.hpp"
 
 namespace zrun::calibrate {
@@ -421,6 +422,49 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     cal["one_rank_collectives"] = {{"latency_us", f.latency_s * 1e6}, {"GBps", f.GBps},
                                    {"residual", residual_json(f.residual)}, {"residual_by_kind", per_kind},
                                    {"by_kind", own}, {"samples [kind, bytes, us]", samples}};
+  }
+  // The same calls per kind and size as bus bandwidths (efficiency.nvlink_busbw): zsim interpolates them at a
+  // collective's size on one node, where the line above misses (NCCL's protocol and channels change with the size).
+  if (auto it = m.collectives.find("nvlink"); it != m.collectives.end() && !it->second.empty()) {
+    int n = 0;
+    for (const CollectiveSample& s : it->second)
+      if (s.k == 1) n = std::max(n, s.n);
+    std::map<zsim::CollectiveKind, std::map<double, std::vector<double>>> rates;  // kind -> size -> bus bytes per s
+    for (const CollectiveSample& s : it->second)
+      if (s.k == 1 && s.n == n && s.seconds > 0)
+        rates[s.kind][s.size_bytes].push_back(zsim::bus_bytes(s.kind, s.size_bytes, s.n) / s.seconds);
+    for (const auto& [what, by_size] : rates) {
+      // The median call at each size, then no size slower than a larger one: NCCL cannot move fewer bytes in more
+      // time (a larger call would do), and a kind's first small calls in calibrate can run slow (the H200's all-gather:
+      // 15.2 us at 16 KiB, 6.5 us at 64 KiB). A size's time is the least of its own and every larger size's.
+      struct AtSize {
+        const char* label;
+        double bus_bytes, seconds;
+        bool raised = false;
+      };
+      std::vector<AtSize> at_size;  // ascending size
+      for (const auto& [label, bytes] : zsim::kNvlinkBusbwSizes)
+        if (auto at = by_size.find(bytes); at != by_size.end()) {
+          std::vector<double> v = at->second;
+          std::sort(v.begin(), v.end());
+          const double bus = zsim::bus_bytes(what, bytes, n);
+          at_size.push_back({label, bus, bus / v[v.size() / 2]});
+        }
+      for (std::size_t i = at_size.size(); i-- > 1;)
+        if (at_size[i - 1].seconds > at_size[i].seconds) {
+          at_size[i - 1].seconds = at_size[i].seconds;
+          at_size[i - 1].raised = true;
+        }
+      const std::string kind = zsim::to_string(what);
+      for (const AtSize& a : at_size) {
+        const double GBps = a.bus_bytes / a.seconds / 1e9;
+        b.add(fmt::format("efficiency.nvlink_busbw.{}.{}", kind, a.label), num(GBps),
+              fmt::format("NCCL {} of {} on {} ranks of one node: nccl-tests' bus bandwidth (bus bytes over the median "
+                          "call's time{}); calibration.collectives.nvlink",
+                          kind, a.label, n, a.raised ? ", that of a larger size, which ran faster" : ""));
+        cal["collectives"]["nvlink"]["busbw_GBps"][kind][a.label] = GBps;
+      }
+    }
   }
 
   // Side-stream kernels beside the compute stream's GEMMs: the fraction of its alone rate each kind keeps, and the

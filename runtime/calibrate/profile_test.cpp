@@ -418,6 +418,42 @@ TEST(CalibratedProfile, AOneRankCollectiveIsItsMeasuredLatencyAndRate) {
   EXPECT_EQ(loaded_profile(d, "calib-none", none).efficiency.one_rank_collective.GBps, 0);
 }
 
+// The collectives among the ranks go into the profile also as bus bandwidths per kind and size
+// (efficiency.nvlink_busbw.<kind>.<size>), which zsim interpolates where one latency + bandwidth line misses.
+TEST(CalibratedProfile, CollectivesAmongTheRanksGiveEachKindsBusBandwidthAtEachMeasuredSize) {
+  TempDir d;
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-busbw", synthetic(true));
+  ASSERT_EQ(c.efficiency.nvlink_busbw.size(), 2u);  // all_reduce and all_gather
+  const auto& ar = c.efficiency.nvlink_busbw.at("all_reduce");
+  ASSERT_EQ(ar.size(), 6u);  // 1 KiB x 16^i up to 1 GiB
+  const double b = 67108864;
+  const zsim::CollectiveLink link{4e-6, 4e-6, 350e9};
+  const double busbw_GBps = zsim::bus_bytes(zsim::CollectiveKind::all_reduce, b, 2) /
+                            zsim::collective_s(zsim::CollectiveKind::all_reduce, zsim::CollectiveAlgorithm::ring, b, 2, 1,
+                                               link) / 1e9;
+  EXPECT_EQ(ar[4].first, b);
+  EXPECT_NEAR(ar[4].second, busbw_GBps, busbw_GBps * 1e-5);  // the profile's 6 digits
+  EXPECT_LT(ar[0].second, ar[5].second);                    // latency-bound at 1 KiB
+  EXPECT_TRUE(loaded_profile(d, "calib-busbw-none", synthetic(false)).efficiency.nvlink_busbw.empty());
+}
+
+// A size that ran slower than a larger one takes the larger size's time: NCCL cannot move fewer bytes in more time.
+TEST(CalibratedProfile, ASmallCollectiveSlowerThanALargerOneGetsTheLargerOnesTime) {
+  TempDir d;
+  Measurements m = synthetic(true);
+  auto& v = m.collectives["nvlink"];
+  double t_256k = 0;  // the next size measured above 16 KiB
+  for (CollectiveSample& s : v)
+    if (s.kind == zsim::CollectiveKind::all_gather && s.size_bytes == 262144) t_256k = s.seconds;
+  ASSERT_GT(t_256k, 0);
+  for (CollectiveSample& s : v)
+    if (s.kind == zsim::CollectiveKind::all_gather && s.size_bytes == 16384) s.seconds = 3 * t_256k;
+  const auto& ag = loaded_profile(d, "calib-busbw-slow", m).efficiency.nvlink_busbw.at("all_gather");
+  ASSERT_EQ(ag[1].first, 16384);
+  const double expected = zsim::bus_bytes(zsim::CollectiveKind::all_gather, 16384, 2) / t_256k / 1e9;
+  EXPECT_NEAR(ag[1].second, expected, expected * 1e-5);
+}
+
 // Each kind gets its own line beside the line over all kinds: an all-gather that copies at 2000 GB/s and reductions
 // that average at 1000 GB/s are each their own latency and rate, where one line over the three fits neither.
 TEST(CalibratedProfile, EachOneRankCollectiveKindIsItsOwnLatencyAndRate) {

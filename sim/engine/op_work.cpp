@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "cost_models/collective_cost.hpp"
 #include "cost_models/compute_cost.hpp"
 #include "cost_models/gemm_model.hpp"
 #include "cost_models/transfer_cost.hpp"
@@ -66,6 +67,20 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   }
   const double S = static_cast<double>(col.bytes);
   const int k = g.nodes_spanned();
+  const auto measured = c.efficiency.nvlink_busbw.find(to_string(col.what));
+  if (k <= 1 && measured != c.efficiency.nvlink_busbw.end() && !measured->second.empty()) {
+    // Measured on this node's links (efficiency.nvlink_busbw): the bus bytes at the kind's bus bandwidth at this size;
+    // the route's coefficient makes the NVLink flow run at that rate alone and share the link as any flow.
+    std::vector<BusbwPoint> points;
+    for (const auto& [bytes, GBps] : measured->second) points.push_back({bytes, GBps_to_bytes_per_s(GBps)});
+    const double busbw = interpolated_busbw(points, S);
+    require_capacity(op, links.nvlink, links);
+    w.route = scaled(links.nvlink, alone_rate(links.nvlink, links) / busbw);
+    w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
+    w.flow_bytes = bus_bytes(col.what, S, n);
+    w.side = SideKind::link_collective;
+    return w;
+  }
   Seconds inter_latency = links.nvlink_latency_s;  // a group on one node has no network steps
   if (k <= 1) {
     w.route = links.nvlink;

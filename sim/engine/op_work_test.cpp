@@ -1,6 +1,9 @@
 // How a GPU compute op's FLOPs and HBM bytes combine into its time.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
+#include "cost_models/collective_cost.hpp"
 #include "cost_models/compute_cost.hpp"
 #include "cost_models/gemm_model.hpp"
 #include "cost_models/transfer_cost.hpp"
@@ -116,6 +119,28 @@ TEST(OpWork, AOneRankCollectiveOfAKindWithItsOwnLineCostsThatLine) {
     b.collective("c", Phase::backward, what, one, 1'000'000'000);
     EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-12);
   }
+}
+
+// With measured bus bandwidths (efficiency.nvlink_busbw) a collective among the ranks of one node moves its bus bytes at
+// its kind's figure interpolated at its size, in place of the NVLink latency + bandwidth line; a kind without figures
+// keeps the line.
+TEST(OpWork, ACollectiveOnOneNodeWithMeasuredBusBandwidthsMovesItsBusBytesAtItsKindsRateAtItsSize) {
+  ClusterSpec c = test_cluster(1, 2);
+  c.efficiency.nvlink_busbw["reduce_scatter"] = {{16777216.0, 100}, {268435456.0, 200}};
+  const Bytes size = 67108864;  // halfway in log size: the geometric mean of 100 and 200 GB/s
+  const double rate = std::sqrt(100e9 * 200e9);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 2, 2);
+  b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, size);
+  const double expected = bus_bytes(CollectiveKind::reduce_scatter, size, 2) / rate;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+
+  ScheduleBuilder line(c);
+  line.collective("ag", Phase::backward, CollectiveKind::all_gather, line.group("world", 2, 2), size);
+  const double with_table = simulate(c, line.s).step_s();
+  c.efficiency.nvlink_busbw.clear();
+  EXPECT_EQ(with_table, simulate(c, line.s).step_s());
+  EXPECT_NE(with_table, expected);
 }
 
 // A d2d copy (a flatten, a copy-out, a dtype cast) is one kernel: its launch, then its bytes read and written at

@@ -2,7 +2,9 @@
 // fully resolved (presets expanded, "auto" resolved, defaults applied). Pure data; parsing lives in
 // scenario_parse.*, validation in scenario_validate.*.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -190,6 +192,22 @@ struct FlashAttentionEfficiency {
   bool operator==(const FlashAttentionEfficiency&) const = default;
 };
 
+// The sizes of efficiency.nvlink_busbw's keys (zrun calibrate's collective sizes, 1 KiB x 4^i) and the collective
+// kinds it may hold.
+inline constexpr std::array<std::pair<const char*, double>, 11> kNvlinkBusbwSizes{{{"1KiB", 1024.0},
+                                                                                   {"4KiB", 4096.0},
+                                                                                   {"16KiB", 16384.0},
+                                                                                   {"64KiB", 65536.0},
+                                                                                   {"256KiB", 262144.0},
+                                                                                   {"1MiB", 1048576.0},
+                                                                                   {"4MiB", 4194304.0},
+                                                                                   {"16MiB", 16777216.0},
+                                                                                   {"64MiB", 67108864.0},
+                                                                                   {"256MiB", 268435456.0},
+                                                                                   {"1GiB", 1073741824.0}}};
+inline constexpr std::array<const char*, 6> kNvlinkBusbwKinds{"all_gather", "reduce_scatter", "all_reduce",
+                                                              "all_to_all", "broadcast",      "reduce"};
+
 // Achieved fractions of peak and host throughputs; defaults from the hardware profile, overridable by
 // calibration (timing issue).
 struct EfficiencySpec {
@@ -223,6 +241,12 @@ struct EfficiencySpec {
     double GBps = 0;
     OneRankLine all_gather{}, reduce_scatter{}, all_reduce{};
   } one_rank_collective{};
+  // Bus bandwidth NCCL reached among the ranks of one node, per collective kind at calibrate's sizes (zrun calibrate:
+  // efficiency.nvlink_busbw.<kind>.<size>, GB/s). A collective on one node whose kind has figures moves its bus bytes
+  // at the figure interpolated at its size (cost_models' interpolated_busbw), in place of the links.nvlink_* latency +
+  // bandwidth line, which NCCL does not follow on NVLink (its protocol and channels change with the size). Kind name
+  // -> (bytes, GBps) points in ascending size; a kind absent takes the line.
+  std::map<std::string, std::vector<std::pair<double, double>>> nvlink_busbw{};
   // The fraction of its alone rate a kernel of a side stream keeps while the compute stream runs (zrun calibrate:
   // each kind timed alone and beside back-to-back GEMMs); 0 = not measured (its alone rate). memcpy: a plain d2d copy
   // run as a cudaMemcpyAsync per piece (torch's copy_); kernel: a copy kernel (torch.cat, casts, add_); collective: a

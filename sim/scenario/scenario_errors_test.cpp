@@ -122,6 +122,13 @@ TEST(ScenarioErrors, NonPositiveBucketSize) {
   EXPECT_ERROR_AT(e, 15, 25, "deepspeed.zero_optimization.reduce_bucket_size", "must be positive");
 }
 
+TEST(ScenarioErrors, AMeasuredBusBandwidthThatIsNotPositiveNamesItsKey) {
+  auto e = error_of(kBase, {"cluster.efficiency.nvlink_busbw.all_gather.1MiB=0"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.efficiency.nvlink_busbw.all_gather.1MiB");
+  EXPECT_NE(std::string(e->what()).find("must be > 0"), std::string::npos) << e->what();
+}
+
 TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
   auto e = error_of(kBase, {"model.heads=48"});
   ASSERT_TRUE(e);

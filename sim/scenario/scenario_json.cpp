@@ -88,6 +88,10 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                             {c.efficiency.one_rank_collective.all_reduce, "all_reduce"}})
     if (line.GBps > 0)
       j["cluster"]["efficiency"]["one_rank_collective"][kind] = {{"latency_us", line.latency_us}, {"GBps", line.GBps}};
+  for (const auto& [kind, points] : c.efficiency.nvlink_busbw)
+    for (const auto& [bytes, GBps] : points)
+      for (const auto& [label, at] : kNvlinkBusbwSizes)
+        if (at == bytes) j["cluster"]["efficiency"]["nvlink_busbw"][kind][label] = GBps;
   // Calibrated profiles only (data-sheet reports keep their fields): the flash kernel's efficiency per direction.
   if (c.efficiency.flash_attention.forward > 0)
     j["cluster"]["efficiency"]["flash_attention"]["forward"] = c.efficiency.flash_attention.forward;

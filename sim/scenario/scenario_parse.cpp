@@ -326,6 +326,14 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
     real(std::string("cluster.efficiency.one_rank_collective.") + kind + ".latency_us", line->latency_us);
     real(std::string("cluster.efficiency.one_rank_collective.") + kind + ".GBps", line->GBps);
   }
+  for (const char* kind : kNvlinkBusbwKinds)
+    for (const auto& [label, bytes] : kNvlinkBusbwSizes)
+      if (auto v = f.get_real(std::string("cluster.efficiency.nvlink_busbw.") + kind + "." + label)) {
+        if (!(*v > 0))
+          throw InputError(f.where(std::string("cluster.efficiency.nvlink_busbw.") + kind + "." + label),
+                           "a bus bandwidth must be > 0 GB/s");
+        c.efficiency.nvlink_busbw[kind].emplace_back(bytes, *v);
+      }
   real("cluster.efficiency.host_issue.kernel_us", c.efficiency.host_issue.kernel_us);
   real("cluster.efficiency.host_issue.gemm_us", c.efficiency.host_issue.gemm_us);
   real("cluster.efficiency.host_issue.collective_us", c.efficiency.host_issue.collective_us);
