@@ -448,7 +448,8 @@ TEST(CalibratedProfile, ASmallCollectiveSlowerThanALargerOneGetsTheLargerOnesTim
   ASSERT_GT(t_256k, 0);
   for (CollectiveSample& s : v)
     if (s.kind == zsim::CollectiveKind::all_gather && s.size_bytes == 16384) s.seconds = 3 * t_256k;
-  const auto& ag = loaded_profile(d, "calib-busbw-slow", m).efficiency.nvlink_busbw.at("all_gather");
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-busbw-slow", m);
+  const auto& ag = c.efficiency.nvlink_busbw.at("all_gather");
   ASSERT_EQ(ag[1].first, 16384);
   const double expected = zsim::bus_bytes(zsim::CollectiveKind::all_gather, 16384, 2) / t_256k / 1e9;
   EXPECT_NEAR(ag[1].second, expected, expected * 1e-5);
