@@ -1,8 +1,10 @@
 #include "sim/scenario/key_schema.hpp"
 
+#include <iterator>
 #include <map>
 
 #include "sim/scenario/edit_distance.hpp"
+#include "sim/scenario/scenario.hpp"
 
 namespace zsim {
 namespace {
@@ -106,79 +108,6 @@ const Entry kEntries[] = {
     {"cluster.efficiency.one_rank_collective.all_reduce", M, Y},
     {"cluster.efficiency.one_rank_collective.all_reduce.latency_us", S, Y},
     {"cluster.efficiency.one_rank_collective.all_reduce.GBps", S, Y},
-    {"cluster.efficiency.nvlink_busbw", M, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather", M, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_gather.1GiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter", M, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce_scatter.1GiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce", M, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_reduce.1GiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all", M, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.all_to_all.1GiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast", M, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.broadcast.1GiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce", M, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.1KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.4KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.16KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.64KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.256KiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.1MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.4MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.16MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.64MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.256MiB", S, Y},
-    {"cluster.efficiency.nvlink_busbw.reduce.1GiB", S, Y},
     {"cluster.efficiency.host_issue", M, Y},
     {"cluster.efficiency.host_issue.kernel_us", S, Y},
     {"cluster.efficiency.host_issue.gemm_us", S, Y},
@@ -383,10 +312,30 @@ const Entry kEntries[] = {
     {"deepspeed.disable_allgather", A, N},
 };
 
+// Every key: kEntries, then efficiency.nvlink_busbw's block per collective kind and key per size, from the lists the
+// parser reads them by (kNvlinkBusbwKinds, kNvlinkBusbwSizes).
+const std::vector<Entry>& entries() {
+  static const std::vector<std::pair<std::string, KeyKind>> generated = [] {
+    const std::string block = "cluster.efficiency.nvlink_busbw";
+    std::vector<std::pair<std::string, KeyKind>> g{{block, M}};
+    for (const char* kind : kNvlinkBusbwKinds) {
+      g.emplace_back(block + "." + kind, M);
+      for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(block + "." + kind + "." + label, S);
+    }
+    return g;
+  }();
+  static const std::vector<Entry> all = [] {
+    std::vector<Entry> v(std::begin(kEntries), std::end(kEntries));
+    for (const auto& [path, kind] : generated) v.push_back({path.c_str(), kind, Y});
+    return v;
+  }();
+  return all;
+}
+
 const std::map<std::string, const Entry*>& index() {
   static const std::map<std::string, const Entry*> idx = [] {
     std::map<std::string, const Entry*> m;
-    for (const auto& e : kEntries) m.emplace(e.path, &e);
+    for (const auto& e : entries()) m.emplace(e.path, &e);
     return m;
   }();
   return idx;
@@ -405,7 +354,7 @@ std::optional<KeyInfo> find_key(const std::string& dotted_path) {
 std::vector<std::string> child_key_names(const std::string& parent_path) {
   std::vector<std::string> names;
   std::string prefix = parent_path.empty() ? "" : parent_path + ".";
-  for (const auto& e : kEntries) {
+  for (const auto& e : entries()) {
     std::string p = e.path;
     if (p.compare(0, prefix.size(), prefix) != 0) continue;
     std::string rest = p.substr(prefix.size());
@@ -416,7 +365,7 @@ std::vector<std::string> child_key_names(const std::string& parent_path) {
 
 std::vector<std::string> all_key_paths() {
   std::vector<std::string> paths;
-  for (const auto& e : kEntries) paths.emplace_back(e.path);
+  for (const auto& e : entries()) paths.emplace_back(e.path);
   return paths;
 }
 
