@@ -9,8 +9,7 @@ set -u
 HERE="$(dirname "$0")"
 source "$HERE/device_env.sh"
 Z3=deepspeed.zero_optimization
-SET="--set model.layers=8 --set model.hidden=2048 --set model.ffn_hidden=5632 --set model.heads=16 --set model.kv_heads=8
-  --set model.vocab=32000 --set training.seq_len=1024 --set training.micro_batch=4 --set $Z3.stage=3
+SET="$BENCH_MODEL --set $Z3.stage=3
   --set $Z3.zero_quantized_gradients=true --set $Z3.overlap_comm=false --set $Z3.stage3_prefetch_bucket_size=0"
 OP=${OP:-bwd.bucket0.all_to_all.inter}
 "$BIN/zsim" plan $S $SET --set cluster.nodes=2 --set cluster.gpus_per_node=1 --emit-schedule "$OUT/schedule.json" \

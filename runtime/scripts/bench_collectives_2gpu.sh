@@ -18,9 +18,7 @@ HERE="$(dirname "$0")"
 source "$HERE/device_env.sh"
 NGPU=$(nvidia-smi -L | wc -l)
 [ "$NGPU" -ge 2 ] || { echo "bench_collectives_2gpu.sh: needs 2 GPUs, $NGPU visible"; exit 2; }
-MODEL="$S --here --nproc-per-node 2 --set model.layers=8 --set model.hidden=2048 --set model.ffn_hidden=5632
-  --set model.heads=16 --set model.kv_heads=8 --set model.vocab=32000 --set training.seq_len=1024
-  --set training.micro_batch=4 --steps 10 --warmup 3"
+MODEL="$S --here --nproc-per-node 2 $BENCH_MODEL --steps 10 --warmup 3"
 Z3=deepspeed.zero_optimization
 declare -A ARGS_OF=(
   [stage0]="--set $Z3.stage=0"

@@ -10,8 +10,7 @@ set -u
 HERE="$(dirname "$0")"
 source "$HERE/device_env.sh"
 ARGS="$S --here --set deepspeed.zero_optimization.stage=3 --set deepspeed.zero_optimization.zero_quantized_weights=true
-  --set model.layers=8 --set model.hidden=2048 --set model.ffn_hidden=5632 --set model.heads=16 --set model.kv_heads=8
-  --set model.vocab=32000 --set training.seq_len=1024 --set training.micro_batch=4 --steps 10 --warmup 3"
+  $BENCH_MODEL --steps 10 --warmup 3"
 # Twice: as configured (the next layer's gather, its quantize included, prefetched beside this layer's GEMMs), and
 # with stage3_prefetch_bucket_size 0 (no prefetch: each gather runs while the compute stream waits for it, so the
 # quantize kernels have the GPU to themselves; zsim's schedule of it overlaps no quantize with compute). The target

@@ -8,6 +8,9 @@ export LD_LIBRARY_PATH=$SITE/nccl/lib:$SITE/cu13/lib:$SITE/cudnn/lib:${LD_LIBRAR
 export NCCL_NVLS_ENABLE=0
 PY=/opt/torch/.venv/bin/python
 S=runtime/scenarios/tiny-zero3-1xh100.yaml
+# The ~0.5B model of the ZeRO++ and collective benchmarks (8 layers, hidden 2048, seq 1024, micro-batch 4), as --set's.
+BENCH_MODEL="--set model.layers=8 --set model.hidden=2048 --set model.ffn_hidden=5632 --set model.heads=16
+  --set model.kv_heads=8 --set model.vocab=32000 --set training.seq_len=1024 --set training.micro_batch=4"
 # `traced FILE CMD...`: CMD under the CUPTI kernel tracer carried in $BIN (libzrun_kernel_trace.so; docs/runtime.md
 # "Kernel traces"); the trace of the process that ran the most on the GPU (zrun's worker, not its launcher) becomes
 # FILE. Returns CMD's exit status.
