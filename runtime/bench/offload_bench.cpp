@@ -15,13 +15,22 @@
 //                                       the file is removed
 //   offload_bench disk-after-write DIR  reads of 4 and 16 MiB files every 20 ms for 3 s after 3 writes of a 1 GiB file
 //                                       (calibrate's order): "after_write ms <t> read_16MiB GBps <r> read_4MiB GBps <r>"
-// Each prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
+//   offload_bench adam-placement N THREADS
+//                                       CPU Adam (kernels/cpu, THREADS OpenMP threads) over N parameters where the buffers
+//                                       live and which thread calls it: four heap buffers from the main thread
+//                                       (calibrate's way), one heap state buffer [master | exp_avg | exp_avg_sq] from the
+//                                       main thread, pinned cudaHostAlloc memory from the main thread, and
+//                                       pinned memory from a second thread started after the CUDA context (zrun's way);
+//                                       lines "adam <where> threads <t> params_per_s <r> cpus_allowed <c>", median of 5
+// Each copy or disk mode prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +40,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/nvme/uring_file_io.hpp"
 
 namespace {
@@ -290,6 +300,65 @@ int disk_after_write(const std::string& dir) {
 
 }  // namespace
 
+// CPU Adam's rate over buffers laid out as zrun's step keeps them ([master | exp_avg | exp_avg_sq], fp32 grads,
+// 16-bit weights), the median of 5 steps after one that warms; the CPUs the calling thread may run on beside it.
+void adam_rate(const char* where, float* state, float* grads, std::uint16_t* weights, long long n, int threads) {
+  for (long long i = 0; i < n; ++i) state[i] = 0.1f, state[n + i] = 0.0f, state[2 * n + i] = 0.0f, grads[i] = 0.01f;
+  zk::AdamHyper h;
+  std::vector<double> t;
+  for (int r = 0; r < 6; ++r) {
+    h.step = r + 1;
+    const auto a = std::chrono::steady_clock::now();
+    zk::cpu_adam_step(state, state + n, state + 2 * n, grads, weights, zk::Half16::bf16, n, h, zk::best_simd_level(),
+                      threads);
+    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int allowed = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+  std::printf("adam %s threads %d params_per_s %.4g cpus_allowed %d\n", where, threads, n / median(t), allowed);
+  std::fflush(stdout);
+}
+
+int adam_placement(long long n, int threads) {
+  {  // four heap buffers as calibrate's measure_cpu_adam allocates them
+    std::vector<float> p(n), m(n), v(n), g(n);
+    std::vector<std::uint16_t> w(n);
+    zk::AdamHyper h;
+    std::vector<double> t;
+    std::fill(p.begin(), p.end(), 0.1f);
+    std::fill(g.begin(), g.end(), 0.01f);
+    for (int r = 0; r < 6; ++r) {
+      h.step = r + 1;
+      const auto a = std::chrono::steady_clock::now();
+      zk::cpu_adam_step(p.data(), m.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h,
+                        zk::best_simd_level(), threads);
+      if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    std::printf("adam heap_separate_main_thread threads %d params_per_s %.4g\n", threads, n / median(t));
+  }
+  {
+    std::vector<float> state(3 * n), grads(n);
+    std::vector<std::uint16_t> weights(n);
+    adam_rate("heap_state_main_thread", state.data(), grads.data(), weights.data(), n, threads);
+  }
+  CHECK_CUDA(cudaSetDevice(0));
+  void *state = nullptr, *grads = nullptr, *weights = nullptr;
+  CHECK_CUDA(cudaHostAlloc(&state, 12 * n, cudaHostAllocDefault));
+  CHECK_CUDA(cudaHostAlloc(&grads, 4 * n, cudaHostAllocDefault));
+  CHECK_CUDA(cudaHostAlloc(&weights, 2 * n, cudaHostAllocDefault));
+  auto run = [&](const char* where) {
+    adam_rate(where, static_cast<float*>(state), static_cast<float*>(grads), static_cast<std::uint16_t*>(weights), n,
+              threads);
+  };
+  run("pinned_main_thread");
+  std::thread([&] { run("pinned_second_thread"); }).join();
+  CHECK_CUDA(cudaFreeHost(state));
+  CHECK_CUDA(cudaFreeHost(grads));
+  CHECK_CUDA(cudaFreeHost(weights));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
@@ -297,7 +366,9 @@ int main(int argc, char** argv) {
   if (what == "d2h-probes" && argc == 3) return d2h_probes(std::atoll(argv[2]));
   if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
   if (what == "disk-after-write" && argc == 3) return disk_after_write(argv[2]);
+  if (what == "adam-placement" && argc == 4) return adam_placement(std::atoll(argv[2]), std::atoi(argv[3]));
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
-                       "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR\n");
+                       "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench adam-placement N "
+                       "THREADS\n");
   return 2;
 }

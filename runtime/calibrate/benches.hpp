@@ -30,6 +30,11 @@ void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std:
 void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
                          int rank, bool quick, std::ostream& log);
 
+// CPU Adam (kernels/cpu) on every rank at once, as a data-parallel step runs its optimizer (on 2+ ranks; every rank
+// calls it): 128M parameters per rank (4M quick) on 1, 2, 4, ... threads each up to the hardware threads / ranks,
+// each step started together, the slowest rank's step the sample (CpuAdamSample::ranks = ranks), recorded by rank 0.
+void measure_cpu_adam_together(Measurements& m, ncclComm_t world, int ranks, int rank, bool quick, std::ostream& log);
+
 // Side-stream kernels (a cudaMemcpyAsync D2D, a copy kernel of many blocks, a one-rank averaging NCCL all-reduce),
 // each timed alone and beside a stream of large bf16 GEMMs, into m.beside.
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log);

@@ -120,6 +120,8 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
     if (me.rank == 0) log << fmt::format("zrun calibrate: collectives on {} ranks ({} per node)\n", me.world_size, k);
     measure_collectives(m, comms, groups, me.rank, a.quick, log);
     measure_link_collective_beside_compute(m, comms.group(0), me.world_size, me.rank, a.quick, log);
+    // Every rank's CPU Adam at once, as the data-parallel step runs it; rank 0 times it alone later (measure_host).
+    measure_cpu_adam_together(m, comms.group(0), me.world_size, me.rank, a.quick, log);
     if (k < me.world_size)
       m.collectives_note = fmt::format("virtual nodes of {} GPUs on one host: the 'ib' class measured NVLink/PCIe, not a "
                                        "network", k);

@@ -31,13 +31,18 @@ FitResidual residual_of(const std::vector<double>& predicted, const std::vector<
   return r;
 }
 
-CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& samples) {
-  if (samples.empty()) throw std::invalid_argument("fit_cpu_adam: no samples");
+CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& all) {
+  std::vector<CpuAdamSample> samples, together;  // one rank's; several ranks' at once
+  for (const CpuAdamSample& s : all) {
+    if (s.threads < 1 || s.ranks < 1 || !(s.params > 0) || !(s.seconds > 0))
+      throw std::invalid_argument("fit_cpu_adam: a sample needs threads >= 1, ranks >= 1 and positive params and "
+                                  "seconds");
+    (s.ranks == 1 ? samples : together).push_back(s);
+  }
+  if (samples.empty()) throw std::invalid_argument("fit_cpu_adam: no sample of one rank");
   std::set<int> distinct;
   std::vector<double> measured;
   for (const CpuAdamSample& s : samples) {
-    if (s.threads < 1 || !(s.params > 0) || !(s.seconds > 0))
-      throw std::invalid_argument("fit_cpu_adam: a sample needs threads >= 1 and positive params and seconds");
     distinct.insert(s.threads);
     measured.push_back(s.params_per_s());
   }
@@ -66,15 +71,19 @@ CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& samples) {
       }
     return num / den;
   };
-  auto ceiling = [&](int above) {
+  auto constant = [](const std::vector<double>& rates) {
     double num = 0, den = 0;
-    for (std::size_t i = 0; i < samples.size(); ++i)
-      if (samples[i].threads > above) {
-        const double q = 1.0 / rate[i];
-        num += q;
-        den += q * q;
-      }
+    for (const double r : rates) {
+      num += 1.0 / r;
+      den += 1.0 / (r * r);
+    }
     return num / den;
+  };
+  auto ceiling = [&](int above) {
+    std::vector<double> high;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].threads > above) high.push_back(rate[i]);
+    return constant(high);
   };
   auto residual = [&](double per_core, double node, const std::vector<double>& against) {
     std::vector<double> predicted;
@@ -98,7 +107,25 @@ CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& samples) {
       }
     }
   }
-  best.residual = residual(best.per_core, best.node_params_per_s, measured);
+  if (together.empty()) {
+    best.residual = residual(best.per_core, best.node_params_per_s, measured);
+    return best;
+  }
+  // The ceiling of several ranks at once, from their rates all together beyond the slope's part.
+  std::vector<double> high;
+  for (const CpuAdamSample& s : together)
+    if (s.node_threads() > best.slope_up_to) high.push_back(s.node_params_per_s());
+  if (high.empty())
+    for (const CpuAdamSample& s : together) high.push_back(s.node_params_per_s());
+  best.node_params_per_s = constant(high);
+  best.ceiling_ranks = together.front().ranks;
+  std::vector<double> predicted;
+  measured.clear();
+  for (const CpuAdamSample& s : all) {
+    predicted.push_back(std::min(s.node_threads() * best.per_core, best.node_params_per_s));
+    measured.push_back(s.node_params_per_s());
+  }
+  best.residual = residual_of(predicted, measured);
   return best;
 }
 

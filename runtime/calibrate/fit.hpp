@@ -144,29 +144,40 @@ struct FlashFit {
 // nothing of the FLOPs). Throws std::invalid_argument on no samples, mixed directions, or no sample beyond its launches.
 FlashFit fit_flash_efficiency(const std::vector<FlashSample>& samples, double peak_tflops, double launch_s);
 
-// kernels/cpu Adam timed on `threads` OpenMP threads: the median step over `params` parameters.
+// kernels/cpu Adam timed on `threads` OpenMP threads: the median step over `params` parameters; with ranks > 1, every
+// rank of the host ran it at once on `threads` threads over `params` each, and `seconds` is the slowest rank's.
 struct CpuAdamSample {
   int threads = 0;
   double params = 0;
   double seconds = 0;
-  double params_per_s() const { return params / seconds; }
+  int ranks = 1;
+  double params_per_s() const { return params / seconds; }               // one rank's
+  double node_params_per_s() const { return ranks * params / seconds; }  // every rank's together
+  int node_threads() const { return ranks * threads; }
 };
 // CPU Adam is memory-bandwidth bound: each thread adds its rate until the node's memory bandwidth is spent,
-// rate(t) = min(t x per_core, node_params_per_s), zsim's model (cost_models/compute_cost.hpp cpu_adam_params_per_s).
-// The fit runs on the measured rates' running maximum over the thread counts: a sample slower than one at fewer
-// threads (a thread of the team descheduled when OpenMP's threads fill every hardware thread: 32 threads ran 4M
-// parameters 10x slower than 16 on the 32-thread H200 host) says nothing of the memory bandwidth, which the fewer
-// threads already reached. It tries every split of the thread counts into a low part (on the slope) and a high part
+// rate(t) = min(t x per_core, node_params_per_s), zsim's model (cost_models/compute_cost.hpp cpu_adam_params_per_s:
+// every rank of a node at once gets min(its threads x per_core, node_params_per_s / ranks)).
+// The slope and, without samples of several ranks, the ceiling come from the one-rank samples: the fit runs on their
+// rates' running maximum over the thread counts: a sample slower than one at fewer threads (a thread of the team
+// descheduled when OpenMP's threads fill every hardware thread: 32 threads ran 4M parameters 10x slower than 16 on
+// the 32-thread H200 host) says nothing of the memory bandwidth, which the fewer threads already reached. It tries every split of the thread counts into a low part (on the slope) and a high part
 // (on the ceiling): the slope by least squares of the relative error of the low part's rates (r = t x per_core), the
 // ceiling the same over the high part's (r = node_params_per_s), and keeps the split whose model min(t x per_core,
-// ceiling) has the least rms relative residual over those rates. The residual reported is against the measured
-// rates themselves. Samples of one thread count (a record before calibrate measured several): the slope alone, no
-// ceiling (node_params_per_s 0). Throws std::invalid_argument on no samples or one with threads < 1 or a
-// non-positive measurement.
+// ceiling) has the least rms relative residual over those rates.
+// Samples of several ranks at once (a data-parallel step's optimizer, as fast as its slowest rank) give the ceiling
+// instead: least squares of the relative error of their rates all together (ranks x the slowest rank's) over those
+// beyond the slope's part (ranks x threads > its largest count; all of them where none is), as measured (no running
+// maximum: a rank slower than the rest is what the step waits for).
+// The residual reported is against every measured rate (all together for several ranks). Samples of one thread
+// count (a record before calibrate measured several): the slope alone, no ceiling (node_params_per_s 0) unless
+// samples of several ranks give one. Throws std::invalid_argument on no one-rank sample or a sample with threads < 1,
+// ranks < 1 or a non-positive measurement.
 struct CpuAdamFit {
   double per_core = 0;            // params/s per thread
   double node_params_per_s = 0;   // the ceiling; 0 = none fitted
   int slope_up_to = 0;            // the largest thread count of the slope's part
+  int ceiling_ranks = 1;          // the ranks at once of the samples the ceiling came from
   FitResidual residual;           // of the rates min(t x per_core, ceiling) against the measured ones
   std::vector<int> raised;        // thread counts whose rate the fit took at fewer threads' (slower than those)
 };

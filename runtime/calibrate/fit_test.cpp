@@ -125,6 +125,46 @@ TEST(CalibrateFit, OneThreadCountGivesThePerCoreFigureAndNoCeiling) {
   EXPECT_LT(f.residual.max_abs_rel, 1e-12);
 }
 
+// Two ranks at once, each on t threads, all together at most `node` (a data-parallel step's optimizer); seconds the
+// slowest rank's.
+std::vector<CpuAdamSample> together_samples(double per_core, double node, const std::vector<int>& threads,
+                                            double params = 134217728) {
+  std::vector<CpuAdamSample> s;
+  for (int t : threads) s.push_back({t, params, 2 * params / std::min(2 * t * per_core, node), 2});
+  return s;
+}
+
+TEST(CalibrateFit, RanksAtOnceGiveTheCeilingAndOneRankTheSlope) {
+  // Alone, the node reaches 5e9; two ranks at once get 4e9 between them (the step waits for the slower one).
+  std::vector<CpuAdamSample> s = cpu_adam_samples(2.3e8, 5e9, {1, 2, 4, 8, 16, 32});
+  const std::vector<CpuAdamSample> two = together_samples(2.3e8, 4e9, {1, 2, 4, 8, 16});
+  s.insert(s.end(), two.begin(), two.end());
+  const CpuAdamFit f = fit_cpu_adam(s);
+  EXPECT_NEAR(f.per_core, 2.3e8, 1);
+  EXPECT_EQ(f.slope_up_to, 16);
+  EXPECT_NEAR(f.node_params_per_s, 4e9, 10);  // from 2 x 16 threads (beyond 16), not alone's 5e9
+  EXPECT_EQ(f.ceiling_ranks, 2);
+  EXPECT_EQ(f.residual.samples, 11);
+  // Alone's 32 threads (5e9 measured, 4e9 fitted) are the residual's worst.
+  EXPECT_NEAR(f.residual.max_abs_rel, 0.2, 1e-9);
+}
+
+TEST(CalibrateFit, RanksAtOnceOnTheSlopeGiveTheCeilingOnlyWhereNoneIsBeyondIt) {
+  // Together samples of 2 x 1 and 2 x 2 threads only (within the slope's 16): they are the ceiling's, as measured.
+  std::vector<CpuAdamSample> s = cpu_adam_samples(2.3e8, 5e9, {1, 2, 4, 8, 16, 32});
+  const std::vector<CpuAdamSample> two = together_samples(2.3e8, 4e9, {1, 2});
+  s.insert(s.end(), two.begin(), two.end());
+  const CpuAdamFit f = fit_cpu_adam(s);
+  // 2 x 2.3e8 and 4 x 2.3e8: the constant of least relative error between them.
+  const double a = 4.6e8, b = 9.2e8;
+  EXPECT_NEAR(f.node_params_per_s, (1 / a + 1 / b) / (1 / (a * a) + 1 / (b * b)), 1);
+}
+
+TEST(CalibrateFit, ACpuAdamFitNeedsASampleOfOneRank) {
+  EXPECT_THROW(fit_cpu_adam(together_samples(2.3e8, 4e9, {1, 2, 4})), std::invalid_argument);
+  EXPECT_THROW(fit_cpu_adam({{4, 1e6, 1e-3, 0}}), std::invalid_argument);
+}
+
 TEST(CalibrateFit, ACpuAdamFitRejectsBadSamples) {
   EXPECT_THROW(fit_cpu_adam({}), std::invalid_argument);
   EXPECT_THROW(fit_cpu_adam({{0, 1e6, 1e-3}}), std::invalid_argument);

@@ -39,8 +39,9 @@ struct Measurements {
   std::vector<KernelSample> kernels;
   std::vector<FlashSample> flash;     // zrun's flash attention forward and backward (empty: not measured, an older record)
   std::vector<SizeSample> h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable;
-  // kernels/cpu Adam at each thread count calibrate timed (cpu_adam_thread_counts; empty: not measured). A record
-  // written before calibrate measured several thread counts holds one sample, on every hardware thread.
+  // kernels/cpu Adam at each thread count calibrate timed (cpu_adam_thread_counts; empty: not measured), on one rank
+  // and, on 2+ GPUs, on every rank at once (CpuAdamSample::ranks). A record written before calibrate measured several
+  // thread counts holds one sample, on every hardware thread.
   std::vector<CpuAdamSample> cpu_adam;
   std::vector<SizeSample> nvme_read, nvme_write;  // 1 MiB .. 1 GiB transfers: many 1 MiB requests in flight
   std::vector<SizeSample> nvme_read_one, nvme_write_one;  // 4 KiB .. 1 MiB transfers: one request each
@@ -66,8 +67,11 @@ struct Measurements {
   std::vector<BesideSample> beside;
 };
 
-// The key of calibration.cpu_adam's samples, each [threads, params, median step in microseconds].
+// The key of calibration.cpu_adam's samples of one rank, each [threads, params, median step in microseconds].
 inline constexpr const char* kCpuAdamSamplesKey = "samples [threads, params, us]";
+// The key of its samples of several ranks at once, each [ranks, threads per rank, params per rank, the median of the
+// slowest rank's step in microseconds].
+inline constexpr const char* kCpuAdamTogetherKey = "together [ranks, threads, params, us]";
 
 // One `cluster:` value of the profile: dotted key below cluster, YAML scalar text, its comment (source).
 struct ProfileEntry {

@@ -276,14 +276,20 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   // of one thread count (before calibrate measured several) gives the per-core figure alone, no ceiling.
   if (!m.cpu_adam.empty()) {
     const CpuAdamFit f = fit_cpu_adam(m.cpu_adam);
-    std::vector<CpuAdamSample> sorted = m.cpu_adam;
+    std::vector<CpuAdamSample> sorted, together;  // one rank's; several ranks' at once
+    for (const CpuAdamSample& s : m.cpu_adam) (s.ranks == 1 ? sorted : together).push_back(s);
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.threads < b.threads; });
-    std::set<int> low_counts, high_counts;
+    std::sort(together.begin(), together.end(), [](const auto& a, const auto& b) { return a.threads < b.threads; });
+    std::set<int> low_counts, high_counts, together_counts;
     std::set<std::int64_t> sizes;
     for (const CpuAdamSample& s : sorted) {
       (s.threads <= f.slope_up_to ? low_counts : high_counts).insert(s.threads);
       sizes.insert(static_cast<std::int64_t>(s.params));
     }
+    for (const CpuAdamSample& s : together)
+      if (s.node_threads() > f.slope_up_to) together_counts.insert(s.threads);
+    if (together_counts.empty())
+      for (const CpuAdamSample& s : together) together_counts.insert(s.threads);
     const std::string low = fmt::format("{}", fmt::join(low_counts, ", ")),
                       high = fmt::format("{}", fmt::join(high_counts, ", ")),
                       params = fmt::format("{}", fmt::join(sizes, " / "));
@@ -293,16 +299,22 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                          : fmt::format(" (slower on {} threads than on fewer: the fit took the fewer threads' rate there, "
                                        "the residual is against the measurement)",
                                        fmt::join(f.raised, ", "));
+    const std::string ceiling_from =
+        together.empty()
+            ? fmt::format("from {} threads: the node's memory bandwidth", high)
+            : fmt::format("from {} ranks at once on {} threads each (the slowest rank's step x {}; one rank alone on {} "
+                          "threads: {}): the node's memory bandwidth as a data-parallel step's optimizer gets it",
+                          f.ceiling_ranks, fmt::join(together_counts, ", "), f.ceiling_ranks, all.threads,
+                          num(all.params_per_s()));
     if (f.node_params_per_s > 0) {
       b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
             fmt::format("slope of rate(t) = min(t x per core, node ceiling) fitted on kernels/cpu Adam over {} params "
-                        "(median step) at {}, {} threads: the slope from {} threads; {}{}; calibration.cpu_adam",
-                        params, low, high, low, residual_text(f.residual), raised));
+                        "(median step) at {}{}{} threads: the slope from {} threads; {}{}; calibration.cpu_adam",
+                        params, low, high.empty() ? "" : ", ", high, low, residual_text(f.residual), raised));
       b.add("efficiency.cpu_adam_node_params_per_s", num(f.node_params_per_s),
-            fmt::format("ceiling of the same fit, from {} threads: the node's memory bandwidth, shared by every rank's "
-                        "CPU Adam (zsim: a rank runs at min(cores x per core, this / gpus_per_node)); {}{}; "
-                        "calibration.cpu_adam",
-                        high, residual_text(f.residual), raised));
+            fmt::format("ceiling of the same fit, {}, shared by every rank's CPU Adam (zsim: a rank runs at min(cores x "
+                        "per core, this / gpus_per_node)); {}{}; calibration.cpu_adam",
+                        ceiling_from, residual_text(f.residual), raised));
     } else {
       b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
             fmt::format("kernels/cpu Adam over {} params on {} threads: {} params/s (one thread count measured: no "
@@ -312,13 +324,18 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
         b.keep("efficiency.cpu_adam_node_params_per_s", num(base.efficiency.cpu_adam_node_params_per_s),
                "one thread count measured");
     }
-    nlohmann::json samples = nlohmann::json::array();
+    nlohmann::json samples = nlohmann::json::array(), together_samples = nlohmann::json::array();
     for (const CpuAdamSample& s : sorted) samples.push_back({s.threads, s.params, s.seconds * 1e6});
+    for (const CpuAdamSample& s : together) together_samples.push_back({s.ranks, s.threads, s.params, s.seconds * 1e6});
     cal["cpu_adam"] = {{"per_core_params_per_s", f.per_core}, {"node_params_per_s", f.node_params_per_s},
                        {"slope_up_to_threads", f.slope_up_to}, {"residual", residual_json(f.residual)},
                        // the most threads' sample, as records before the fit held it
                        {"params", static_cast<std::int64_t>(all.params)}, {"threads", all.threads},
                        {"params_per_s", all.params_per_s()}, {kCpuAdamSamplesKey, samples}};
+    if (!together.empty()) {
+      cal["cpu_adam"][kCpuAdamTogetherKey] = together_samples;
+      cal["cpu_adam"]["ceiling_ranks"] = f.ceiling_ranks;
+    }
     if (!f.raised.empty()) cal["cpu_adam"]["fitted_at_fewer_threads_rate"] = f.raised;
   } else {
     b.keep("efficiency.cpu_adam_params_per_s_per_core", num(base.efficiency.cpu_adam_params_per_s_per_core), "not measured");

@@ -370,6 +370,32 @@ TEST(CalibratedProfile, CpuAdamsSlopeAndNodeCeilingAreFittedOnTheThreadCountsAnd
   EXPECT_NEAR(c.efficiency.cpu_adam_node_params_per_s, 6e8, 10);
 }
 
+// CPU Adam of two ranks at once (calibrate on 2+ GPUs): the ceiling is theirs, its comment says so, and the record
+// keeps their samples apart from one rank's, from which a refit gives the same figures.
+TEST(CalibratedProfile, CpuAdamsCeilingOfRanksAtOnceSaysSoAndSurvivesARefit) {
+  TempDir d;
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  Measurements m = synthetic(false);
+  for (int t : {1, 2, 4, 8}) m.cpu_adam.push_back({t, 1 << 22, 2.0 * (1 << 22) / std::min(2 * t * 5e7, 5e8), 2});
+  const CalibratedProfile p = build_profile(m, base, "h100-hgx-ib400");
+  std::map<std::string, std::string> comment;
+  for (const ProfileEntry& e : p.cluster) comment[e.key] = e.comment;
+  const std::string ceiling = comment.at("efficiency.cpu_adam_node_params_per_s");
+  EXPECT_NE(ceiling.find("from 2 ranks at once on 8 threads each"), std::string::npos) << ceiling;
+  EXPECT_EQ(p.calibration["cpu_adam"][kCpuAdamSamplesKey].size(), 5u);
+  EXPECT_EQ(p.calibration["cpu_adam"][kCpuAdamTogetherKey].size(), 4u);
+  write_profile(d, "calib-adam-two", p);
+  const Measurements back = measurements_from_profile((d.path / "calib-adam-two.yaml").string());
+  ASSERT_EQ(back.cpu_adam.size(), 9u);
+  const CpuAdamSample& last = back.cpu_adam.back();
+  EXPECT_EQ(last.ranks, 2);
+  EXPECT_EQ(last.threads, 8);
+  EXPECT_NEAR(last.seconds, 2.0 * (1 << 22) / 5e8, 1e-12);
+  const zsim::ClusterSpec c = load_profile_cluster("calib-adam-two", d.path.string());
+  EXPECT_NEAR(c.efficiency.cpu_adam_params_per_s_per_core, 5e7, 1);
+  EXPECT_NEAR(c.efficiency.cpu_adam_node_params_per_s, 5e8, 10);  // 2 x 8 threads, beyond the slope's 8
+}
+
 // A record written before calibrate measured several thread counts (params, threads, params_per_s on every hardware
 // thread) still loads: the per-core figure is its rate over its threads, and the profile has no node ceiling.
 TEST(CalibratedProfile, AnOlderCpuAdamRecordOfOneThreadCountGivesThePerCoreFigureAndNoCeiling) {

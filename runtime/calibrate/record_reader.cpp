@@ -124,6 +124,10 @@ Measurements measurements_from_profile(const std::string& file) {
       else
         m.cpu_adam.push_back({static_cast<int>(a["threads"].get<double>()), a["params"].get<double>(),
                               a["params"].get<double>() / a["params_per_s"].get<double>()});
+      if (a.contains(kCpuAdamTogetherKey))
+        for (const auto& s : a[kCpuAdamTogetherKey])
+          m.cpu_adam.push_back({static_cast<int>(s[1].get<double>()), s[2].get<double>(), s[3].get<double>() * 1e-6,
+                                static_cast<int>(s[0].get<double>())});
     }
     if (c.contains("nvme")) {
       if (c["nvme"].contains("read")) m.nvme_read = size_samples(c["nvme"]["read"]);
