@@ -48,27 +48,41 @@ struct LocoParams {
   bool resets_now() const { return reset_T > 0 && step % reset_T == 0; }
 };
 
+// Where the chunks of a quantized buffer start (a chunk: the partitions one all-to-all peer sends or receives): chunk
+// c's values at q + c * q_bytes, its scales at steps + c * steps_floats. 0 (the default): chunks back to back, as
+// described at each function. A bucket laid out peer-major (every tensor's chunk for peer c together, so that the
+// all-to-all sends one piece per peer) gives each tensor's chunks the bucket's per-peer stride.
+struct QgzChunks {
+  int64_t q_bytes = 0;
+  int64_t steps_floats = 0;
+};
+
 // Quantize one rank's gradient (n elements, fmt) into world swizzled int4 partitions:
-// q_out[world * P/2] bytes, steps_out[world * blocks_per_partition] floats, both in slot order.
+// q_out[world * P/2] bytes, steps_out[world * blocks_per_partition] floats, both in slot order; the chunk for local
+// device d (slots [d * nodes, (d + 1) * nodes)) at `out`'s stride.
 void qgz_swizzled_quantize(const void* grad, Half16 fmt, const QgzShape& s, uint8_t* q_out, float* steps_out,
-                           StreamHandle stream);
+                           StreamHandle stream, QgzChunks out = {});
 // Same with LoCo error feedback; err has n elements of fmt, updated in place.
 void qgz_swizzled_quantize_loco(const void* grad, Half16 fmt, void* err, const LocoParams& loco, const QgzShape& s,
-                                uint8_t* q_out, float* steps_out, StreamHandle stream);
+                                uint8_t* q_out, float* steps_out, StreamHandle stream, QgzChunks out = {});
 
 // k chunks, each holding m partitions (int4, P elements each, blocks of block_elems), back to back:
 // q_in[k][m][P/2], steps_in[k][m][nb]. Output: the fp32 sum over k, requantized: q_out[m][P/2],
-// steps_out[m][nb]. Intra-node step of qgZ: k = devices_per_node, m = nodes.
+// steps_out[m][nb]. Intra-node step of qgZ: k = devices_per_node, m = nodes. The k input chunks at `in`'s stride,
+// the m output partitions (one per node, each a chunk of the inter-node all-to-all) at `out`'s.
 void qgz_dequant_reduce_requant(const uint8_t* q_in, const float* steps_in, int k, int m, int64_t partition_elems,
-                                int64_t block_elems, uint8_t* q_out, float* steps_out, StreamHandle stream);
+                                int64_t block_elems, uint8_t* q_out, float* steps_out, StreamHandle stream,
+                                QgzChunks in = {}, QgzChunks out = {});
 // Same with LoCo on the reduced sum; err has m * P elements of err_fmt, updated in place.
 void qgz_dequant_reduce_requant_loco(const uint8_t* q_in, const float* steps_in, int k, int m,
                                      int64_t partition_elems, int64_t block_elems, void* err, Half16 err_fmt,
-                                     const LocoParams& loco, uint8_t* q_out, float* steps_out, StreamHandle stream);
+                                     const LocoParams& loco, uint8_t* q_out, float* steps_out, StreamHandle stream,
+                                     QgzChunks in = {}, QgzChunks out = {});
 
 // Final step: out[i] = out_scale * sum over k chunks (one partition of P elements each) of deQ(chunk)[i].
-// Inter-node step of qgZ: k = nodes; out_scale = 1/world averages.
+// Inter-node step of qgZ: k = nodes; out_scale = 1/world averages. The k chunks at `in`'s stride.
 void qgz_dequant_reduce(const uint8_t* q_in, const float* steps_in, int k, int64_t partition_elems,
-                        int64_t block_elems, float out_scale, void* out, OutFormat out_fmt, StreamHandle stream);
+                        int64_t block_elems, float out_scale, void* out, OutFormat out_fmt, StreamHandle stream,
+                        QgzChunks in = {});
 
 }  // namespace zk

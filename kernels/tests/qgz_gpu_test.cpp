@@ -269,6 +269,78 @@ TEST(QgzGpu, TwoLevelPipelineGivesEachRankTheMeanOfItsPartition) {
     }
 }
 
+// A peer-major bucket: each chunk of a tensor at a stride of its own (the bucket's bytes per peer). Every kernel, given
+// the strides, writes and reads exactly the bytes it writes and reads back to back, and leaves the gaps alone.
+TEST(QgzGpu, ChunkStridesPlaceEachChunkWhereTheBackToBackLayoutHasIt) {
+  ZK_REQUIRE_GPU();
+  const int nodes = 2, dpn = 2, world = nodes * dpn;
+  for (const bool loco : {false, true})
+    for (const int64_t block : {int64_t{512}, int64_t{2048}}) {  // the warp kernel and the block kernel
+      SCOPED_TRACE(std::string(loco ? "LoCo" : "plain") + " block " + std::to_string(block));
+      const QgzShape s{int64_t{world} * 2 * 4096, nodes, dpn, block};
+      const int64_t P = s.partition_elems(), nb = s.blocks_per_partition(), pb = P / 2;
+      std::mt19937_64 rng(7);
+      const auto h = ref::random_half16(rng, s.n, true);
+      DeviceBuffer<uint16_t> in(h);
+      // Quantize: dpn chunks of nodes partitions, back to back and at a stride of 3 chunks' bytes (+ 16).
+      const int64_t qc = nodes * pb, sc = nodes * nb, q_stride = 3 * qc + 16, s_stride = 3 * sc + 4;
+      DeviceBuffer<uint8_t> q(dpn * qc), qs(dpn * q_stride);
+      DeviceBuffer<float> st(dpn * sc), sts(dpn * s_stride);
+      const std::vector<uint8_t> q_fill(dpn * q_stride, 0xAB);
+      const std::vector<float> s_fill(dpn * s_stride, -1.0f);
+      qs.upload(q_fill);
+      sts.upload(s_fill);
+      const std::vector<uint16_t> zero(s.n, 0);
+      DeviceBuffer<uint16_t> e1(zero), e2(zero);
+      if (loco) {
+        qgz_swizzled_quantize_loco(in.get(), Half16::bf16, e1.get(), LocoParams{0.8f, 0, 1}, s, q.get(), st.get(), nullptr);
+        qgz_swizzled_quantize_loco(in.get(), Half16::bf16, e2.get(), LocoParams{0.8f, 0, 1}, s, qs.get(), sts.get(),
+                                   nullptr, QgzChunks{q_stride, s_stride});
+      } else {
+        qgz_swizzled_quantize(in.get(), Half16::bf16, s, q.get(), st.get(), nullptr);
+        qgz_swizzled_quantize(in.get(), Half16::bf16, s, qs.get(), sts.get(), nullptr, QgzChunks{q_stride, s_stride});
+      }
+      const auto qh = q.download(), qsh = qs.download();
+      const auto sh = st.download(), ssh = sts.download();
+      for (int64_t c = 0; c < dpn; ++c) {
+        for (int64_t i = 0; i < q_stride; ++i)
+          ASSERT_EQ(qsh[c * q_stride + i], i < qc ? qh[c * qc + i] : 0xAB) << "chunk " << c << " byte " << i;
+        for (int64_t i = 0; i < s_stride; ++i)
+          ASSERT_EQ(ssh[c * s_stride + i], i < sc ? sh[c * sc + i] : -1.0f) << "chunk " << c << " step " << i;
+      }
+      EXPECT_EQ(e1.download(), e2.download());
+      // Reduce-requant: the dpn chunks at their stride in, nodes partitions out at a stride of 2 partitions' bytes.
+      const int64_t oq = 2 * pb + 32, os = 2 * nb + 8;
+      DeviceBuffer<uint8_t> o(nodes * pb), os_q(nodes * oq);
+      DeviceBuffer<float> ost(nodes * nb), os_s(nodes * os);
+      DeviceBuffer<uint16_t> r1(std::vector<uint16_t>(nodes * P, 0)), r2(std::vector<uint16_t>(nodes * P, 0));
+      if (loco) {
+        qgz_dequant_reduce_requant_loco(q.get(), st.get(), dpn, nodes, P, block, r1.get(), Half16::bf16,
+                                        LocoParams{0.5f, 0, 3}, o.get(), ost.get(), nullptr);
+        qgz_dequant_reduce_requant_loco(qs.get(), sts.get(), dpn, nodes, P, block, r2.get(), Half16::bf16,
+                                        LocoParams{0.5f, 0, 3}, os_q.get(), os_s.get(), nullptr,
+                                        QgzChunks{q_stride, s_stride}, QgzChunks{oq, os});
+      } else {
+        qgz_dequant_reduce_requant(q.get(), st.get(), dpn, nodes, P, block, o.get(), ost.get(), nullptr);
+        qgz_dequant_reduce_requant(qs.get(), sts.get(), dpn, nodes, P, block, os_q.get(), os_s.get(), nullptr,
+                                   QgzChunks{q_stride, s_stride}, QgzChunks{oq, os});
+      }
+      const auto oh = o.download(), osh = os_q.download();
+      const auto oth = ost.download(), osth = os_s.download();
+      for (int64_t j = 0; j < nodes; ++j) {
+        for (int64_t i = 0; i < pb; ++i) ASSERT_EQ(osh[j * oq + i], oh[j * pb + i]) << "partition " << j;
+        for (int64_t i = 0; i < nb; ++i) ASSERT_EQ(osth[j * os + i], oth[j * nb + i]) << "partition " << j;
+      }
+      EXPECT_EQ(r1.download(), r2.download());
+      // Final dequant-reduce over the nodes partitions at their stride.
+      DeviceBuffer<float> f1(P), f2(P);
+      qgz_dequant_reduce(o.get(), ost.get(), nodes, P, block, 0.25f, f1.get(), OutFormat::f32, nullptr);
+      qgz_dequant_reduce(os_q.get(), os_s.get(), nodes, P, block, 0.25f, f2.get(), OutFormat::f32, nullptr,
+                         QgzChunks{oq, os});
+      EXPECT_EQ(f1.download(), f2.download());
+    }
+}
+
 TEST(QgzGpu, RejectsShapesDeepSpeedRejects) {
   ZK_REQUIRE_GPU();
   DeviceBuffer<uint16_t> in(24);

@@ -132,8 +132,18 @@ void store(const Op& op, const ZeroppContext& c, const LocoError& err, const Use
                    reinterpret_cast<float*>(at(*err.scales)), s);
 }
 
+// Where a use's blocks (one per all-to-all peer: the schedule's peer-major qgz regions) start, for the kernels; a use
+// of one block: back to back (their default).
+zk::QgzChunks chunks_of(const Op& op, const BufferUse& values, const BufferUse& scales) {
+  if (values.blocks != scales.blocks) bad(op, "a qgZ tensor's values and scales have different block counts");
+  if (values.blocks == 1) return {};
+  if (values.block_stride != scales.block_stride || values.block_stride % 4 != 0)
+    bad(op, "a qgZ tensor's values and scales are not at one 4-byte block stride");
+  return {values.block_stride, scales.block_stride / 4};
+}
+
 // Swizzled int4 quantize: [in: the 16-bit gradient | out: world partitions' values in slot order | out: their scales],
-// LoCo: [state: the intra-node error | state: its scales].
+// each out one block per local peer (its nodes partitions); LoCo: [state: the intra-node error | state: its scales].
 void qgz_quantize(const Op& op, const ZeroppContext& c, const TensorUses& t, const UsePointer& at,
                   const Scratch& scratch, cudaStream_t s) {
   if (t.in.size() != 1 || t.out.size() != 2) bad(op, "a qgZ quantize takes a gradient in, values and scales out");
@@ -142,55 +152,64 @@ void qgz_quantize(const Op& op, const ZeroppContext& c, const TensorUses& t, con
   shape.n = t.in[0]->bytes / e;
   shape.nodes = c.nodes;
   shape.devices_per_node = c.gpus_per_node;
-  const std::int64_t nb = t.out[1]->bytes / 4 / shape.world();
-  if (!shape.valid() || nb < 1 || t.out[0]->bytes != shape.n / 2)
+  const std::int64_t nb = t.out[1]->total_bytes() / 4 / shape.world();
+  if (!shape.valid() || nb < 1 || t.out[0]->total_bytes() != shape.n / 2 ||
+      (t.out[0]->blocks != 1 && t.out[0]->blocks != shape.devices_per_node))
     bad(op, "the gradient, values and scales do not describe one qgZ tensor");
+  const zk::QgzChunks out = chunks_of(op, *t.out[0], *t.out[1]);
   shape.block_elems = zsim::qgz_block_elems(shape.partition_elems(), nb);
   auto* q = reinterpret_cast<std::uint8_t*>(at(*t.out[0]));
   auto* steps = reinterpret_cast<float*>(at(*t.out[1]));
   if (t.state.empty()) {
-    zk::qgz_swizzled_quantize(at(*t.in[0]), half16(op, c.train_dtype), shape, q, steps, s);
+    zk::qgz_swizzled_quantize(at(*t.in[0]), half16(op, c.train_dtype), shape, q, steps, s, out);
     return;
   }
   const LocoError err = loco_error(op, c, t, at, scratch, s);
   if (err.n != shape.n) bad(op, "LoCo's intra-node error is not the gradient's size");
-  zk::qgz_swizzled_quantize_loco(at(*t.in[0]), half16(op, c.train_dtype), err.work, loco_params(c), shape, q, steps, s);
+  zk::qgz_swizzled_quantize_loco(at(*t.in[0]), half16(op, c.train_dtype), err.work, loco_params(c), shape, q, steps, s,
+                                 out);
   store(op, c, err, at, s);
 }
 
 // Dequant-reduce. Between the hops: [in: values | in: scales | out: values | out: scales] (k = gpus_per_node chunks of
-// m = nodes partitions in, their sum requantized out; LoCo: [state: the inter-node error | state: its scales]).
-// The final one: [in: values | in: scales | out: this rank's 16-bit partition], the average over every rank.
+// m = nodes partitions in, their sum requantized out, one block per node; LoCo: [state: the inter-node error | state:
+// its scales]). The final one: [in: values | in: scales | out: this rank's 16-bit partition], the average over every
+// rank. Each in one block per peer of the hop it came over (or one block: chunks back to back).
 void qgz_dequant_reduce(const Op& op, const ZeroppContext& c, const TensorUses& t, const UsePointer& at,
                         const Scratch& scratch, cudaStream_t s) {
   if (t.in.size() != 2 || (t.out.size() != 1 && t.out.size() != 2))
     bad(op, "a qgZ dequant-reduce takes values and scales in, and values and scales or a partition out");
   const auto* q_in = reinterpret_cast<const std::uint8_t*>(at(*t.in[0]));
   const auto* steps_in = reinterpret_cast<const float*>(at(*t.in[1]));
+  const zk::QgzChunks in = chunks_of(op, *t.in[0], *t.in[1]);
   const zsim::Bytes e = zsim::dtype_bits(c.train_dtype) / 8;
   if (t.out.size() == 1) {
-    const std::int64_t P = t.out[0]->bytes / e, k = P > 0 ? 2 * t.in[0]->bytes / P : 0,
-                       nb = k > 0 ? t.in[1]->bytes / 4 / k : 0;
-    if (P < 1 || k < 1 || k * P != 2 * t.in[0]->bytes || nb < 1) bad(op, "values, scales and partition do not agree");
+    const std::int64_t P = t.out[0]->bytes / e, k = P > 0 ? 2 * t.in[0]->total_bytes() / P : 0,
+                       nb = k > 0 ? t.in[1]->total_bytes() / 4 / k : 0;
+    if (P < 1 || k < 1 || k * P != 2 * t.in[0]->total_bytes() || nb < 1 || (t.in[0]->blocks != 1 && t.in[0]->blocks != k))
+      bad(op, "values, scales and partition do not agree");
     zk::qgz_dequant_reduce(q_in, steps_in, static_cast<int>(k), P, zsim::qgz_block_elems(P, nb),
                            1.0f / static_cast<float>(c.nodes * c.gpus_per_node), at(*t.out[0]),
-                           c.train_dtype == zsim::DType::fp16 ? zk::OutFormat::fp16 : zk::OutFormat::bf16, s);
+                           c.train_dtype == zsim::DType::fp16 ? zk::OutFormat::fp16 : zk::OutFormat::bf16, s, in);
     return;
   }
   const int m = c.nodes, k = c.gpus_per_node;
-  const std::int64_t P = 2 * t.out[0]->bytes / m, nb = t.out[1]->bytes / 4 / m;
-  if (P < 1 || nb < 1 || t.in[0]->bytes != k * t.out[0]->bytes) bad(op, "values and scales in and out do not agree");
+  const std::int64_t P = 2 * t.out[0]->total_bytes() / m, nb = t.out[1]->total_bytes() / 4 / m;
+  if (P < 1 || nb < 1 || t.in[0]->total_bytes() != k * t.out[0]->total_bytes() ||
+      (t.in[0]->blocks != 1 && t.in[0]->blocks != k) || (t.out[0]->blocks != 1 && t.out[0]->blocks != m))
+    bad(op, "values and scales in and out do not agree");
+  const zk::QgzChunks out = chunks_of(op, *t.out[0], *t.out[1]);
   const std::int64_t block = zsim::qgz_block_elems(P, nb);
   auto* q_out = reinterpret_cast<std::uint8_t*>(at(*t.out[0]));
   auto* steps_out = reinterpret_cast<float*>(at(*t.out[1]));
   if (t.state.empty()) {
-    zk::qgz_dequant_reduce_requant(q_in, steps_in, k, m, P, block, q_out, steps_out, s);
+    zk::qgz_dequant_reduce_requant(q_in, steps_in, k, m, P, block, q_out, steps_out, s, in, out);
     return;
   }
   const LocoError err = loco_error(op, c, t, at, scratch, s);
   if (err.n != m * P) bad(op, "LoCo's inter-node error is not the requantized partitions' size");
   zk::qgz_dequant_reduce_requant_loco(q_in, steps_in, k, m, P, block, err.work, half16(op, c.train_dtype),
-                                      loco_params(c), q_out, steps_out, s);
+                                      loco_params(c), q_out, steps_out, s, in, out);
   store(op, c, err, at, s);
 }
 

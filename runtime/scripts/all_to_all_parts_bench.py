@@ -1,9 +1,10 @@
 """A bucket's all-to-all as its parts, on raw NCCL through torch.distributed (a measurement helper run on the GPU
-machine beside zrun; issue 14): the schedule's all-to-all op carries one (input, output) pair per tensor's int4 data
-and one per its scales (qgZ), and zrun issues every pair's blocks as ncclSend / ncclRecv in one NCCL group. This
-times, at the same pair sizes:
-  one_call:   one all_to_all_single of the pairs' summed bytes (what a single buffer in peer-major order would move);
-  grouped:    every pair's blocks in one NCCL group of sends and receives, the rank's own block too (as zrun does);
+machine beside zrun; issue 14): qgZ sends each tensor's int4 data and its scales as a pair of its own in DeepSpeed;
+the schedule's all-to-all moves the bucket's peer-major region as one pair (before 2026-11-28: one pair per tensor's
+data and one per its scales, every pair's blocks as ncclSend / ncclRecv in one NCCL group). This times, at the
+tensors' pair sizes:
+  one_call:   one all_to_all_single of the pairs' summed bytes (what the peer-major region moves, less its padding);
+  grouped:    every pair's blocks in one NCCL group of sends and receives, the rank's own block too (zrun before);
   grouped_self_copy: the same group without the rank's own block, which a device copy moves beforehand;
   per_call:   one all_to_all_single per pair, one after another (as DeepSpeed's all_to_all_quant_reduce calls it).
 Usage: torchrun --nproc_per_node N all_to_all_parts_bench.py SCHEDULE.json OP_NAME > out.json"""
@@ -16,8 +17,17 @@ import torch.distributed as dist
 
 
 def pair_sizes(schedule, op_name):
-    op = next(o for o in json.load(open(schedule))["ops"] if o["name"] == op_name)
-    return [u["bytes"] for u in op["uses"] if u["role"] == "input"]
+    """The op's (input, output) pairs' sizes; for a peer-major qgZ region (one pair, the schedule since 2026-11-28) the
+    pairs DeepSpeed sends instead, each tensor's values and scales: the sizes of the outputs of the op that fills the
+    region (the quantize before the intra hop, the requantizing dequant-reduce before the inter hop)."""
+    ops = json.load(open(schedule))["ops"]
+    op = next(o for o in ops if o["name"] == op_name)
+    inputs = [u for u in op["uses"] if u["role"] == "input"]
+    if len(inputs) > 1:
+        return [u["bytes"] for u in inputs]
+    writer = op_name.replace("all_to_all.inter", "dequant_reduce.intra").replace("all_to_all.intra", "quantize")
+    w = next(o for o in ops if o["name"] == writer)
+    return [u["bytes"] * u.get("blocks", 1) for u in w["uses"] if u["role"] == "output"]
 
 
 def timed(fn, iters=20):

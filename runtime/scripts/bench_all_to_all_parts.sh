@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # qgZ's bucket all-to-all in zrun's step against raw NCCL at the same parts, on 2 GPUs (issue 14): zrun runs qgZ on 2
 # virtual nodes of 1 with the bucket's reduction alone (overlap_comm and prefetch off), the ~0.5B model of
-# bench_collectives_2gpu.sh; zsim emits the same schedule, and all_to_all_parts_bench.py times the op's (input,
-# output) pairs on raw NCCL as one call, as one group of sends / receives (zrun's way), and as one call per pair
-# (DeepSpeed's). Needs zsim beside zrun in ZRUN_BIN_DIR. Results under $OUT (parts.json, zrun's report and log).
+# bench_collectives_2gpu.sh; zsim emits the same schedule, and all_to_all_parts_bench.py times the bucket's
+# per-tensor pairs (each tensor's values, each its scales) on raw NCCL as one call of their bytes (what zrun's
+# peer-major region moves), as one group of sends / receives (zrun's way before the peer-major region), and as one
+# call per pair (DeepSpeed's). Needs zsim beside zrun in ZRUN_BIN_DIR. Results under $OUT (parts.json, zrun's report and log).
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash runtime/scripts/bench_all_to_all_parts.sh
 set -u
 HERE="$(dirname "$0")"

@@ -1632,14 +1632,35 @@ class Builder {
   // all-to-all, and the final dequant-reduce into this rank's partition (the average over every rank), which is
   // added into grads.partition. The bucket's other tensors are reduce-scattered (zero3_reduce: coalesced here, one
   // reduce_scatter_coalesced call per tensor in DeepSpeed). The schedule issues each hop once for the bucket (DeepSpeed:
-  // per tensor, values and scales apart); its uses name every tensor's ranges, tagged with the tensor.
+  // per tensor, values and scales apart, each an all_to_all_single); the kernels' uses name every tensor's ranges,
+  // tagged with the tensor, and each all-to-all moves its regions whole.
   //
-  // The bucket's qgz buffer is five regions: [intra send | intra receive | inter send | inter receive | reduced],
-  // each tensor's part of the first four [int4 values | scales] at DeepSpeed's sizes (quantization.hpp qgz_sizes), of
-  // which the kernels' blocks use world x qgz_blocks_per_partition scales (intra) and nodes x that (inter); the last
-  // holds each tensor's reduced partition in the training dtype. LoCo's error feedback (a `state` use of each hop's
-  // int8 error and its scales in the persistent loco_error buffer) is read and updated by the quantize and the
-  // requantizing dequant-reduce.
+  // The bucket's qgz buffer is five regions: [intra send | intra receive | inter send | inter receive | reduced]. The
+  // first four are peer-major: one block per peer of the hop's group, and in each block every tensor's chunk for that
+  // peer, [int4 values | scales], each part padded to 16 bytes (qgz_peer_layout), so that an all-to-all sends one
+  // piece to each peer rather than one per tensor and peer; each region at least DeepSpeed's bytes for the bucket
+  // (quantization.hpp qgz_sizes: its scales count max(rows, cols, world) groups, of which the kernels' blocks use world
+  // x qgz_blocks_per_partition intra and nodes x that inter). The last holds each tensor's reduced partition in the
+  // training dtype. LoCo's error feedback (a `state` use of each hop's int8 error and its scales in the persistent
+  // loco_error buffer) is read and updated by the quantize and the requantizing dequant-reduce.
+  // One hop's peer-major region: per tensor (in bucket order) its chunk's values and scales offsets inside a peer's
+  // block, and the block's bytes.
+  struct QgzPeerLayout {
+    std::vector<Bytes> values_at, scales_at;
+    Bytes block = 0;
+  };
+  static QgzPeerLayout qgz_peer_layout(const std::vector<std::pair<Bytes, Bytes>>& chunks) {
+    auto pad = [](Bytes b) { return (b + 15) / 16 * 16; };
+    QgzPeerLayout l;
+    for (const auto& [values, scales] : chunks) {
+      l.values_at.push_back(l.block);
+      l.block += pad(values);
+      l.scales_at.push_back(l.block);
+      l.block += pad(scales);
+    }
+    return l;
+  }
+
   OpId qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
     const GradBucket& b = p_.buckets[i];
     const Phase ph = Phase::backward;
@@ -1648,6 +1669,7 @@ class Builder {
     std::vector<size_t> quant, plain;
     QuantizedSize intra, inter;
     Elements quant_elems = 0, reduced = 0;
+    std::vector<std::pair<Bytes, Bytes>> intra_chunks, inter_chunks;  // per quantized tensor, one peer's
     for (size_t j = 0; j < b.tensors.size(); ++j) {
       const TensorShape& t = b.tensors[j];
       if (!qgz_applies(t.rows, t.cols, n)) {
@@ -1662,12 +1684,18 @@ class Builder {
       inter.scales += q.inter.scales;
       quant_elems += t.numel();
       reduced += t.numel() / n;
+      const Bytes nb = qgz_blocks_per_partition(t.rows, t.cols, n);
+      intra_chunks.push_back({q.intra.data / L, kScaleBytes * nodes * nb});  // nodes partitions for each local peer
+      inter_chunks.push_back({q.inter.data / nodes, kScaleBytes * nb});      // one partition for each node
     }
     const bool uses = open_.count(i) > 0 && !optimizer_offloaded();
     std::vector<OpId> ends;
     if (!quant.empty()) {
       const Elements mid = quant_elems / L;
-      const Bytes r1 = intra.total(), r2 = 2 * intra.total(), r3 = r2 + inter.total(), r4 = r3 + inter.total();
+      const QgzPeerLayout l1 = qgz_peer_layout(intra_chunks), l2 = qgz_peer_layout(inter_chunks);
+      const Bytes sent1 = L * l1.block, sent2 = nodes * l2.block;  // what each all-to-all moves
+      const Bytes r1 = std::max(intra.total(), sent1), r2 = 2 * r1, r3 = r2 + std::max(inter.total(), sent2),
+                  r4 = r3 + (r3 - r2);
       const OpId qbuf = alloc(name + ".qgz" + tag(), Tier::gpu, MemCategory::buffers, "quant", r4 + e_ * reduced, ph, rs_,
                               {bwd}, layer);
       const OpId q = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0,
@@ -1683,35 +1711,41 @@ class Builder {
       for (OpId c : {q, d1, d2}) sch_.ops[c].compute.dtype = DType::int4;
       OpId last = d2;
       if (uses) {
+        // Each all-to-all: its send region whole in, its receive region whole out (one block per peer).
+        use(a1, qbuf, 0, sent1, Role::input, Access::read);
+        use(a1, qbuf, r1, sent1, Role::output, Access::write);
+        use(a2, qbuf, r2, sent2, Role::input, Access::read);
+        use(a2, qbuf, r3, sent2, Role::output, Access::write);
         const OpId part = copy(name + ".partition", CopyKind::d2d, e_ * reduced, true, ph, rs_, {d2}, layer);
         per_tensor_kernels(part, static_cast<std::int64_t>(quant.size()));  // partition_grads: one per param
-        Bytes c1 = 0, c2 = 0, c4 = 0;  // this tensor's offset in the intra regions, the inter regions, the reduced one
-        for (size_t j : quant) {
+        Bytes c4 = 0;  // this tensor's offset in the reduced region
+        for (size_t x = 0; x < quant.size(); ++x) {
+          const size_t j = quant[x];
           const TensorShape& t = b.tensors[j];
           const auto [u, k] = b.members[j];
           const QgzSizes z = qgz_sizes(t.rows, t.cols, n, L);
-          const Bytes nb = qgz_blocks_per_partition(t.rows, t.cols, n), s1 = kScaleBytes * n * nb,
-                      s2 = kScaleBytes * nodes * nb, p = e_ * (t.numel() / n);
+          const Bytes p = e_ * (t.numel() / n);
           auto tagged = [&](OpId op, OpId buf, Bytes off, Bytes bytes, Role role, Access a) {
             use(op, buf, off, bytes, role, a, u, k);
           };
+          // A tensor's chunk in every peer's block of a region: `blocks` pieces at the region's block stride.
+          auto chunked = [&](OpId op, Bytes region, const QgzPeerLayout& l, size_t which, bool values, Bytes bytes,
+                             int blocks, Role role, Access a) {
+            use(op, qbuf, region + (values ? l.values_at[which] : l.scales_at[which]), bytes, role, a, u, k);
+            sch_.ops[op].uses.back().blocks = blocks;
+            sch_.ops[op].uses.back().block_stride = l.block;
+          };
+          const auto [v1, s1] = intra_chunks[x];
+          const auto [v2, s2] = inter_chunks[x];
           tagged(q, open_.at(i), e_ * at[j], e_ * t.numel(), Role::input, Access::read);
-          tagged(q, qbuf, c1, z.intra.data, Role::output, Access::write);
-          tagged(q, qbuf, c1 + z.intra.data, s1, Role::output, Access::write);
-          for (const Bytes from : {Bytes{0}, r2}) {  // each hop's values, then its scales: send -> receive
-            const Bytes c = from == 0 ? c1 : c2, d = from == 0 ? z.intra.data : z.inter.data, sc = from == 0 ? s1 : s2;
-            const OpId a = from == 0 ? a1 : a2;
-            tagged(a, qbuf, from + c, d, Role::input, Access::read);
-            tagged(a, qbuf, from + c + (from == 0 ? r1 : r3 - r2), d, Role::output, Access::write);
-            tagged(a, qbuf, from + c + d, sc, Role::input, Access::read);
-            tagged(a, qbuf, from + c + d + (from == 0 ? r1 : r3 - r2), sc, Role::output, Access::write);
-          }
-          tagged(d1, qbuf, r1 + c1, z.intra.data, Role::input, Access::read);
-          tagged(d1, qbuf, r1 + c1 + z.intra.data, s1, Role::input, Access::read);
-          tagged(d1, qbuf, r2 + c2, z.inter.data, Role::output, Access::write);
-          tagged(d1, qbuf, r2 + c2 + z.inter.data, s2, Role::output, Access::write);
-          tagged(d2, qbuf, r3 + c2, z.inter.data, Role::input, Access::read);
-          tagged(d2, qbuf, r3 + c2 + z.inter.data, s2, Role::input, Access::read);
+          chunked(q, 0, l1, x, true, v1, L, Role::output, Access::write);
+          chunked(q, 0, l1, x, false, s1, L, Role::output, Access::write);
+          chunked(d1, r1, l1, x, true, v1, L, Role::input, Access::read);
+          chunked(d1, r1, l1, x, false, s1, L, Role::input, Access::read);
+          chunked(d1, r2, l2, x, true, v2, nodes, Role::output, Access::write);
+          chunked(d1, r2, l2, x, false, s2, nodes, Role::output, Access::write);
+          chunked(d2, r3, l2, x, true, v2, nodes, Role::input, Access::read);
+          chunked(d2, r3, l2, x, false, s2, nodes, Role::input, Access::read);
           tagged(d2, qbuf, r4 + c4, p, Role::output, Access::write);
           if (p_.loco) {  // [intra error int8 | its scales | inter error int8 | its scales]
             const Bytes e0 = loco_at_.at({u, k});
@@ -1723,8 +1757,6 @@ class Builder {
           }
           tagged(part, qbuf, r4 + c4, p, Role::input, Access::read);
           use_grad_partition(part, u, k);
-          c1 += z.intra.total();
-          c2 += z.inter.total();
           c4 += p;
         }
         last = part;
