@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "sim/engine/comm_order.hpp"
 #include "sim/engine/host_issue.hpp"
 #include "sim/engine/op_work.hpp"
 #include "sim/topology/max_min_fair.hpp"
@@ -47,7 +48,8 @@ std::vector<int> find_steps(const Schedule& s, std::vector<StepSpan>* spans) {
 namespace {
 
 // link_wait: the fixed part is over, the transfer waits for an earlier transfer on one of its links (ordered).
-enum class State : char { waiting, fixed, link_wait, flowing, done };
+// comm_wait: started on its stream, its work waiting for the collective issued before it on its communicator.
+enum class State : char { waiting, comm_wait, fixed, link_wait, flowing, done };
 
 void check_shape(const ClusterSpec& c, const Schedule& s) {
   const ScheduleMeta& m = s.meta;
@@ -158,6 +160,8 @@ class Engine {
     state_.assign(n, State::waiting);
     waited_.assign(n, 0);
     pending_ = p.deps;
+    comm_prev_ = communicator_order_deps(s_);
+    comm_waiter_.assign(n, -1);
     link_pending_.assign(n, 0);
     remaining_.assign(n, 0.0);
     rate_.assign(n, 0.0);
@@ -284,35 +288,52 @@ class Engine {
       batch_.swap(candidates_);
       for (OpId id : batch_) {
         const int st = p_.stream_of[id];
+        if (state_[id] == State::comm_wait) {  // its communicator's call before it has ended
+          done += begin_work(id, t);
+          continue;
+        }
         if (state_[id] != State::waiting || pending_[id] > 0 || busy_[st]) continue;
         if (head_[st] >= p_.queue_begin[st + 1] || p_.queue[head_[st]] != id) continue;
         if (host_ && !issued(id, t)) continue;
         if (!admit_memory(id)) continue;
         busy_[st] = 1;
         r_.ops[id].start_s = t;
-        if (fixed_s_[p_.work_class[id]] > 0) {
-          state_[id] = State::fixed;
-          fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
-          if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
-          if (paced(id)) {
-            fixed_left_[id] = fixed_s_[p_.work_class[id]];
-            fixed_rate_[id] = 1;
-            (side_class(id) ? side_running_ : main_fixed_).push_back(id);
-            sides_changed_ = true;
-            if (main_compute_[id] && !link_flowing_.empty()) flows_changed_ = true;
-          }
-          running_.push_back(id);
-        } else if (flow_bytes_[p_.work_class[id]] > 0) {
-          begin_flow_when_links_free(id);
-          running_.push_back(id);
-        } else {
-          finish(id, t);
-          ++done;
+        // A collective holds its stream from here, as zrun's op (its start event) and NCCL's kernel do, but moves
+        // nothing until the call issued before it on its communicator has ended (communicator_order_deps).
+        if (const OpId before = comm_prev_[id]; before >= 0 && state_[before] != State::done) {
+          state_[id] = State::comm_wait;
+          comm_waiter_[before] = id;
+          continue;
         }
+        done += begin_work(id, t);
       }
     }
     std::sort(running_.begin(), running_.end());
     return done;
+  }
+
+  // An op's work from t: its fixed part, then its flow, or nothing (done at once: returns 1).
+  size_t begin_work(OpId id, Seconds t) {
+    if (fixed_s_[p_.work_class[id]] > 0) {
+      state_[id] = State::fixed;
+      fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
+      if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
+      if (paced(id)) {
+        fixed_left_[id] = fixed_s_[p_.work_class[id]];
+        fixed_rate_[id] = 1;
+        (side_class(id) ? side_running_ : main_fixed_).push_back(id);
+        sides_changed_ = true;
+        if (main_compute_[id] && !link_flowing_.empty()) flows_changed_ = true;
+      }
+      running_.push_back(id);
+    } else if (flow_bytes_[p_.work_class[id]] > 0) {
+      begin_flow_when_links_free(id);
+      running_.push_back(id);
+    } else {
+      finish(id, t);
+      return 1;
+    }
+    return 0;
   }
 
   // Tracks the rank's live GPU bytes; an alloc that does not fit waits for a free (limit_gpu_memory).
@@ -420,6 +441,7 @@ class Engine {
     if (++head_[st] < p_.queue_begin[st + 1]) candidates_.push_back(p_.queue[head_[st]]);
     for (std::size_t k = p_.dependents_begin[id]; k < p_.dependents_begin[id + 1]; ++k)
       if (const OpId d = p_.dependents[k]; --pending_[d] == 0) candidates_.push_back(d);
+    if (comm_waiter_[id] >= 0) candidates_.push_back(comm_waiter_[id]);
   }
 
   // The kernels of side streams that run slower beside the compute stream's ops (efficiency.beside_compute): each
@@ -589,6 +611,9 @@ class Engine {
   std::vector<std::vector<OpId>> parked_;            // by step: ops waiting for the step's issue to begin
   std::vector<std::pair<Seconds, OpId>> sleeping_;   // (when the host issues it, op)
   std::vector<char> asleep_;                         // by op: in sleeping_
+  // By op: the collective issued just before it on its communicator (communicator_order_deps), and the op waiting
+  // in comm_wait for it to end (-1: none).
+  std::vector<OpId> comm_prev_, comm_waiter_;
 };
 
 }  // namespace

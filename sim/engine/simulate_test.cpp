@@ -77,13 +77,14 @@ TEST(Simulate, AnOversubscribedFabricSlowsTheAllToAllTrafficThatLeavesTheLeaf) {
   EXPECT_NEAR(simulate(c, b.s).step_s(), non_blocking, non_blocking * 1e-9);
 }
 
+// Two communicators over the same ranks (two groups of the same shape): their calls run at once on the links.
 TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
-  const int world = b.group("world", 8, 8);
+  const int world = b.group("world", 8, 8), other = b.group("world_b", 8, 8);
   const Bytes S = 1 * kGiB;
   OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
-  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, other, S, {}, "comm_rs");
   const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::fair});
   const double alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
   const double expected = 7 * 2e-6 + 2 * alone;  // both flows at half rate, ending together
@@ -96,10 +97,10 @@ TEST(Simulate, TwoConcurrentCollectivesOnOneLinkEachGetHalfOfIt) {
 TEST(Simulate, WithOrderedLinksTransfersOnOneLinkMoveTheirBytesOneAfterTheOtherInProgramOrder) {
   const ClusterSpec c = test_cluster(1, 8);
   ScheduleBuilder b(c);
-  const int world = b.group("world", 8, 8);
+  const int world = b.group("world", 8, 8), other = b.group("world_b", 8, 8);
   const Bytes S = 1 * kGiB;
   OpId a = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "comm");
-  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {}, "comm_rs");
+  OpId r = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, other, S, {}, "comm_rs");
   const TimingResult t = simulate(c, b.s, SimOptions{SharePolicy::ordered});
   const double one = collective_s(CollectiveKind::all_gather, S, 8, {2e-6, 400e9});
   const double bytes_alone = bus_bytes(CollectiveKind::all_gather, S, 8) / 400e9;
@@ -107,6 +108,37 @@ TEST(Simulate, WithOrderedLinksTransfersOnOneLinkMoveTheirBytesOneAfterTheOtherI
   EXPECT_DOUBLE_EQ(t.ops[r].start_s, 0.0);
   EXPECT_NEAR(t.ops[r].end_s, one + bytes_alone, one * kRel);
   EXPECT_LT(t.ops[r].end_s, 2 * one);  // the latency steps overlapped the first transfer
+}
+
+// One communicator runs its calls in the order they were issued (NCCL): a gather issued after a reduce-scatter of
+// the same group, on another stream, holds its stream from the start (as zrun's op and NCCL's kernel do) but moves
+// its bytes only once the reduce-scatter, which waits for compute, has ended.
+TEST(Simulate, ACollectiveWaitsForTheOneIssuedBeforeItOnItsGroupWhateverItsStream) {
+  const ClusterSpec c = test_cluster(1, 8);
+  const Bytes S = 64 * kMiB;
+  ScheduleBuilder alone(c);
+  const OpId only = alone.collective("ag", Phase::backward, CollectiveKind::all_gather, alone.group("world", 8, 8), S);
+  const Seconds own = simulate(c, alone.s).ops[only].end_s;
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 8, 8), other = b.group("world_b", 8, 8);
+  const OpId work = b.compute("bwd", Phase::backward, 1e12);
+  const OpId rs = b.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, world, S, {work}, "reduce");
+  const OpId ag = b.collective("ag", Phase::backward, CollectiveKind::all_gather, world, S, {}, "fetch");
+  const OpId free = b.collective("ag_other", Phase::backward, CollectiveKind::all_gather, other, S, {}, "fetch2");
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_GT(t.ops[rs].start_s, 0.0);
+  EXPECT_DOUBLE_EQ(t.ops[ag].start_s, 0.0);                      // on its stream at once
+  EXPECT_NEAR(t.ops[ag].end_s, t.ops[rs].end_s + own, own * kRel);  // its bytes after the reduce-scatter's
+  EXPECT_DOUBLE_EQ(t.ops[free].start_s, 0.0);  // another communicator (TwoConcurrentCollectives...: both move at once)
+  // Issued the other way round, the gather runs at once and the reduce-scatter waits for its deps only.
+  ScheduleBuilder b2(c);
+  const int w2 = b2.group("world", 8, 8);
+  const OpId work2 = b2.compute("bwd", Phase::backward, 1e12);
+  const OpId ag2 = b2.collective("ag", Phase::backward, CollectiveKind::all_gather, w2, S, {}, "fetch");
+  const OpId rs2 = b2.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, w2, S, {work2}, "reduce");
+  const TimingResult t2 = simulate(c, b2.s);
+  EXPECT_NEAR(t2.ops[ag2].end_s, own, own * kRel);
+  EXPECT_DOUBLE_EQ(t2.ops[rs2].start_s, t2.ops[work2].end_s);
 }
 
 TEST(Simulate, TheDefaultSharePolicyIsOrdered) { EXPECT_EQ(SimOptions{}.share, SharePolicy::ordered); }
