@@ -1626,23 +1626,6 @@ class Builder {
         Role::output, micro_ == 0 ? Access::write : Access::read_write, u, k);
   }
 
-  // qgZ (stage3.py __avg_scatter_grads -> coalesced_collectives.py all_to_all_quant_reduce, or
-  // all_to_all_loco_quant_reduce with LoCo): per gradient matrix whose numel divides by 2 x world, an int4 swizzled
-  // quantize, the intra-node all-to-all (values and scales), a dequant-reduce that requantizes for the inter-node
-  // all-to-all, and the final dequant-reduce into this rank's partition (the average over every rank), which is
-  // added into grads.partition. The bucket's other tensors are reduce-scattered (zero3_reduce: coalesced here, one
-  // reduce_scatter_coalesced call per tensor in DeepSpeed). The schedule issues each hop once for the bucket (DeepSpeed:
-  // per tensor, values and scales apart, each an all_to_all_single); the kernels' uses name every tensor's ranges,
-  // tagged with the tensor, and each all-to-all moves its regions whole.
-  //
-  // The bucket's qgz buffer is five regions: [intra send | intra receive | inter send | inter receive | reduced]. The
-  // first four are peer-major: one block per peer of the hop's group, and in each block every tensor's chunk for that
-  // peer, [int4 values | scales], each part padded to 16 bytes (qgz_peer_layout), so that an all-to-all sends one
-  // piece to each peer rather than one per tensor and peer; each region at least DeepSpeed's bytes for the bucket
-  // (quantization.hpp qgz_sizes: its scales count max(rows, cols, world) groups, of which the kernels' blocks use world
-  // x qgz_blocks_per_partition intra and nodes x that inter). The last holds each tensor's reduced partition in the
-  // training dtype. LoCo's error feedback (a `state` use of each hop's int8 error and its scales in the persistent
-  // loco_error buffer) is read and updated by the quantize and the requantizing dequant-reduce.
   // One hop's peer-major region: per tensor (in bucket order) its chunk's values and scales offsets inside a peer's
   // block, and the block's bytes.
   struct QgzPeerLayout {
@@ -1661,6 +1644,23 @@ class Builder {
     return l;
   }
 
+  // qgZ (stage3.py __avg_scatter_grads -> coalesced_collectives.py all_to_all_quant_reduce, or
+  // all_to_all_loco_quant_reduce with LoCo): per gradient matrix whose numel divides by 2 x world, an int4 swizzled
+  // quantize, the intra-node all-to-all (values and scales), a dequant-reduce that requantizes for the inter-node
+  // all-to-all, and the final dequant-reduce into this rank's partition (the average over every rank), which is
+  // added into grads.partition. The bucket's other tensors are reduce-scattered (zero3_reduce: coalesced here, one
+  // reduce_scatter_coalesced call per tensor in DeepSpeed). The schedule issues each hop once for the bucket (DeepSpeed:
+  // per tensor, values and scales apart, each an all_to_all_single); the kernels' uses name every tensor's ranges,
+  // tagged with the tensor, and each all-to-all moves its regions whole.
+  //
+  // The bucket's qgz buffer is five regions: [intra send | intra receive | inter send | inter receive | reduced]. The
+  // first four are peer-major: one block per peer of the hop's group, and in each block every tensor's chunk for that
+  // peer, [int4 values | scales], each part padded to 16 bytes (qgz_peer_layout), so that an all-to-all sends one
+  // piece to each peer rather than one per tensor and peer; each region at least DeepSpeed's bytes for the bucket
+  // (quantization.hpp qgz_sizes: its scales count max(rows, cols, world) groups, of which the kernels' blocks use world
+  // x qgz_blocks_per_partition intra and nodes x that inter). The last holds each tensor's reduced partition in the
+  // training dtype. LoCo's error feedback (a `state` use of each hop's int8 error and its scales in the persistent
+  // loco_error buffer) is read and updated by the quantize and the requantizing dequant-reduce.
   OpId qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer) {
     const GradBucket& b = p_.buckets[i];
     const Phase ph = Phase::backward;
