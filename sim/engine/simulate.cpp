@@ -160,7 +160,6 @@ class Engine {
     state_.assign(n, State::waiting);
     waited_.assign(n, 0);
     pending_ = p.deps;
-    comm_prev_ = communicator_order_deps(s_);
     comm_waiter_.assign(n, -1);
     link_pending_.assign(n, 0);
     remaining_.assign(n, 0.0);
@@ -300,7 +299,7 @@ class Engine {
         r_.ops[id].start_s = t;
         // A collective holds its stream from here, as zrun's op (its start event) and NCCL's kernel do, but moves
         // nothing until the call issued before it on its communicator has ended (communicator_order_deps).
-        if (const OpId before = comm_prev_[id]; before >= 0 && state_[before] != State::done) {
+        if (const OpId before = p_.comm_prev[id]; before >= 0 && state_[before] != State::done) {
           state_[id] = State::comm_wait;
           comm_waiter_[before] = id;
           continue;
@@ -611,9 +610,8 @@ class Engine {
   std::vector<std::vector<OpId>> parked_;            // by step: ops waiting for the step's issue to begin
   std::vector<std::pair<Seconds, OpId>> sleeping_;   // (when the host issues it, op)
   std::vector<char> asleep_;                         // by op: in sleeping_
-  // By op: the collective issued just before it on its communicator (communicator_order_deps), and the op waiting
-  // in comm_wait for it to end (-1: none).
-  std::vector<OpId> comm_prev_, comm_waiter_;
+  // By op: the op waiting in comm_wait for it to end (-1: none; SimProgram::comm_prev says whom each waits for).
+  std::vector<OpId> comm_waiter_;
 };
 
 }  // namespace
@@ -647,6 +645,7 @@ SimProgram::SimProgram(const Schedule& s) : schedule(&s) {
     queue[next_in_queue[op.stream]++] = op.id;
   }
   step_of_op = find_steps(s, &steps);
+  comm_prev = communicator_order_deps(s);
   assign_work_classes(s, work_class, class_op);
 }
 

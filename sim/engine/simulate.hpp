@@ -54,6 +54,7 @@ struct SimProgram {
   const Schedule* schedule = nullptr;
   std::vector<int> stream_of;               // by op id
   std::vector<int> deps;                    // by op id: how many ops it waits for
+  std::vector<OpId> comm_prev;              // by op id: communicator_order_deps (the call before it on its group)
   std::vector<char> gpu_mem;                // by op id: 0 none, 1 GPU alloc, 2 GPU free
   std::vector<Bytes> gpu_mem_bytes;         // by op id: the alloc's or free's bytes
   std::vector<std::size_t> dependents_begin;  // CSR: dependents[dependents_begin[i] .. [i + 1]) wait for op i,
