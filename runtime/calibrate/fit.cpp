@@ -112,12 +112,17 @@ CpuAdamFit fit_cpu_adam(const std::vector<CpuAdamSample>& all) {
     return best;
   }
   // The ceiling of several ranks at once, from their rates all together beyond the slope's part.
+  const bool beyond = std::any_of(together.begin(), together.end(),
+                                  [&](const CpuAdamSample& s) { return s.node_threads() > best.slope_up_to; });
   std::vector<double> high;
+  std::set<int> high_threads;
   for (const CpuAdamSample& s : together)
-    if (s.node_threads() > best.slope_up_to) high.push_back(s.node_params_per_s());
-  if (high.empty())
-    for (const CpuAdamSample& s : together) high.push_back(s.node_params_per_s());
+    if (!beyond || s.node_threads() > best.slope_up_to) {
+      high.push_back(s.node_params_per_s());
+      high_threads.insert(s.threads);
+    }
   best.node_params_per_s = constant(high);
+  best.ceiling_threads.assign(high_threads.begin(), high_threads.end());
   best.ceiling_ranks = together.front().ranks;
   std::vector<double> predicted;
   measured.clear();

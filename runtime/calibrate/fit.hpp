@@ -178,6 +178,7 @@ struct CpuAdamFit {
   double node_params_per_s = 0;   // the ceiling; 0 = none fitted
   int slope_up_to = 0;            // the largest thread count of the slope's part
   int ceiling_ranks = 1;          // the ranks at once of the samples the ceiling came from
+  std::vector<int> ceiling_threads;  // their threads per rank, ascending (empty: the ceiling is one rank's)
   FitResidual residual;           // of the rates min(t x per_core, ceiling) against the measured ones
   std::vector<int> raised;        // thread counts whose rate the fit took at fewer threads' (slower than those)
 };

@@ -144,6 +144,7 @@ TEST(CalibrateFit, RanksAtOnceGiveTheCeilingAndOneRankTheSlope) {
   EXPECT_EQ(f.slope_up_to, 16);
   EXPECT_NEAR(f.node_params_per_s, 4e9, 10);  // from 2 x 16 threads (beyond 16), not alone's 5e9
   EXPECT_EQ(f.ceiling_ranks, 2);
+  EXPECT_EQ(f.ceiling_threads, std::vector<int>{16});
   EXPECT_EQ(f.residual.samples, 11);
   // Alone's 32 threads (5e9 measured, 4e9 fitted) are the residual's worst.
   EXPECT_NEAR(f.residual.max_abs_rel, 0.2, 1e-9);
@@ -158,6 +159,7 @@ TEST(CalibrateFit, RanksAtOnceOnTheSlopeGiveTheCeilingOnlyWhereNoneIsBeyondIt) {
   // 2 x 2.3e8 and 4 x 2.3e8: the constant of least relative error between them.
   const double a = 4.6e8, b = 9.2e8;
   EXPECT_NEAR(f.node_params_per_s, (1 / a + 1 / b) / (1 / (a * a) + 1 / (b * b)), 1);
+  EXPECT_EQ(f.ceiling_threads, (std::vector<int>{1, 2}));
 }
 
 TEST(CalibrateFit, ACpuAdamFitNeedsASampleOfOneRank) {

@@ -280,16 +280,12 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     for (const CpuAdamSample& s : m.cpu_adam) (s.ranks == 1 ? sorted : together).push_back(s);
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.threads < b.threads; });
     std::sort(together.begin(), together.end(), [](const auto& a, const auto& b) { return a.threads < b.threads; });
-    std::set<int> low_counts, high_counts, together_counts;
+    std::set<int> low_counts, high_counts;
     std::set<std::int64_t> sizes;
     for (const CpuAdamSample& s : sorted) {
       (s.threads <= f.slope_up_to ? low_counts : high_counts).insert(s.threads);
       sizes.insert(static_cast<std::int64_t>(s.params));
     }
-    for (const CpuAdamSample& s : together)
-      if (s.node_threads() > f.slope_up_to) together_counts.insert(s.threads);
-    if (together_counts.empty())
-      for (const CpuAdamSample& s : together) together_counts.insert(s.threads);
     const std::string low = fmt::format("{}", fmt::join(low_counts, ", ")),
                       high = fmt::format("{}", fmt::join(high_counts, ", ")),
                       params = fmt::format("{}", fmt::join(sizes, " / "));
@@ -304,7 +300,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
             ? fmt::format("from {} threads: the node's memory bandwidth", high)
             : fmt::format("from {} ranks at once on {} threads each (the slowest rank's step x {}; one rank alone on {} "
                           "threads: {}): the node's memory bandwidth as a data-parallel step's optimizer gets it",
-                          f.ceiling_ranks, fmt::join(together_counts, ", "), f.ceiling_ranks, all.threads,
+                          f.ceiling_ranks, fmt::join(f.ceiling_threads, ", "), f.ceiling_ranks, all.threads,
                           num(all.params_per_s()));
     if (f.node_params_per_s > 0) {
       b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
