@@ -300,16 +300,17 @@ int disk_after_write(const std::string& dir) {
 
 }  // namespace
 
-// CPU Adam's rate over buffers laid out as zrun's step keeps them ([master | exp_avg | exp_avg_sq], fp32 grads,
-// 16-bit weights), the median of 5 steps after one that warms; the CPUs the calling thread may run on beside it.
-void adam_rate(const char* where, float* state, float* grads, std::uint16_t* weights, long long n, int threads) {
-  for (long long i = 0; i < n; ++i) state[i] = 0.1f, state[n + i] = 0.0f, state[2 * n + i] = 0.0f, grads[i] = 0.01f;
+// CPU Adam's rate over the buffers given (master weights, exp_avg, exp_avg_sq, fp32 grads, 16-bit weights), the median
+// of 5 steps after one that warms; the CPUs the calling thread may run on beside it.
+void adam_rate(const char* where, float* master, float* exp_avg, float* exp_avg_sq, float* grads,
+               std::uint16_t* weights, long long n, int threads) {
+  for (long long i = 0; i < n; ++i) master[i] = 0.1f, exp_avg[i] = 0.0f, exp_avg_sq[i] = 0.0f, grads[i] = 0.01f;
   zk::AdamHyper h;
   std::vector<double> t;
   for (int r = 0; r < 6; ++r) {
     h.step = r + 1;
     const auto a = std::chrono::steady_clock::now();
-    zk::cpu_adam_step(state, state + n, state + 2 * n, grads, weights, zk::Half16::bf16, n, h, zk::best_simd_level(),
+    zk::cpu_adam_step(master, exp_avg, exp_avg_sq, grads, weights, zk::Half16::bf16, n, h, zk::best_simd_level(),
                       threads);
     if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
   }
@@ -320,27 +321,21 @@ void adam_rate(const char* where, float* state, float* grads, std::uint16_t* wei
   std::fflush(stdout);
 }
 
+// The same over one state buffer laid out as zrun's step keeps it: [master | exp_avg | exp_avg_sq].
+void adam_rate_state(const char* where, float* state, float* grads, std::uint16_t* weights, long long n, int threads) {
+  adam_rate(where, state, state + n, state + 2 * n, grads, weights, n, threads);
+}
+
 int adam_placement(long long n, int threads) {
   {  // four heap buffers as calibrate's measure_cpu_adam allocates them
     std::vector<float> p(n), m(n), v(n), g(n);
     std::vector<std::uint16_t> w(n);
-    zk::AdamHyper h;
-    std::vector<double> t;
-    std::fill(p.begin(), p.end(), 0.1f);
-    std::fill(g.begin(), g.end(), 0.01f);
-    for (int r = 0; r < 6; ++r) {
-      h.step = r + 1;
-      const auto a = std::chrono::steady_clock::now();
-      zk::cpu_adam_step(p.data(), m.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h,
-                        zk::best_simd_level(), threads);
-      if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-    }
-    std::printf("adam heap_separate_main_thread threads %d params_per_s %.4g\n", threads, n / median(t));
+    adam_rate("heap_separate_main_thread", p.data(), m.data(), v.data(), g.data(), w.data(), n, threads);
   }
   {
     std::vector<float> state(3 * n), grads(n);
     std::vector<std::uint16_t> weights(n);
-    adam_rate("heap_state_main_thread", state.data(), grads.data(), weights.data(), n, threads);
+    adam_rate_state("heap_state_main_thread", state.data(), grads.data(), weights.data(), n, threads);
   }
   CHECK_CUDA(cudaSetDevice(0));
   void *state = nullptr, *grads = nullptr, *weights = nullptr;
@@ -348,8 +343,8 @@ int adam_placement(long long n, int threads) {
   CHECK_CUDA(cudaHostAlloc(&grads, 4 * n, cudaHostAllocDefault));
   CHECK_CUDA(cudaHostAlloc(&weights, 2 * n, cudaHostAllocDefault));
   auto run = [&](const char* where) {
-    adam_rate(where, static_cast<float*>(state), static_cast<float*>(grads), static_cast<std::uint16_t*>(weights), n,
-              threads);
+    adam_rate_state(where, static_cast<float*>(state), static_cast<float*>(grads),
+                    static_cast<std::uint16_t*>(weights), n, threads);
   };
   run("pinned_main_thread");
   std::thread([&] { run("pinned_second_thread"); }).join();
