@@ -15,6 +15,9 @@
 //                                       the file is removed
 //   offload_bench disk-after-write DIR  reads of 4 and 16 MiB files every 20 ms for 3 s after 3 writes of a 1 GiB file
 //                                       (calibrate's order): "after_write ms <t> read_16MiB GBps <r> read_4MiB GBps <r>"
+//   offload_bench disk-orders DIR       calibrate's file sizes read in several orders (calibrate's, largest first, after
+//                                       2 s idle, two readers at once): "disk <case> round <r> <read|write> bytes <n> us
+//                                       <t> GBps <g>" (see disk_orders)
 //   offload_bench adam-placement N THREADS
 //                                       CPU Adam (kernels/cpu, THREADS OpenMP threads) over N parameters where the buffers
 //                                       live and which thread calls it: four heap buffers from the main thread
@@ -354,6 +357,94 @@ int adam_placement(long long n, int threads) {
   return 0;
 }
 
+// Why does calibrate find 1 .. 64 MiB reads slower (0.9 .. 1.2 GB/s on record AB's lease) than a step's reads of the
+// same sizes (1.4 .. 1.7)? Files of calibrate's sizes (4 KiB x 4^i up to 1 GiB) read and written in several orders,
+// one line each "disk <case> round <r> <read|write> bytes <n> us <t> GBps <g>":
+//   calibrate      3 rounds of calibrate's order: every file written (ascending), then every file read (ascending)
+//   descending     every file written, then read largest first
+//   settled        every file written, 2 s idle, then read ascending; 2 s idle, read descending
+//   two_readers    two threads, each with its own ring and its own copy of each size, reading at once (ascending;
+//                  the rate is the pair's bytes over the slower one's time), as two ranks of a node do
+// UringFileIo (1 MiB requests, 32 in flight), O_DIRECT.
+int disk_orders(const std::string& dir) {
+  std::vector<long long> sizes;
+  for (long long b = 4096; b <= (1LL << 30); b *= 4) sizes.push_back(b);
+  const long long big = sizes.back();
+  void* buf = std::aligned_alloc(4096, big);
+  void* buf2 = std::aligned_alloc(4096, big);
+  std::memset(buf, 7, big);
+  std::memset(buf2, 7, big);
+  std::vector<std::string> paths;
+  std::vector<int> fds, fds2;
+  auto open_file = [&](long long b, const char* tag) {
+    paths.push_back(dir + "/offload_bench_orders." + std::to_string(::getpid()) + "." + tag + "." + std::to_string(b));
+    const int fd = ::open(paths.back().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    if (fd < 0 || ::posix_fallocate(fd, 0, b) != 0) {
+      std::perror(paths.back().c_str());
+      return -1;
+    }
+    return fd;
+  };
+  for (long long b : sizes) fds.push_back(open_file(b, "a"));
+  for (long long b : sizes) if (b >= (1LL << 20) && b <= (256LL << 20)) fds2.push_back(open_file(b, "b"));
+  bool ok = std::find(fds.begin(), fds.end(), -1) == fds.end() && std::find(fds2.begin(), fds2.end(), -1) == fds2.end();
+  zrun::UringFileIo io;
+  auto timed = [&](bool write, std::size_t i) {
+    const auto a = std::chrono::steady_clock::now();
+    if (write) io.write(fds[i], 0, sizes[i], buf);
+    else io.read(fds[i], 0, sizes[i], buf);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  };
+  auto line = [](const char* c, int round, bool write, long long bytes, double s) {
+    std::printf("disk %s round %d %s bytes %lld us %.1f GBps %.3f\n", c, round, write ? "write" : "read", bytes,
+                s * 1e6, bytes / s / 1e9);
+  };
+  auto write_all = [&](const char* c, int round) {
+    for (std::size_t i = 0; i < sizes.size(); ++i) line(c, round, true, sizes[i], timed(true, i));
+  };
+  auto read_all = [&](const char* c, int round, bool descending) {
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t i = descending ? sizes.size() - 1 - k : k;
+      line(c, round, false, sizes[i], timed(false, i));
+    }
+  };
+  auto idle = [] { std::this_thread::sleep_for(std::chrono::seconds(2)); };
+  if (ok) {
+    std::printf("disk io %s\n", io.uses_io_uring() ? "io_uring" : io.fallback_reason().c_str());
+    for (int r = 0; r < 3; ++r) write_all("calibrate", r), read_all("calibrate", r, false);
+    write_all("descending", 0), read_all("descending", 0, true);
+    write_all("settled", 0), idle(), read_all("settled", 0, false), idle(), read_all("settled", 1, true);
+    // Two readers: the second thread's files written once, both sets then settled 2 s.
+    zrun::UringFileIo io2;
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] >= (1LL << 20) && sizes[i] <= (256LL << 20)) io2.write(fds2[j++], 0, sizes[i], buf2);
+    idle();
+    j = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < (1LL << 20) || sizes[i] > (256LL << 20)) continue;
+      double other = 0;
+      const int fd2 = fds2[j++];
+      const auto a = std::chrono::steady_clock::now();
+      std::thread t([&] {
+        const auto b = std::chrono::steady_clock::now();
+        io2.read(fd2, 0, sizes[i], buf2);
+        other = std::chrono::duration<double>(std::chrono::steady_clock::now() - b).count();
+      });
+      io.read(fds[i], 0, sizes[i], buf);
+      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      t.join();
+      line("two_readers", 0, false, 2 * sizes[i], std::max(mine, other));
+    }
+  }
+  for (std::size_t i = 0; i < paths.size(); ++i) ::unlink(paths[i].c_str());
+  for (int fd : fds) if (fd >= 0) ::close(fd);
+  for (int fd : fds2) if (fd >= 0) ::close(fd);
+  std::free(buf);
+  std::free(buf2);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
@@ -361,9 +452,11 @@ int main(int argc, char** argv) {
   if (what == "d2h-probes" && argc == 3) return d2h_probes(std::atoll(argv[2]));
   if (what == "disk" && argc == 4) return disk_bench(argv[2], std::atoll(argv[3]));
   if (what == "disk-after-write" && argc == 3) return disk_after_write(argv[2]);
+  if (what == "disk-orders" && argc == 3) return disk_orders(argv[2]);
   if (what == "adam-placement" && argc == 4) return adam_placement(std::atoll(argv[2]), std::atoi(argv[3]));
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
-                       "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench adam-placement N "
+                       "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench disk-orders DIR | "
+                       "offload_bench adam-placement N "
                        "THREADS\n");
   return 2;
 }
