@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/calibrate/measurements.hpp"
+#include "runtime/calibrate/nvme_samples.hpp"
 
 namespace zrun {
 class Communicators;
@@ -21,8 +22,13 @@ namespace zrun::calibrate {
 // launch overhead; pinned and pageable host copies.
 void measure_gpu(Measurements& m, bool quick, std::ostream& log);
 
-// CPU Adam (kernels/cpu) on every core; NVMe reads and writes of a temp file in nvme_dir; host memory, cores.
-void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std::ostream& log);
+// One moment of NVMe reads and writes of swap files in nvme_dir (4 KiB .. 1 GiB; .. 256 MiB quick) into `s`.
+void sample_nvme(NvmeSamples& s, bool quick, const std::string& nvme_dir, std::ostream& log);
+
+// CPU Adam (kernels/cpu) on every core; a last moment of NVMe reads and writes in nvme_dir, then each size's median
+// over every moment of `nvme` into m (none where a moment failed: the profile keeps the base's NVMe figures); host
+// memory, cores.
+void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, NvmeSamples& nvme, std::ostream& log);
 
 // Every collective kind on every group of `comms` (index into groups), sizes 1 KiB .. 1 GiB (quick: .. 64 MiB).
 // Groups on one node go to link class "nvlink", groups of one rank per node to "ib"; mixed groups are

@@ -68,9 +68,12 @@ int measure_and_write(const CalibrateArgs& a, Measurements& m, std::ostream& log
   ZRUN_CUDA_CHECK(cudaGetDevice(&device));
   const std::string base_name = resolve_base(a, gpu_name(device));
   const zsim::ClusterSpec base = load_profile_cluster(base_name);
-  measure_gpu(m, a.quick, log);
   const char* tmp = std::getenv("TMPDIR");
-  measure_host(m, a.quick, !a.nvme_dir.empty() ? a.nvme_dir : tmp && *tmp ? tmp : "/tmp", log);
+  const std::string nvme_dir = !a.nvme_dir.empty() ? a.nvme_dir : tmp && *tmp ? tmp : "/tmp";
+  NvmeSamples nvme;  // the disk sampled before the GPU benchmarks and after them (measure_host)
+  sample_nvme(nvme, a.quick, nvme_dir, log);
+  measure_gpu(m, a.quick, log);
+  measure_host(m, a.quick, nvme_dir, nvme, log);
   log.flush();
   const CalibratedProfile p = build_profile(m, base, base_name);
   zsim::write_file_atomically(a.out, profile_yaml(p));

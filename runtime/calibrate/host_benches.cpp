@@ -68,11 +68,14 @@ void measure_cpu_adam(Measurements& m, bool quick, std::ostream& log) {
 // --quick), for a latency + rate line per direction, and at 4 KiB .. 1 MiB, transfers of one request each (a 1.5 KB
 // norm's read took 50 us in a step where the first line's intercept said 420 us), for the one-request line: in each
 // round every file written, then every file read (a read right after the write of its own file ran up to 1.5x slower
-// on the GPU machine's virtual disk than the step's reads of files written long before).
-void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostream& log) {
+// on the GPU machine's virtual disk than the step's reads of files written long before). Rounds: each round writes
+// every file once, then reads every file once (5 rounds for one request, 3 above); the disk's rate moves by +-20% over
+// a few hundred ms (a 16 MiB read every 20 ms for 3 s: 1.5 to 2.3 GB/s, offload_bench disk-after-write), so a size's
+// transfers are spread over the moment, not timed back to back in one stretch.
+void sample_nvme_moment(NvmeSamples& s, bool quick, const std::string& dir, std::ostream& log) {
   NvmeStore store(dir, fmt::format("calibrate.{}", ::getpid()));
-  m.nvme_path = dir;
-  m.nvme_direct = store.direct();
+  s.path = dir;
+  s.direct = store.direct();
   const std::int64_t max_bytes = quick ? (256ll << 20) : (1ll << 30);
   void* raw = nullptr;
   if (posix_memalign(&raw, NvmeStore::kAlignBytes, static_cast<std::size_t>(max_bytes)) != 0)
@@ -83,14 +86,16 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
   std::vector<std::int64_t> sizes;  // one request each up to 1 MiB, then many
   for (std::int64_t bytes = 4096; bytes < one_request; bytes *= 4) sizes.push_back(bytes);
   for (std::int64_t bytes = one_request; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
+  if (s.sizes.empty()) {
+    s.sizes = sizes;
+    s.write_s.assign(sizes.size(), {});
+    s.read_s.assign(sizes.size(), {});
+  }
   std::vector<int> ids;
   for (std::int64_t bytes : sizes) ids.push_back(store.create(fmt::format("calibrate.{}KiB", bytes >> 10), {{0, bytes}}));
-  // Rounds: each round writes every file once, then reads every file once; a size's figure is the median over its
-  // rounds (5 for one request, 3 above). The disk's rate moves by +-20% over a few hundred ms (a 16 MiB read every
-  // 20 ms for 3 s: 1.5 to 2.3 GB/s, offload_bench disk-after-write), so a size's transfers are spread over the
-  // measurement, not timed back to back in one stretch.
   auto reps = [&](std::size_t i) { return sizes[i] <= one_request ? 5 : 3; };
   std::vector<std::vector<double>> write_t(sizes.size()), read_t(sizes.size());
+  s.at_s.push_back(now_s());
   for (int round = 0; round < 5; ++round)
     for (const bool write : {true, false})
       for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -100,39 +105,50 @@ void measure_nvme(Measurements& m, bool quick, const std::string& dir, std::ostr
         else store.read(ids[i], 0, sizes[i], raw, "calibrate.nvme_read");
         (write ? write_t : read_t)[i].push_back(now_s() - t0);
       }
-  std::vector<double> write_s, read_s;
+  const int moment = static_cast<int>(s.at_s.size());
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    write_s.push_back(median(std::move(write_t[i])));
-    read_s.push_back(median(std::move(read_t[i])));
+    const double w = median(write_t[i]), r = median(read_t[i]);
+    s.write_s[i].insert(s.write_s[i].end(), write_t[i].begin(), write_t[i].end());
+    s.read_s[i].insert(s.read_s[i].end(), read_t[i].begin(), read_t[i].end());
+    log << fmt::format("  moment {}: file {} KiB in {}{} ({}): write {:.2f} GB/s ({:.1f} us), read {:.2f} GB/s ({:.1f} us)\n",
+                       moment, sizes[i] >> 10, dir, s.direct ? " (O_DIRECT)" : "",
+                       store.io().uses_io_uring() ? "io_uring" : "pread/pwrite", sizes[i] / w / 1e9, w * 1e6,
+                       sizes[i] / r / 1e9, r * 1e6);
   }
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    const SizeSample w{static_cast<double>(sizes[i]), write_s[i]}, r{static_cast<double>(sizes[i]), read_s[i]};
-    if (sizes[i] <= one_request) m.nvme_write_one.push_back(w), m.nvme_read_one.push_back(r);
-    if (sizes[i] >= one_request) m.nvme_write.push_back(w), m.nvme_read.push_back(r);
-    log << fmt::format("  file {} KiB in {}{} ({}): write {:.2f} GB/s ({:.1f} us), read {:.2f} GB/s ({:.1f} us)\n",
-                       sizes[i] >> 10, dir, m.nvme_direct ? " (O_DIRECT)" : "",
-                       store.io().uses_io_uring() ? "io_uring" : "pread/pwrite", sizes[i] / write_s[i] / 1e9,
-                       write_s[i] * 1e6, sizes[i] / read_s[i] / 1e9, read_s[i] * 1e6);
+}
+
+// Every moment's rounds into the measurements (add_nvme_figures), each size's figure logged.
+void finish_nvme(Measurements& m, const NvmeSamples& s, std::ostream& log) {
+  add_nvme_figures(s, m);
+  for (std::size_t i = 0; i < s.sizes.size(); ++i) {
+    const double b = static_cast<double>(s.sizes[i]), w = median(s.write_s[i]), r = median(s.read_s[i]);
+    log << fmt::format("  file {} KiB, the median of {} rounds at {} moment(s) {:.0f} s apart: write {:.2f} GB/s ({:.1f} "
+                       "us), read {:.2f} GB/s ({:.1f} us)\n",
+                       s.sizes[i] >> 10, s.read_s[i].size(), m.nvme_moments, m.nvme_moments_apart_s, b / w / 1e9,
+                       w * 1e6, b / r / 1e9, r * 1e6);
   }
 }
 
 }  // namespace
 
-void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, std::ostream& log) {
+void sample_nvme(NvmeSamples& s, bool quick, const std::string& nvme_dir, std::ostream& log) {
+  if (!s.error.empty()) return;  // an earlier moment failed: the profile keeps the base's figures
+  log << fmt::format("zrun calibrate: file reads and writes (NVMe offload), moment {}\n", s.at_s.size() + 1);
+  try {
+    sample_nvme_moment(s, quick, nvme_dir, log);
+  } catch (const std::exception& e) {
+    s.error = e.what();
+    log << "  no NVMe figures: " << e.what() << "\n";
+  }
+}
+
+void measure_host(Measurements& m, bool quick, const std::string& nvme_dir, NvmeSamples& nvme, std::ostream& log) {
   m.host_cores = static_cast<int>(std::thread::hardware_concurrency());
   m.host_memory_bytes = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
   log << "zrun calibrate: CPU Adam\n";
   measure_cpu_adam(m, quick, log);
-  log << "zrun calibrate: file reads and writes (NVMe offload)\n";
-  try {
-    measure_nvme(m, quick, nvme_dir, log);
-  } catch (const std::exception& e) {  // the profile keeps the base's NVMe figures, saying why
-    m.nvme_read.clear();
-    m.nvme_write.clear();
-    m.nvme_read_one.clear();
-    m.nvme_write_one.clear();
-    log << "  no NVMe figures: " << e.what() << "\n";
-  }
+  sample_nvme(nvme, quick, nvme_dir, log);
+  if (nvme.error.empty() && !nvme.at_s.empty()) finish_nvme(m, nvme, log);
 }
 
 }  // namespace zrun::calibrate

@@ -47,6 +47,8 @@ struct Measurements {
   std::vector<SizeSample> nvme_read_one, nvme_write_one;  // 4 KiB .. 1 MiB transfers: one request each
   std::string nvme_path;              // the temp file's directory
   bool nvme_direct = false;           // O_DIRECT was used
+  int nvme_moments = 0;               // moments the disk was sampled at (0: an older record, one moment)
+  double nvme_moments_apart_s = 0;    // seconds from the first moment to the last
   double kernel_launch_s = 0;         // an empty kernel, launch to launch
   double kernel_launch_host_inclusive_s = 0;  // the same, issued as it comes (0: not recorded)
   double gemm_launch_s = 0;           // a 1 x 1 x 1 GEMM, launch to launch

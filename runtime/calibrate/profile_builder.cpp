@@ -94,8 +94,11 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       return;
     }
     const LatencyBandwidthFit f = fit_latency_bandwidth(v);
-    b.add(key, num(f.GBps), fmt::format("{} of zrun's swap files in {}{}: {}; calibration.nvme.{}", what, m.nvme_path,
-                                        m.nvme_direct ? " (O_DIRECT)" : " (page cache: O_DIRECT refused)",
+    const std::string moments = m.nvme_moments > 1 ? fmt::format(", each size the median of its rounds at {} moments {:.0f} s apart",
+                                                                  m.nvme_moments, m.nvme_moments_apart_s)
+                                                    : "";
+    b.add(key, num(f.GBps), fmt::format("{} of zrun's swap files in {}{}{}: {}; calibration.nvme.{}", what, m.nvme_path,
+                                        m.nvme_direct ? " (O_DIRECT)" : " (page cache: O_DIRECT refused)", moments,
                                         residual_text(f.residual), what));
     b.add(lat_key, num(f.latency_s * 1e6), fmt::format("the same line's intercept, per transfer; calibration.nvme.{}", what));
     cal["nvme"][what] = {{"GBps", f.GBps}, {"latency_us", f.latency_s * 1e6}, {"residual", residual_json(f.residual)},
@@ -111,6 +114,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
        base.nvme.one_request_write_GBps, base.nvme.one_request_write_latency_us);
   cal["nvme"]["path"] = m.nvme_path;
   cal["nvme"]["direct"] = m.nvme_direct;
+  if (m.nvme_moments > 0) {
+    cal["nvme"]["moments"] = m.nvme_moments;
+    cal["nvme"]["moments_apart_s"] = m.nvme_moments_apart_s;
+  }
 
   // Collectives per link class.
   auto link = [&](const char* cls, const char* bw_key, const char* lat_key, double base_bw, double base_lat) {

@@ -325,6 +325,21 @@ TEST(CalibratedProfile, TheHostsIssueTimePerCallIsTheHostModelOfAGpuAloneRecordA
   EXPECT_FALSE(loaded_profile(d, "calib-host-old", m).efficiency.host_issue.present());
 }
 
+// The disk sampled at several moments: the NVMe lines say so, and the record keeps the moments for a refit.
+TEST(CalibratedProfile, NvmeMomentsAreNamedOnTheNvmeLinesAndSurviveARefit) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  m.nvme_moments = 2;
+  m.nvme_moments_apart_s = 84.4;
+  loaded_profile(d, "calib-moments", m);
+  std::ifstream in(d.path / "calib-moments.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("each size the median of its rounds at 2 moments 84 s apart"), std::string::npos);
+  const Measurements back = measurements_from_profile((d.path / "calib-moments.yaml").string());
+  EXPECT_EQ(back.nvme_moments, 2);
+  EXPECT_NEAR(back.nvme_moments_apart_s, 84.4, 1e-9);
+}
+
 // A record written before calibrate timed the GPU alone carries no timing key: it is read as host-inclusive.
 TEST(CalibratedProfile, ARecordWithoutATimingKeyIsReadAsHostInclusive) {
   TempDir d;

@@ -136,6 +136,8 @@ Measurements measurements_from_profile(const std::string& file) {
       if (c["nvme"].contains("write_one_request")) m.nvme_write_one = size_samples(c["nvme"]["write_one_request"]);
       m.nvme_path = c["nvme"].value("path", "");
       m.nvme_direct = c["nvme"].value("direct", false);
+      m.nvme_moments = c["nvme"].value("moments", 0);
+      m.nvme_moments_apart_s = c["nvme"].value("moments_apart_s", 0.0);
     }
     if (c.contains("host_issue_us")) {
       const auto& h = c["host_issue_us"];
