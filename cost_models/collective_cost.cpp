@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "cost_models/measured_curve.hpp"
+
 namespace zsim {
 
 namespace {
@@ -108,19 +110,8 @@ const char* to_string(CollectiveAlgorithm a) {
   return "?";
 }
 
-double interpolated_busbw(const std::vector<BusbwPoint>& points, double size_bytes) {
-  if (points.empty()) throw std::invalid_argument("interpolated_busbw: no measured points");
-  for (const BusbwPoint& p : points)
-    if (!(p.bytes > 0) || !(p.bytes_per_s > 0))
-      throw std::invalid_argument("interpolated_busbw: a measured point needs a positive size and rate");
-  if (size_bytes <= points.front().bytes) return points.front().bytes_per_s;
-  if (size_bytes >= points.back().bytes) return points.back().bytes_per_s;
-  std::size_t i = 1;
-  while (points[i].bytes < size_bytes) ++i;
-  const BusbwPoint& a = points[i - 1];
-  const BusbwPoint& b = points[i];
-  const double t = std::log(size_bytes / a.bytes) / std::log(b.bytes / a.bytes);
-  return std::exp(std::log(a.bytes_per_s) + t * (std::log(b.bytes_per_s) - std::log(a.bytes_per_s)));
+double interpolated_busbw(const std::vector<std::pair<double, double>>& bytes_GBps, double size_bytes) {
+  return GBps_to_bytes_per_s(log_log_interpolated(bytes_GBps, size_bytes, "interpolated_busbw"));
 }
 
 }  // namespace zsim

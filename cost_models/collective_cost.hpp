@@ -1,6 +1,7 @@
 // Collective cost models: alpha-beta (latency + bandwidth) times of NCCL-style algorithms, and the
 // nccl-tests bus-bandwidth factors that relate a collective's "size" to the bytes its busiest link carries.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "sim/common/units.hpp"
@@ -83,14 +84,11 @@ Seconds hierarchical_all_to_all_s(double intra_size_bytes, int r, AlphaBeta nvli
 // all_gather: inter-node all_gather of S/r over k ranks, then intra-node all_gather of S over r ranks.
 Seconds hierarchical_all_gather_s(double size_bytes, int r, AlphaBeta nvlink, int k, AlphaBeta ib);
 
-// The bus bandwidth of a collective of `size_bytes` from a kind's measured (bytes, bus bytes per second) points, sorted
-// by size: interpolated linearly in log size and log rate between the two measured sizes around it, the nearest
-// measured figure beyond them. Throws std::invalid_argument on no points or a rate that is not positive.
-struct BusbwPoint {
-  double bytes = 0;
-  double bytes_per_s = 0;
-};
-double interpolated_busbw(const std::vector<BusbwPoint>& points, double size_bytes);
+// The bus bandwidth, bytes/s, of a collective of `size_bytes` from a kind's measured (bytes, bus GB/s) points, sorted
+// by size (a profile's efficiency.nvlink_busbw): interpolated linearly in log size and log rate between the two measured
+// sizes around it, the nearest measured figure beyond them. Throws std::invalid_argument on no points or a rate that is
+// not positive.
+double interpolated_busbw(const std::vector<std::pair<double, double>>& bytes_GBps, double size_bytes);
 
 const char* to_string(CollectiveAlgorithm);
 

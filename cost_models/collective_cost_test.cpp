@@ -160,17 +160,17 @@ TEST(CollectiveCost, RejectsAnEmptyGroup) {
 }
 
 TEST(InterpolatedBusbw, IsTheMeasuredRateAtAMeasuredSize) {
-  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}, {16384, 8e9}};
+  const std::vector<std::pair<double, double>> pts{{1024, 1}, {4096, 4}, {16384, 8}};  // GB/s
   EXPECT_NEAR(interpolated_busbw(pts, 4096), 4e9, 4e9 * kRel);
 }
 
 TEST(InterpolatedBusbw, IsLinearInLogSizeAndLogRateBetweenTwoSizes) {
-  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}};
+  const std::vector<std::pair<double, double>> pts{{1024, 1}, {4096, 4}};
   EXPECT_NEAR(interpolated_busbw(pts, 2048), 2e9, 2e9 * 1e-9);  // halfway in log size: the geometric mean
 }
 
 TEST(InterpolatedBusbw, TakesTheNearestMeasuredRateBeyondTheMeasuredSizes) {
-  const std::vector<BusbwPoint> pts{{1024, 1e9}, {4096, 4e9}};
+  const std::vector<std::pair<double, double>> pts{{1024, 1}, {4096, 4}};
   EXPECT_EQ(interpolated_busbw(pts, 16), 1e9);
   EXPECT_EQ(interpolated_busbw(pts, 1e12), 4e9);
 }

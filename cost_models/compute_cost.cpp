@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "cost_models/measured_curve.hpp"
+
 namespace zsim {
 
 namespace {
@@ -33,6 +35,13 @@ double cpu_adam_params_per_s(double cores, double params_per_s_per_core, double 
   if (!(node_params_per_s >= 0)) throw std::invalid_argument("negative CPU Adam node ceiling");
   if (ranks_per_node < 1) throw std::invalid_argument("CPU Adam: ranks per node must be >= 1");
   return node_params_per_s > 0 ? std::min(own, node_params_per_s / ranks_per_node) : own;
+}
+
+double cpu_adam_measured_params_per_s(const std::vector<std::pair<double, double>>& threads_rate, double cores) {
+  if (!(cores > 0)) throw std::invalid_argument("CPU Adam: a rank needs cores > 0");
+  const double r = log_log_interpolated(threads_rate, cores, "CPU Adam's measured rates");
+  const double fewest = threads_rate.front().first;
+  return cores < fewest ? r * cores / fewest : r;
 }
 
 Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core, double node_params_per_s,

@@ -2,6 +2,9 @@
 // (quantize, dequantize, GPU Adam) as bytes over achieved HBM bandwidth, CPU Adam as parameters over
 // the host's achieved update throughput.
 #pragma once
+#include <utility>
+#include <vector>
+
 #include "sim/common/units.hpp"
 
 namespace zsim {
@@ -23,6 +26,12 @@ Seconds roofline_s(Flops flops, double peak_tflops, double gemm_efficiency, Byte
 // std::invalid_argument on a non-positive rate, a negative ceiling or ranks_per_node < 1.
 double cpu_adam_params_per_s(double cores, double params_per_s_per_core, double node_params_per_s = 0,
                              int ranks_per_node = 1);
+
+// A rank's CPU Adam rate, params/s, from calibrate's measured rates of its node's rank count ((threads, params/s per
+// rank), ascending threads; efficiency.cpu_adam_measured): interpolated at `cores` in log threads and log rate, the most
+// threads' rate beyond them, and below the fewest threads that rate scaled by cores / threads. Throws
+// std::invalid_argument on no points, a point that is not positive or cores <= 0.
+double cpu_adam_measured_params_per_s(const std::vector<std::pair<double, double>>& threads_rate, double cores);
 
 // params / cpu_adam_params_per_s(...): DeepSpeed CPU Adam (vectorised, one thread per core).
 Seconds cpu_adam_s(Elements params, double cores, double params_per_s_per_core, double node_params_per_s = 0,

@@ -1,6 +1,8 @@
 // Compute cost models against FLOPs / (peak x efficiency) and bytes / (bandwidth x efficiency).
 #include "cost_models/compute_cost.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace zsim {
@@ -56,6 +58,34 @@ TEST(CpuAdamCost, RejectsABadCeilingOrRankCount) {
   EXPECT_THROW(cpu_adam_params_per_s(16, 2.3e8, -1, 2), std::invalid_argument);
   EXPECT_THROW(cpu_adam_params_per_s(16, 2.3e8, 4.74e9, 0), std::invalid_argument);
   EXPECT_EQ(cpu_adam_s(0, 16, 2.3e8, 4.74e9, 2), 0.0);
+}
+
+// Measured rates (record AC's host, one rank alone): 5.43e8 / 1.02e9 / 1.88e9 / 2.86e9 / 3.92e9 / 4.53e9 params/s on
+// 1 / 2 / 4 / 8 / 16 / 32 threads.
+const std::vector<std::pair<double, double>> kAlone{{1, 5.43e8}, {2, 1.02e9}, {4, 1.88e9},
+                                                    {8, 2.86e9}, {16, 3.92e9}, {32, 4.53e9}};
+
+TEST(CpuAdamMeasured, IsTheMeasuredRateAtAMeasuredThreadCount) {
+  EXPECT_NEAR(cpu_adam_measured_params_per_s(kAlone, 16), 3.92e9, 1.0);
+  EXPECT_NEAR(cpu_adam_measured_params_per_s(kAlone, 1), 5.43e8, 1.0);
+}
+
+TEST(CpuAdamMeasured, IsLinearInLogThreadsAndLogRateBetweenTwoCounts) {
+  // 12 cores: log2(12/8) = 0.585 of the way from 8 to 16 threads, in log rate.
+  const double t = std::log(12.0 / 8) / std::log(2.0);
+  EXPECT_NEAR(cpu_adam_measured_params_per_s(kAlone, 12), std::exp(std::log(2.86e9) + t * std::log(3.92e9 / 2.86e9)),
+              1e-3);
+}
+
+TEST(CpuAdamMeasured, KeepsTheMostThreadsRateBeyondThemAndScalesTheFewestsBelowThem) {
+  EXPECT_NEAR(cpu_adam_measured_params_per_s(kAlone, 64), 4.53e9, 1.0);
+  EXPECT_NEAR(cpu_adam_measured_params_per_s(kAlone, 0.5), 5.43e8 / 2, 1.0);
+}
+
+TEST(CpuAdamMeasured, RejectsNoRatesARateThatIsNotPositiveAndNoCores) {
+  EXPECT_THROW(cpu_adam_measured_params_per_s({}, 8), std::invalid_argument);
+  EXPECT_THROW(cpu_adam_measured_params_per_s({{8, 0}}, 8), std::invalid_argument);
+  EXPECT_THROW(cpu_adam_measured_params_per_s(kAlone, 0), std::invalid_argument);
 }
 
 TEST(ComputeCost, RejectsZeroAchievedRate) {

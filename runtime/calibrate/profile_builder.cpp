@@ -315,8 +315,9 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                         "(median step) at {}{}{} threads: the slope from {} threads; {}{}; calibration.cpu_adam",
                         params, low, high.empty() ? "" : ", ", high, low, residual_text(f.residual), raised));
       b.add("efficiency.cpu_adam_node_params_per_s", num(f.node_params_per_s),
-            fmt::format("ceiling of the same fit, {}, shared by every rank's CPU Adam (zsim: a rank runs at min(cores x "
-                        "per core, this / gpus_per_node)); {}{}; calibration.cpu_adam",
+            fmt::format("ceiling of the same fit, {}, shared by every rank's CPU Adam (zsim, where cpu_adam_measured has "
+                        "no rates for the node's rank count: a rank runs at min(cores x per core, this / gpus_per_node)); "
+                        "{}{}; calibration.cpu_adam",
                         ceiling_from, residual_text(f.residual), raised));
     } else {
       b.add("efficiency.cpu_adam_params_per_s_per_core", num(f.per_core),
@@ -327,6 +328,22 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
         b.keep("efficiency.cpu_adam_node_params_per_s", num(base.efficiency.cpu_adam_node_params_per_s),
                "one thread count measured");
     }
+    // The measured rates themselves, which zsim interpolates at a rank's cores for a node of as many ranks (where the
+    // fit's bend misses them): one rank alone, and every rank at once; thread counts that are powers of two.
+    for (const std::vector<CpuAdamSample>* v : {&sorted, &together})
+      for (const CpuAdamSample& s : *v) {
+        const bool named = std::find(zsim::kCpuAdamMeasuredRanks.begin(), zsim::kCpuAdamMeasuredRanks.end(), s.ranks) !=
+                               zsim::kCpuAdamMeasuredRanks.end() &&
+                           std::find(zsim::kCpuAdamMeasuredThreads.begin(), zsim::kCpuAdamMeasuredThreads.end(),
+                                     s.threads) != zsim::kCpuAdamMeasuredThreads.end();
+        if (!named) continue;
+        b.add(fmt::format("efficiency.cpu_adam_measured.ranks_{}.threads_{}", s.ranks, s.threads), num(s.params_per_s()),
+              fmt::format("kernels/cpu Adam over {} params, {} on {} threads{}: {}; zsim's rate for a rank of a node of "
+                          "{} GPU(s) at these cores; calibration.cpu_adam",
+                          static_cast<std::int64_t>(s.params), s.ranks == 1 ? "one rank alone" :
+                          fmt::format("{} ranks at once", s.ranks), s.threads, s.ranks == 1 ? "" : " each",
+                          s.ranks == 1 ? "the median step" : "the slowest rank's median step", s.ranks));
+      }
     nlohmann::json samples = nlohmann::json::array(), together_samples = nlohmann::json::array();
     for (const CpuAdamSample& s : sorted) samples.push_back({s.threads, s.params, s.seconds * 1e6});
     for (const CpuAdamSample& s : together) together_samples.push_back({s.ranks, s.threads, s.params, s.seconds * 1e6});

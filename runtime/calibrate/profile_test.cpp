@@ -411,6 +411,27 @@ TEST(CalibratedProfile, CpuAdamsCeilingOfRanksAtOnceSaysSoAndSurvivesARefit) {
   EXPECT_NEAR(c.efficiency.cpu_adam_node_params_per_s, 5e8, 10);  // 2 x 8 threads, beyond the slope's 8
 }
 
+// The measured rates themselves go into the profile, one key per rank count and thread count (one rank alone and two
+// at once), each the sample's own rate per rank; zsim loads them and a refit from the record writes them again.
+TEST(CalibratedProfile, CpuAdamsMeasuredRatesAreWrittenPerRankCountAndThreadsAndSurviveARefit) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  for (int t : {1, 2, 4, 8}) m.cpu_adam.push_back({t, 1 << 22, 2.0 * (1 << 22) / std::min(2 * t * 5e7, 5e8), 2});
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-adam-rates", m);
+  const auto& measured = c.efficiency.cpu_adam_measured;
+  ASSERT_EQ(measured.size(), 2u);
+  ASSERT_EQ(measured.at(1).size(), 5u);
+  ASSERT_EQ(measured.at(2).size(), 4u);
+  EXPECT_EQ(measured.at(1)[4].first, 16);
+  EXPECT_NEAR(measured.at(1)[4].second, 6e8, 1e3);            // one rank alone on 16 threads
+  EXPECT_EQ(measured.at(2)[3].first, 8);
+  EXPECT_NEAR(measured.at(2)[3].second, 5e8 / 2, 1e3);        // each of two ranks at once on 8 threads
+  EXPECT_NEAR(measured.at(2)[0].second, 5e7, 1);              // 1 thread each: below the node's ceiling
+  const Measurements back = measurements_from_profile((d.path / "calib-adam-rates.yaml").string());
+  const zsim::ClusterSpec refit = loaded_profile(d, "calib-adam-rates-refit", back);
+  EXPECT_EQ(refit.efficiency.cpu_adam_measured, measured);
+}
+
 // A record written before calibrate measured several thread counts (params, threads, params_per_s on every hardware
 // thread) still loads: the per-core figure is its rate over its threads, and the profile has no node ceiling.
 TEST(CalibratedProfile, AnOlderCpuAdamRecordOfOneThreadCountGivesThePerCoreFigureAndNoCeiling) {

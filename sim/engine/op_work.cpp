@@ -71,9 +71,7 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   if (k <= 1 && measured != c.efficiency.nvlink_busbw.end() && !measured->second.empty()) {
     // Measured on this node's links (efficiency.nvlink_busbw): the bus bytes at the kind's bus bandwidth at this size;
     // the route's coefficient makes the NVLink flow run at that rate alone and share the link as any flow.
-    std::vector<BusbwPoint> points;
-    for (const auto& [bytes, GBps] : measured->second) points.push_back({bytes, GBps_to_bytes_per_s(GBps)});
-    const double busbw = interpolated_busbw(points, S);
+    const double busbw = interpolated_busbw(measured->second, S);
     require_capacity(op, links.nvlink, links);
     w.route = scaled(links.nvlink, alone_rate(links.nvlink, links) / busbw);
     w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
@@ -208,8 +206,15 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double cores = static_cast<double>(c.host.cores) / c.gpus_per_node;  // the node's cores, per rank
     if (cp.elements > 0 && !(cores > 0))
       throw std::invalid_argument("op '" + op.name + "' runs on the CPU but host.cores is 0");
-    // Every rank of the node runs its CPU Adam at once (a data-parallel step): each gets its cores' rate, at most
-    // its share of the node's ceiling (efficiency.cpu_adam_node_params_per_s; 0 = none).
+    // Every rank of the node runs its CPU Adam at once (a data-parallel step): at the rate calibrate measured for as
+    // many ranks at once on its cores (efficiency.cpu_adam_measured), where the profile has them; else its cores' rate,
+    // at most its share of the node's ceiling (efficiency.cpu_adam_node_params_per_s; 0 = none).
+    const auto measured = c.efficiency.cpu_adam_measured.find(c.gpus_per_node);
+    if (measured != c.efficiency.cpu_adam_measured.end() && !measured->second.empty()) {
+      if (cp.elements > 0)
+        w.fixed_s = static_cast<double>(cp.elements) / cpu_adam_measured_params_per_s(measured->second, cores);
+      return w;
+    }
     w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core,
                            c.efficiency.cpu_adam_node_params_per_s, c.gpus_per_node);
     return w;

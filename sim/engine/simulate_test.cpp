@@ -223,6 +223,19 @@ TEST(Simulate, CpuAdamRanksShareTheNodesCeiling) {
   EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);
 }
 
+// Where calibrate measured the node's rank count at once (efficiency.cpu_adam_measured), a rank runs at that rate
+// interpolated at its cores, in place of the per-core slope and the node's ceiling; other rank counts' rates are not
+// used.
+TEST(Simulate, CpuAdamRunsAtTheRateMeasuredForTheNodesRankCountAtItsCores) {
+  ClusterSpec c = test_cluster(1, 8);  // 8 cores per rank: 8e8 params/s from the per-core slope
+  ScheduleBuilder b(c);
+  OpId o = b.cpu_adam("adam", 1'600'000'000);
+  c.efficiency.cpu_adam_measured[1] = {{4, 1e9}, {16, 4e9}};
+  EXPECT_DOUBLE_EQ(simulate(c, b.s).ops[o].duration_s(), 2.0);  // no rates for 8 ranks at once: the slope
+  c.efficiency.cpu_adam_measured[8] = {{4, 2e8}, {16, 8e8}};     // 8 threads: the geometric mean, 4e8
+  EXPECT_NEAR(simulate(c, b.s).ops[o].duration_s(), 1.6e9 / 4e8, 1e-9);
+}
+
 TEST(Simulate, SeveralStepsGiveTheSteadyStatePerStep) {
   // Each step: compute 1 s, then an all-reduce; step k's forward waits for step k-1's all-reduce.
   const ClusterSpec c = test_cluster(1, 8);

@@ -312,8 +312,9 @@ const Entry kEntries[] = {
     {"deepspeed.disable_allgather", A, N},
 };
 
-// Every key: kEntries, then efficiency.nvlink_busbw's block per collective kind and key per size, from the lists the
-// parser reads them by (kNvlinkBusbwKinds, kNvlinkBusbwSizes).
+// Every key: kEntries, then efficiency.nvlink_busbw's block per collective kind and key per size, and
+// efficiency.cpu_adam_measured's block per rank count and key per thread count, from the lists the parser reads them by
+// (kNvlinkBusbwKinds, kNvlinkBusbwSizes, kCpuAdamMeasuredRanks, kCpuAdamMeasuredThreads).
 const std::vector<Entry>& entries() {
   static const std::vector<std::pair<std::string, KeyKind>> generated = [] {
     const std::string block = "cluster.efficiency.nvlink_busbw";
@@ -321,6 +322,13 @@ const std::vector<Entry>& entries() {
     for (const char* kind : kNvlinkBusbwKinds) {
       g.emplace_back(block + "." + kind, M);
       for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(block + "." + kind + "." + label, S);
+    }
+    const std::string adam = "cluster.efficiency.cpu_adam_measured";
+    g.emplace_back(adam, M);
+    for (const int ranks : kCpuAdamMeasuredRanks) {
+      const std::string r = adam + ".ranks_" + std::to_string(ranks);
+      g.emplace_back(r, M);
+      for (const int threads : kCpuAdamMeasuredThreads) g.emplace_back(r + ".threads_" + std::to_string(threads), S);
     }
     return g;
   }();

@@ -278,7 +278,18 @@ struct EfficiencySpec {
   // cpu_adam_params_per_s_per_core, this / gpus_per_node) (cost_models/compute_cost.hpp). 0 = no ceiling. Last, so
   // that the aggregate initialisations of the scalars above stay as they are.
   double cpu_adam_node_params_per_s = 0;
+  // CPU Adam's rate per rank as zrun calibrate measured it (efficiency.cpu_adam_measured.ranks_<R>.threads_<T>,
+  // params/s): R ranks of the node each running it at once on T threads, the slowest rank's rate (R = 1: one rank
+  // alone). Where the node's rank count (gpus_per_node) has figures, a rank runs at the figure interpolated at its cores
+  // (cost_models' cpu_adam_measured_params_per_s), in place of the fit above, whose sharp bend misses the measured curve
+  // between its two parts (record AD: rms 21.5%, worst 55% on calibrate's own samples). Ranks -> (threads, params/s)
+  // in ascending threads.
+  std::map<int, std::vector<std::pair<double, double>>> cpu_adam_measured{};
 };
+
+// The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).
+inline constexpr std::array<int, 5> kCpuAdamMeasuredRanks{1, 2, 4, 8, 16};
+inline constexpr std::array<int, 10> kCpuAdamMeasuredThreads{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 
 struct ClusterSpec {
   std::string profile;            // hardware profile name it was based on ("" = none)

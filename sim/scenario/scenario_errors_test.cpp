@@ -129,6 +129,19 @@ TEST(ScenarioErrors, AMeasuredBusBandwidthThatIsNotPositiveNamesItsKey) {
   EXPECT_NE(std::string(e->what()).find("must be > 0"), std::string::npos) << e->what();
 }
 
+TEST(ScenarioErrors, AMeasuredCpuAdamRateThatIsNotPositiveNamesItsKey) {
+  auto e = error_of(kBase, {"cluster.efficiency.cpu_adam_measured.ranks_2.threads_8=-1"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.efficiency.cpu_adam_measured.ranks_2.threads_8");
+  EXPECT_NE(std::string(e->what()).find("must be > 0 params/s"), std::string::npos) << e->what();
+}
+
+TEST(ScenarioErrors, ACpuAdamRateForAThreadCountItCannotHoldIsAnUnknownKey) {
+  auto e = error_of(kBase, {"cluster.efficiency.cpu_adam_measured.ranks_2.threads_6=1e9"});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "cluster.efficiency.cpu_adam_measured.ranks_2.threads_6");
+}
+
 TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
   auto e = error_of(kBase, {"model.heads=48"});
   ASSERT_TRUE(e);

@@ -92,6 +92,10 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     for (const auto& [bytes, GBps] : points)
       for (const auto& [label, at] : kNvlinkBusbwSizes)
         if (at == bytes) j["cluster"]["efficiency"]["nvlink_busbw"][kind][label] = GBps;
+  for (const auto& [ranks, points] : c.efficiency.cpu_adam_measured)
+    for (const auto& [threads, rate] : points)
+      j["cluster"]["efficiency"]["cpu_adam_measured"]["ranks_" + std::to_string(ranks)]
+       ["threads_" + std::to_string(static_cast<int>(threads))] = rate;
   // Calibrated profiles only (data-sheet reports keep their fields): the flash kernel's efficiency per direction.
   if (c.efficiency.flash_attention.forward > 0)
     j["cluster"]["efficiency"]["flash_attention"]["forward"] = c.efficiency.flash_attention.forward;

@@ -334,6 +334,15 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
                            "a bus bandwidth must be > 0 GB/s");
         c.efficiency.nvlink_busbw[kind].emplace_back(bytes, *v);
       }
+  for (const int ranks : kCpuAdamMeasuredRanks)
+    for (const int threads : kCpuAdamMeasuredThreads) {
+      const std::string key = "cluster.efficiency.cpu_adam_measured.ranks_" + std::to_string(ranks) + ".threads_" +
+                              std::to_string(threads);
+      if (auto v = f.get_real(key)) {
+        if (!(*v > 0)) throw InputError(f.where(key), "a CPU Adam rate must be > 0 params/s");
+        c.efficiency.cpu_adam_measured[ranks].emplace_back(threads, *v);
+      }
+    }
   real("cluster.efficiency.host_issue.kernel_us", c.efficiency.host_issue.kernel_us);
   real("cluster.efficiency.host_issue.gemm_us", c.efficiency.host_issue.gemm_us);
   real("cluster.efficiency.host_issue.collective_us", c.efficiency.host_issue.collective_us);

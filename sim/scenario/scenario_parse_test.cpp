@@ -127,6 +127,25 @@ TEST(ScenarioParse, TheCpuAdamNodeCeilingIsReadAndWrittenOnlyWhereGiven) {
   EXPECT_NE(std::string(bad->what()).find("0 = no ceiling"), std::string::npos) << bad->what();
 }
 
+// CPU Adam's measured rates (zrun calibrate): one key per rank count and thread count, read into ascending threads per
+// rank count, echoed in the resolved scenario's JSON under the same keys; absent, the block is empty and not written.
+TEST(ScenarioParse, TheMeasuredCpuAdamRatesAreReadPerRankCountInAscendingThreadsAndEchoed) {
+  const Scenario without = parse(kBase);
+  EXPECT_TRUE(without.cluster.efficiency.cpu_adam_measured.empty());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"].contains("cpu_adam_measured"));
+  const Scenario with = parse(kBase, {"cluster.efficiency.cpu_adam_measured.ranks_2.threads_8=1.9e9",
+                                      "cluster.efficiency.cpu_adam_measured.ranks_2.threads_2=6e8",
+                                      "cluster.efficiency.cpu_adam_measured.ranks_1.threads_16=3.9e9"});
+  const auto& m = with.cluster.efficiency.cpu_adam_measured;
+  ASSERT_EQ(m.size(), 2u);
+  const std::vector<std::pair<double, double>> two{{2, 6e8}, {8, 1.9e9}};
+  EXPECT_EQ(m.at(2), two);
+  EXPECT_EQ(m.at(1), (std::vector<std::pair<double, double>>{{16, 3.9e9}}));
+  const auto j = scenario_to_json(with)["cluster"]["efficiency"]["cpu_adam_measured"];
+  EXPECT_DOUBLE_EQ(j["ranks_2"]["threads_8"].get<double>(), 1.9e9);
+  EXPECT_DOUBLE_EQ(j["ranks_1"]["threads_16"].get<double>(), 3.9e9);
+}
+
 // A calibrated profile's flash-attention efficiencies reach the resolved scenario and its JSON (the report's
 // `scenario`); without them the JSON has no such block, as before the key existed.
 TEST(ScenarioParse, TheFlashAttentionEfficienciesAreWrittenOnlyWhereGiven) {
