@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The validation suite in one device call, from this checkout: zrun calibrate (full grid: GEMMs, the memory-bound
 # kernels, the empty kernel's launch; on 2+ GPUs the collectives across them too), then every ready case of
-# suite.tsv for the machine's size through run_suite.sh --measure-only: on 2+ GPUs the 2-GPU cases, then the 1-GPU
-# cases on GPU 0 against the same calibration; on one GPU the 1-GPU cases. All inside a time budget (BUDGET_S,
+# suite.tsv for the machine's size through run_suite.sh --measure-only: on 4+ GPUs first the 4x2 cases (2 virtual
+# nodes of 2); on 2+ GPUs the 2-GPU cases, then the 1-GPU cases on GPU 0 against the same calibration; on one GPU
+# the 1-GPU cases. All inside a time budget (BUDGET_S,
 # default 510 s: the device tool's 10-minute limit less the packing), into a results folder <gpu>/ packed as
 # $OUT/results.tgz (only it and the log $OUT/suite.log are left in $OUT: the device tool returns a few files).
 #
@@ -11,7 +12,9 @@
 #   then here:    tar xzf <files_at>/results.tgz -C validate/results
 #                 GPU_TAG=h200 validate/suite/run_suite.sh --validate-only      # zsim validate, plots, summary, bands
 #
-# SIZES="2 1" (default on 2+ GPUs) or "1", or "2": the case sizes, in order; the first calibrates. Arguments go to
+# SIZES="2 1" (default on 2 or 3 GPUs), "4x2 2 1" (default on 4+: the 4-GPU cases in 2 virtual nodes of 2 first, whose
+# calibration measures the intra-node pairs, the inter-node pairs and the world), "1", "2", ...: the case sizes, in
+# order; the first calibrates. Arguments go to
 # run_suite.sh (e.g. --quick, --cases REGEX, --no-calibrate). The GPU's tag (h100, h200, ...) comes from nvidia-smi.
 # A case cut by the budget is dropped (its files removed); the log says which ran.
 set -u
@@ -39,7 +42,7 @@ kill_tree() {
   kill -TERM "$1" 2>/dev/null
 }
 VISIBLE=$(nvidia-smi -L | wc -l)
-SIZES=${SIZES:-$([ "$VISIBLE" -ge 2 ] && echo "2 1" || echo 1)}
+SIZES=${SIZES:-$([ "$VISIBLE" -ge 4 ] && echo "4x2 2 1" || { [ "$VISIBLE" -ge 2 ] && echo "2 1"; } || echo 1)}
 # Each size in turn (the first calibrates on every GPU it uses; the next keep that calibration), in the background.
 sizes() {
   local first=1 n

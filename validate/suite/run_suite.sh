@@ -11,7 +11,9 @@
 # host side, which needs Python's matplotlib, can run where the measurements were copied). --cases REGEX: only
 # the cases whose name matches (grep -E); --no-calibrate: keep the calibrated profile already in the results.
 # Environment: ZRUN_BIN_DIR / ZSIM_BIN_DIR (default build/bin), RESULTS (default validate/results/<gpu>),
-# SUITE_GPUS (default: 2 when 2+ GPUs are visible, else 1), GPU_TAG (default from nvidia-smi: h100, h200, ...).
+# SUITE_GPUS (default: 2 when 2+ GPUs are visible, else 1; "NxK": N GPUs split into virtual nodes of K, zrun's and
+# calibrate's --gpus-per-node K, so that intra-node and inter-node groups are separate communicators), GPU_TAG
+# (default from nvidia-smi: h100, h200, ...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 QUICK="" STEPS=5 WARMUP=2 MEASURE=1 VALIDATE=1 CASES="" CALIBRATE=1
@@ -35,6 +37,9 @@ if [ "$MEASURE" = 1 ]; then
   GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   GPU_TAG=${GPU_TAG:-$(echo "$GPU_NAME" | tr 'A-Z' 'a-z' | grep -oE 'h200|h100|a100|v100' | head -1)}
   SUITE_GPUS=${SUITE_GPUS:-$([ "$VISIBLE" -ge 2 ] && echo 2 || echo 1)}
+  NPROC=${SUITE_GPUS%x*}  # "4x2": 4 processes in virtual nodes of 2
+  PER_NODE=()
+  case "$SUITE_GPUS" in *x*) PER_NODE=(--gpus-per-node "${SUITE_GPUS#*x}") ;; esac
 else
   GPU_TAG=${GPU_TAG:?--validate-only needs GPU_TAG (h100, h200, ...)}
 fi
@@ -51,7 +56,7 @@ if [ "$MEASURE" = 1 ]; then
     echo "== zrun calibrate on $VISIBLE x $GPU_NAME"
     rm -f "$RES/calibrate.log"
     timeout 300 "$ZRUN_BIN/zrun" calibrate --out "$RES/$PROFILE.yaml" --log "$RES/calibrate.log" --base "$BASE" $QUICK \
-      --nproc-per-node "$SUITE_GPUS" > /dev/null || echo "zrun calibrate failed (exit $?): the runs go on"
+      --nproc-per-node "$NPROC" ${PER_NODE[@]+"${PER_NODE[@]}"} > /dev/null || echo "zrun calibrate failed (exit $?): the runs go on"
     grep -E "^zrun calibrate: (wrote|GEMM)" "$RES/calibrate.log" || true
   fi
   mkdir -p /tmp/zrun-nvme  # the NVMe offload cases' nvme_path
@@ -62,7 +67,7 @@ if [ "$MEASURE" = 1 ]; then
     ARGS=()
     for kv in $SETS; do ARGS+=(--set "$kv"); done
     echo "== $NAME: zrun $SCEN ${SETS}"
-    if timeout 180 "$ZRUN_BIN/zrun" "$SCEN" --here --nproc-per-node "$GPUS" --set cluster.profile=$BASE "${ARGS[@]}" \
+    if timeout 180 "$ZRUN_BIN/zrun" "$SCEN" --here --nproc-per-node "$NPROC" ${PER_NODE[@]+"${PER_NODE[@]}"} --set cluster.profile=$BASE "${ARGS[@]}" \
          --steps "$STEPS" --warmup "$WARMUP" --json "$RES/runs/$NAME.json" --trace "$RES/runs/$NAME.trace.json" \
          > "$RES/runs/$NAME.log" 2>&1; then
       grep -E "time per step|peak" "$RES/runs/$NAME.log" | head -3 || true

@@ -51,8 +51,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// The suite's cases that zrun runs ("ready"), on one node of the case's GPUs (run_suite.sh: --here
-// --nproc-per-node), then the shapes issue 9 names at stage 0 on one GPU.
+// The suite's cases that zrun runs ("ready"), in the case's shape (run_suite.sh: --here --nproc-per-node N, and
+// --gpus-per-node K for a size NxK), then the shapes issue 9 names at stage 0 on one GPU.
 std::vector<Case> cases() {
   std::vector<Case> out;
   std::ifstream tsv("validate/suite/suite.tsv");
@@ -61,7 +61,11 @@ std::vector<Case> cases() {
     if (line.empty() || line[0] == '#') continue;
     const std::vector<std::string> f = split(line, '\t');
     if (f.size() < 4 || f[3] != "ready") continue;
-    Case c{f[0], f[2], {"cluster.nodes=1", "cluster.gpus_per_node=" + f[1]}};
+    const std::size_t x = f[1].find('x');  // "4x2": 4 GPUs in virtual nodes of 2
+    const int gpus = std::stoi(f[1].substr(0, x));
+    const int per_node = x == std::string::npos ? gpus : std::stoi(f[1].substr(x + 1));
+    Case c{f[0], f[2], {"cluster.nodes=" + std::to_string(gpus / per_node),
+                        "cluster.gpus_per_node=" + std::to_string(per_node)}};
     if (f.size() > 4)
       for (const std::string& kv : split(f[4], ' ')) c.overrides.push_back(kv);
     out.push_back(c);
