@@ -122,24 +122,26 @@ TEST(ScenarioErrors, NonPositiveBucketSize) {
   EXPECT_ERROR_AT(e, 15, 25, "deepspeed.zero_optimization.reduce_bucket_size", "must be positive");
 }
 
+namespace {
+// The base scenario with one `KEY=VALUE` override fails on that key, saying `what`.
+void expect_override_error(const std::string& key, const std::string& value, const std::string& what) {
+  auto e = error_of(kBase, {key + "=" + value});
+  ASSERT_TRUE(e) << key;
+  EXPECT_EQ(e->where().key_path, key);
+  EXPECT_NE(std::string(e->what()).find(what), std::string::npos) << e->what();
+}
+}  // namespace
+
 TEST(ScenarioErrors, AMeasuredBusBandwidthThatIsNotPositiveNamesItsKey) {
-  auto e = error_of(kBase, {"cluster.efficiency.nvlink_busbw.all_gather.1MiB=0"});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->where().key_path, "cluster.efficiency.nvlink_busbw.all_gather.1MiB");
-  EXPECT_NE(std::string(e->what()).find("must be > 0"), std::string::npos) << e->what();
+  expect_override_error("cluster.efficiency.nvlink_busbw.all_gather.1MiB", "0", "must be > 0");
 }
 
 TEST(ScenarioErrors, AMeasuredCpuAdamRateThatIsNotPositiveNamesItsKey) {
-  auto e = error_of(kBase, {"cluster.efficiency.cpu_adam_measured.ranks_2.threads_8=-1"});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->where().key_path, "cluster.efficiency.cpu_adam_measured.ranks_2.threads_8");
-  EXPECT_NE(std::string(e->what()).find("must be > 0 params/s"), std::string::npos) << e->what();
+  expect_override_error("cluster.efficiency.cpu_adam_measured.ranks_2.threads_8", "-1", "must be > 0 params/s");
 }
 
 TEST(ScenarioErrors, ACpuAdamRateForAThreadCountItCannotHoldIsAnUnknownKey) {
-  auto e = error_of(kBase, {"cluster.efficiency.cpu_adam_measured.ranks_2.threads_6=1e9"});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->where().key_path, "cluster.efficiency.cpu_adam_measured.ranks_2.threads_6");
+  expect_override_error("cluster.efficiency.cpu_adam_measured.ranks_2.threads_6", "1e9", "unknown key 'threads_6'");
 }
 
 TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
@@ -167,10 +169,7 @@ TEST(ScenarioErrors, PartialOptimizerOffloadNeedsStage3AsDeepSpeedAsserts) {
 }
 
 TEST(ScenarioErrors, AttentionIsFlashOrEager) {
-  auto e = error_of(kBase, {"model.attention=sdpa"});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->where().key_path, "model.attention");
-  EXPECT_NE(std::string(e->what()).find("expected flash or eager"), std::string::npos) << e->what();
+  expect_override_error("model.attention", "sdpa", "expected flash or eager");
 }
 
 TEST(ScenarioErrors, DropoutIsAProbabilityBelowOne) {
