@@ -94,9 +94,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       return;
     }
     const LatencyBandwidthFit f = fit_latency_bandwidth(v);
-    const std::string moments = m.nvme_moments > 1 ? fmt::format(", each size the median of its rounds at {} moments {:.0f} s apart",
-                                                                  m.nvme_moments, m.nvme_moments_apart_s)
-                                                    : "";
+    const std::string moments =
+        m.nvme_moments > 1 ? fmt::format(", each size the median of its rounds at {} moments {:.0f} s apart",
+                                         m.nvme_moments, m.nvme_moments_apart_s)
+                           : "";
     b.add(key, num(f.GBps), fmt::format("{} of zrun's swap files in {}{}{}: {}; calibration.nvme.{}", what, m.nvme_path,
                                         m.nvme_direct ? " (O_DIRECT)" : " (page cache: O_DIRECT refused)", moments,
                                         residual_text(f.residual), what));
@@ -332,17 +333,16 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     // fit's bend misses them): one rank alone, and every rank at once; thread counts that are powers of two.
     for (const std::vector<CpuAdamSample>* v : {&sorted, &together})
       for (const CpuAdamSample& s : *v) {
-        const bool named = std::find(zsim::kCpuAdamMeasuredRanks.begin(), zsim::kCpuAdamMeasuredRanks.end(), s.ranks) !=
-                               zsim::kCpuAdamMeasuredRanks.end() &&
-                           std::find(zsim::kCpuAdamMeasuredThreads.begin(), zsim::kCpuAdamMeasuredThreads.end(),
-                                     s.threads) != zsim::kCpuAdamMeasuredThreads.end();
-        if (!named) continue;
+        if (std::ranges::find(zsim::kCpuAdamMeasuredRanks, s.ranks) == zsim::kCpuAdamMeasuredRanks.end() ||
+            std::ranges::find(zsim::kCpuAdamMeasuredThreads, s.threads) == zsim::kCpuAdamMeasuredThreads.end())
+          continue;  // no key holds it
+        const bool alone = s.ranks == 1;
+        const std::string who = alone ? "one rank alone" : fmt::format("{} ranks at once", s.ranks);
         b.add(fmt::format("efficiency.cpu_adam_measured.ranks_{}.threads_{}", s.ranks, s.threads), num(s.params_per_s()),
               fmt::format("kernels/cpu Adam over {} params, {} on {} threads{}: {}; zsim's rate for a rank of a node of "
                           "{} GPU(s) at these cores; calibration.cpu_adam",
-                          static_cast<std::int64_t>(s.params), s.ranks == 1 ? "one rank alone" :
-                          fmt::format("{} ranks at once", s.ranks), s.threads, s.ranks == 1 ? "" : " each",
-                          s.ranks == 1 ? "the median step" : "the slowest rank's median step", s.ranks));
+                          static_cast<std::int64_t>(s.params), who, s.threads, alone ? "" : " each",
+                          alone ? "the median step" : "the slowest rank's median step", s.ranks));
       }
     nlohmann::json samples = nlohmann::json::array(), together_samples = nlohmann::json::array();
     for (const CpuAdamSample& s : sorted) samples.push_back({s.threads, s.params, s.seconds * 1e6});

@@ -3,9 +3,9 @@
 # kernels, the empty kernel's launch; on 2+ GPUs the collectives across them too), then every ready case of
 # suite.tsv for the machine's size through run_suite.sh --measure-only: on 4+ GPUs first the 4x2 cases (2 virtual
 # nodes of 2); on 2+ GPUs the 2-GPU cases, then the 1-GPU cases on GPU 0 against the same calibration; on one GPU
-# the 1-GPU cases. All inside a time budget (BUDGET_S,
-# default 510 s: the device tool's 10-minute limit less the packing), into a results folder <gpu>/ packed as
-# $OUT/results.tgz (only it and the log $OUT/suite.log are left in $OUT: the device tool returns a few files).
+# the 1-GPU cases. All inside a time budget (BUDGET_S, default 510 s: the device tool's 10-minute limit less the
+# packing), into a results folder <gpu>/ packed as $OUT/results.tgz (only it and the log $OUT/suite.log are left in
+# $OUT: the device tool returns a few files).
 #
 #   device tool:  run(command="bash validate/suite/device_suite.sh", carry=["build/bin/zrun"], timeout_s=600,
 #                     kind="nvidia-h200-x2")   # or one GPU
@@ -14,8 +14,8 @@
 #
 # SIZES="2 1" (default on 2 or 3 GPUs), "4x2 2 1" (default on 4+: the 4-GPU cases in 2 virtual nodes of 2 first, whose
 # calibration measures the intra-node pairs, the inter-node pairs and the world), "1", "2", ...: the case sizes, in
-# order; the first calibrates. Arguments go to
-# run_suite.sh (e.g. --quick, --cases REGEX, --no-calibrate). The GPU's tag (h100, h200, ...) comes from nvidia-smi.
+# order; the first calibrates. Arguments go to run_suite.sh (e.g. --quick, --cases REGEX, --no-calibrate). The
+# GPU's tag (h100, h200, ...) comes from nvidia-smi.
 # A case cut by the budget is dropped (its files removed); the log says which ran.
 set -u
 cd "$(dirname "$0")/../.."
