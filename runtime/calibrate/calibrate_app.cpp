@@ -15,6 +15,7 @@
 #include "runtime/calibrate/measurements.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/comm/communicators.hpp"
+#include "runtime/comm/share_gpu.hpp"
 #include "runtime/exit_codes.hpp"
 #include "runtime/launch/local_launcher.hpp"
 #include "runtime/launch/rendezvous.hpp"
@@ -104,10 +105,12 @@ std::vector<zsim::ProcessGroup> calibration_groups(int world, int gpus_per_node)
 int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
   int visible = 0;
   ZRUN_CUDA_CHECK(cudaGetDeviceCount(&visible));
-  if (me.local_rank >= visible)
+  const int device = a.share_gpu ? 0 : me.local_rank;
+  if (device >= visible)
     throw DeviceError(fmt::format("zrun calibrate: rank {}: local rank {} but {} GPU(s) are visible", me.rank,
                                   me.local_rank, visible));
-  ZRUN_CUDA_CHECK(cudaSetDevice(me.local_rank));
+  ZRUN_CUDA_CHECK(cudaSetDevice(device));
+  if (a.share_gpu) share_gpu_environment(me.rank);
   Log buf(me.rank == 0 ? a.log_file : "");
   std::ostream log(&buf);
   const std::vector<zsim::ProcessGroup> groups = calibration_groups(me.world_size, a.gpus_per_node);
@@ -125,7 +128,11 @@ int run_worker(const CalibrateArgs& a, const WorkerIdentity& me) {
     measure_link_collective_beside_compute(m, comms.group(0), me.world_size, me.rank, a.quick, log);
     // Every rank's CPU Adam at once, as the data-parallel step runs it; rank 0 times it alone later (measure_host).
     measure_cpu_adam_together(m, comms.group(0), me.world_size, me.rank, a.quick, log);
-    if (k < me.world_size)
+    if (a.share_gpu)
+      m.collectives_note = fmt::format("{} ranks sharing one GPU (--share-gpu): the collectives ran over the loopback's "
+                                       "sockets, a check of calibrate's multi-rank path, not a link's figures",
+                                       me.world_size);
+    else if (k < me.world_size)
       m.collectives_note = fmt::format("virtual nodes of {} GPUs on one host: the 'ib' class measured NVLink/PCIe, not a "
                                        "network", k);
     else
@@ -182,7 +189,7 @@ int run_calibrate(int argc, const char* const* argv) {
       std::cerr << "zrun calibrate: no CUDA device is visible; calibrate runs on a machine with GPUs\n";
       return kExitBadInput;
     }
-    if (nproc > visible) {
+    if (nproc > visible && !args->share_gpu) {
       std::cerr << fmt::format("zrun calibrate: --nproc-per-node {} but {} GPU(s) are visible\n", nproc, visible);
       return kExitBadInput;
     }

@@ -15,7 +15,7 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
   CLI::App app{"zrun calibrate: measure this machine (GEMMs, memory-bound kernels, collectives, host copies, CPU\n"
                "Adam, NVMe, launch overhead) and write a hardware profile that cluster.profile accepts\n"
                "  zrun calibrate [--out FILE] [--quick] [--base PROFILE] [--nproc-per-node N] [--gpus-per-node K]\n"
-               "                 [--nvme-dir DIR] [--log FILE]\n"
+               "                 [--nvme-dir DIR] [--log FILE] [--share-gpu]\n"
                "  zrun calibrate --refit PROFILE.yaml --out FILE   (fit a recorded calibration again)\n"
                "docs/validation.md says how to use the profile; docs/hardware-profiles.md its format.",
                "zrun calibrate"};
@@ -30,6 +30,9 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
       ->check(CLI::Range(1, 1024));
   app.add_option("--nvme-dir", a.nvme_dir, "directory of the temp file for the NVMe measurement (default $TMPDIR or /tmp)");
   app.add_option("--log", a.log_file, "also write every measurement to FILE");
+  app.add_flag("--share-gpu", a.share_gpu,
+               "every rank on GPU 0, each its own NCCL host over the loopback's sockets: checks the multi-rank "
+               "measurements on a one-GPU machine; their collective figures are the sockets', not a calibration");
   app.add_option("--refit", a.refit, "measure nothing: fit again the calibration: record of PROFILE.yaml (written by "
                                      "zrun calibrate) and write --out; needs no GPU");
   if (!parse_cli(app, argc, argv, "zrun calibrate", out, err, exit_code)) return std::nullopt;

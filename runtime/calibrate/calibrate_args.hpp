@@ -15,6 +15,7 @@ struct CalibrateArgs {
   std::string nvme_dir;                 // "" = $TMPDIR or /tmp
   std::string log_file;                 // every measurement as it is taken ("" = stdout only)
   std::string refit;                    // fit again the record of this profile (no GPU needed)
+  bool share_gpu = false;               // every rank on GPU 0 over sockets: checks the multi-rank path, not timings
 };
 
 // argv[0] is "calibrate". On --help prints usage to `out`, returns nullopt, exit_code 0; on a bad argument

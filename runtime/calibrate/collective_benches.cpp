@@ -2,6 +2,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ostream>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "cost_models/collective_cost.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/calibrate/device_buffer.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
@@ -54,6 +56,14 @@ void run_collective(CollectiveKind kind, ncclComm_t c, int n, int me, std::size_
   (void)me;
 }
 
+// Seconds per call of the `reps` calls between events a and b.
+double per_call_s(cudaEvent_t a, cudaEvent_t b, int reps) {
+  ZRUN_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3 / reps;
+}
+
 }  // namespace
 
 void measure_collectives(Measurements& m, Communicators& comms, const std::vector<zsim::ProcessGroup>& groups,
@@ -81,28 +91,50 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
       for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
         if (bytes / 2 < static_cast<std::size_t>(g.size) * g.size) continue;
         const int reps = bytes <= (1u << 20) ? 20 : bytes <= (64u << 20) ? 5 : 2;
-        for (int w = 0; w < 2; ++w) run_collective(kind, c, g.size, me, bytes, send, recv, s);
-        std::vector<double> trials;
-        for (int t = 0; t < 3; ++t) {
-          ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
-          // Every member starts together: a one-element all-reduce on the group first.
-          ZRUN_NCCL_CHECK(ncclAllReduce(send, recv, 1, ncclBfloat16, ncclSum, c, s));
-          ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+        auto batch = [&] {
           for (int r = 0; r < reps; ++r) run_collective(kind, c, g.size, me, bytes, send, recv, s);
+        };
+        // Every member starts together: a one-element all-reduce on the group first.
+        auto meet = [&] {
+          ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
+          ZRUN_NCCL_CHECK(ncclAllReduce(send, recv, 1, ncclBfloat16, ncclSum, c, s));
+        };
+        for (int w = 0; w < 2; ++w) run_collective(kind, c, g.size, me, bytes, send, recv, s);
+        // Issued as they come: where the host's enqueue of a call (several us for NCCL) is slower than its kernel, the
+        // batch runs at the host's rate. Logged beside, and the host's time per call sizes the spin below.
+        std::vector<double> inclusive, host, alone;
+        for (int t = 0; t < 3; ++t) {
+          meet();
+          ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+          const auto h0 = std::chrono::steady_clock::now();
+          batch();
+          host.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / reps);
           ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
-          ZRUN_CUDA_CHECK(cudaEventSynchronize(b));
-          float ms = 0;
-          ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-          trials.push_back(ms * 1e-3 / reps);
+          inclusive.push_back(per_call_s(a, b, reps));
         }
-        std::sort(trials.begin(), trials.end());
-        const double t = trials[1];
+        // On the GPU alone, as the profile's other figures (gpu_timing.hpp): the batch enqueued behind a spin, then one
+        // call that every member meets at (the spins end at different moments), then the timed calls back to back, as
+        // a step's prefetched calls run with the host ahead (the H200's 2-rank all-gathers of 4 KiB: 9.7-11 us a call
+        // issued as they come, about 5 us in the suite's steps).
+        const double host_s = median(host);
+        for (int t = 0; t < 3; ++t) {
+          meet();
+          launch_spin_kernel(1.5 * (reps + 1) * host_s + 50e-6, s);
+          run_collective(kind, c, g.size, me, bytes, send, recv, s);
+          ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+          batch();
+          ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
+          alone.push_back(per_call_s(a, b, reps));
+        }
+        const double t = median(alone);
         if (rank == 0) {
           const CollectiveSample sample{kind, g.size, g.nodes_spanned(), static_cast<double>(bytes), t};
           m.collectives[cls.empty() ? "mixed:" + g.name : cls].push_back(sample);
-          log << fmt::format("  {} on {} (size {}, {} node(s)) {} B: {:.1f} us, busbw {:.1f} GB/s\n", zsim::to_string(kind),
-                             g.name, g.size, g.nodes_spanned(), bytes, t * 1e6,
-                             zsim::bus_bytes(kind, static_cast<double>(bytes), g.size) / t / 1e9);
+          log << fmt::format("  {} on {} (size {}, {} node(s)) {} B: {:.1f} us, busbw {:.1f} GB/s (issued as they come "
+                             "{:.1f} us, the host's enqueue {:.1f} us)\n",
+                             zsim::to_string(kind), g.name, g.size, g.nodes_spanned(), bytes, t * 1e6,
+                             zsim::bus_bytes(kind, static_cast<double>(bytes), g.size) / t / 1e9,
+                             median(inclusive) * 1e6, host_s * 1e6);
         }
       }
   }

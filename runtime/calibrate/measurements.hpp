@@ -62,6 +62,9 @@ struct Measurements {
     double event_s = 0;       // a cudaEventRecord (zrun records and waits on events around its ops)
   } host_issue;
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
+  // How the collectives among ranks were timed: "gpu_alone" (behind a spin, since 2026-11-29) or "host_inclusive"
+  // (issued as they come: older records, whose calibration.collectives carry no timing key).
+  std::string collectives_timing = "gpu_alone";
   std::string collectives_note;       // why a link class has no measurements
   // NCCL on a one-rank communicator as zrun calls it where data moves (all_gather out of place, reduce_scatter and
   // all_reduce averaging in place): what a one-GPU run's bucket all-reduces and gathers cost.

@@ -497,8 +497,9 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
         const double GBps = a.bus_bytes / a.seconds / 1e9;
         b.add(fmt::format("efficiency.nvlink_busbw.{}.{}", kind, a.label), num(GBps),
               fmt::format("NCCL {} of {} on {} ranks of one node: nccl-tests' bus bandwidth (bus bytes over the median "
-                          "call's time{}); calibration.collectives.nvlink",
-                          kind, a.label, n, a.raised ? ", that of a larger size, which ran faster" : ""));
+                          "call's time{}{}); calibration.collectives.nvlink",
+                          kind, a.label, n, m.collectives_timing == "gpu_alone" ? " on the GPU alone" : "",
+                          a.raised ? ", that of a larger size, which ran faster" : ""));
         cal["collectives"]["nvlink"]["busbw_GBps"][kind][a.label] = GBps;
       }
     }
@@ -606,6 +607,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   if (m.kernel_launch_host_inclusive_s > 0)
     cal["launch_overhead_us"]["empty_kernel_host_inclusive"] = m.kernel_launch_host_inclusive_s * 1e6;
   if (!m.collectives_note.empty()) cal["collectives"]["note"] = m.collectives_note;
+  if (!m.collectives.empty()) cal["collectives"]["timing"] = m.collectives_timing;
 
   b.p.header = {
       fmt::format("Calibrated hardware profile: {} ({} GPU(s) measured), written by zrun calibrate{}.", m.gpu_name, m.gpus,

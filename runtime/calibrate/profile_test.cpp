@@ -517,6 +517,41 @@ TEST(CalibratedProfile, ASmallCollectiveSlowerThanALargerOneGetsTheLargerOnesTim
   EXPECT_NEAR(ag[1].second, expected, expected * 1e-5);
 }
 
+// The collectives among the ranks are timed on the GPU alone (behind a spin, as the other GPU figures): the bus
+// bandwidth lines say so, and the record keeps it for a refit; an older record, timed as the calls were issued, keeps
+// no timing key and reads back as such.
+TEST(CalibratedProfile, TheCollectivesTimingIsNamedOnTheBusBandwidthLinesAndSurvivesARefit) {
+  TempDir d;
+  auto busbw_comments_say_gpu_alone = [](const CalibratedProfile& p) {
+    int lines = 0, alone = 0;
+    for (const ProfileEntry& e : p.cluster)
+      if (e.key.rfind("efficiency.nvlink_busbw.", 0) == 0) {
+        ++lines;
+        alone += e.comment.find("on the GPU alone") != std::string::npos;
+      }
+    EXPECT_GT(lines, 0);
+    return lines > 0 && alone == lines;
+  };
+  const zsim::ClusterSpec base = load_profile_cluster("h100-hgx-ib400");
+  const CalibratedProfile p = build_profile(synthetic(true), base, "h100-hgx-ib400");
+  EXPECT_TRUE(busbw_comments_say_gpu_alone(p));
+  write_profile(d, "calib-timing", p);
+  const fs::path file = d.path / "calib-timing.yaml";
+  EXPECT_EQ(measurements_from_profile(file.string()).collectives_timing, "gpu_alone");
+
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::size_t at = text.find("\"timing\": \"gpu_alone\"", text.find("\"collectives\":"));
+  ASSERT_NE(at, std::string::npos);
+  text.erase(text.rfind('\n', at) + 1, text.find('\n', at) - text.rfind('\n', at));
+  std::ofstream(file) << text;
+  const Measurements old = measurements_from_profile(file.string());
+  EXPECT_EQ(old.collectives_timing, "host_inclusive");
+  EXPECT_EQ(old.collectives.at("nvlink").size(), synthetic(true).collectives.at("nvlink").size());
+  EXPECT_FALSE(busbw_comments_say_gpu_alone(build_profile(old, base, "h100-hgx-ib400")));
+}
+
 // Each kind gets its own line beside the line over all kinds: an all-gather that copies at 2000 GB/s and reductions
 // that average at 1000 GB/s are each their own latency and rate, where one line over the three fits neither.
 TEST(CalibratedProfile, EachOneRankCollectiveKindIsItsOwnLatencyAndRate) {

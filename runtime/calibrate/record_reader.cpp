@@ -161,8 +161,10 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("one_rank_collectives"))
       for (const auto& s : c["one_rank_collectives"]["samples [kind, bytes, us]"])
         m.one_rank.push_back({kind_named(s[0].get<std::string>()), 1, 1, s[1].get<double>(), s[2].get<double>() * 1e-6});
-    if (c.contains("collectives"))
+    if (c.contains("collectives")) {
+      m.collectives_timing = c["collectives"].value("timing", "host_inclusive");  // records before 2026-11-29: no key
       for (const auto& [cls, v] : c["collectives"].items()) {
+        if (cls == "timing") continue;
         if (cls == "note") {
           m.collectives_note = v.get<std::string>();
           continue;
@@ -174,6 +176,7 @@ Measurements measurements_from_profile(const std::string& file) {
                                             static_cast<int>(s[2].get<double>()), s[3].get<double>(),
                                             s[4].get<double>() * 1e-6});
       }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw zsim::InputError(zsim::SourceLocation{file, 0, 0, "calibration"}, std::string("malformed record: ") + e.what());
   } catch (const std::invalid_argument& e) {

@@ -16,6 +16,7 @@
 #include "runtime/exec/trainer.hpp"
 #include "runtime/comm/communicators.hpp"
 #include "runtime/comm/fault_injection.hpp"
+#include "runtime/comm/share_gpu.hpp"
 #include "runtime/comm/watchdog.hpp"
 #include "runtime/exit_codes.hpp"
 #include "runtime/launch/local_launcher.hpp"
@@ -79,16 +80,6 @@ void watched_op(Watchdog& dog, const FaultInjector& faults, int rank, const std:
   if (const auto fault = faults.should_fault(rank, op)) inject_fault(*fault, rank, op);
   work();
   dog.end(token);
-}
-
-// --share-gpu: NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"), so each rank is a host of
-// its own (NCCL_HOSTID) and they talk through NCCL's socket transport on the loopback. Set before the first NCCL
-// call; a variable the user set is kept.
-void share_gpu_environment(int rank) {
-  ::setenv("NCCL_HOSTID", fmt::format("zrun-share-gpu-rank{}", rank).c_str(), 1);
-  ::setenv("NCCL_NET", "Socket", 0);
-  ::setenv("NCCL_IB_DISABLE", "1", 0);
-  ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
 }
 
 // One worker = one rank = one GPU (with --share-gpu: every rank on GPU 0).

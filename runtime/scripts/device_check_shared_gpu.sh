@@ -2,7 +2,7 @@
 # The multi-GPU tests on a one-GPU machine: every rank on GPU 0 (zrun --share-gpu, each rank an NCCL host of its
 # own, sockets on the loopback; ZRUN_TEST_SHARE_GPU=N makes the tests run as on N GPUs). Checks the multi-rank paths
 # (reductions over several ranks, ZeRO++'s groups, offload at world > 1), not their speed. A smoke run first, then
-# the test binaries given (default: training at 2 ranks, ZeRO++ at 4, offload at 2). One log per binary under $OUT.
+# the test binaries given (default: training at 2 ranks, ZeRO++ at 4, offload and calibrate at 2). One log per binary under $OUT.
 # Usage (device tool): ZRUN_BIN_DIR=.devcarry/exec bash .devcarry/exec/device_check_shared_gpu.sh [BIN:N ...]
 set -u
 HERE="$(dirname "$0")"
@@ -14,7 +14,7 @@ echo "== smoke: tiny scenario, stage 3, 2 ranks as 2 virtual nodes of 1 on GPU 0
   > "$OUT/logs/smoke.log" 2>&1
 echo "exit $?" | tee -a "$OUT/summary.txt"
 grep -E "met at|^step|time per step" "$OUT/logs/smoke.log" | tail -4 | tee -a "$OUT/summary.txt"
-RUNS=${*:-"zrun_train_gpu_test:2 zrun_zeropp_gpu_test:4 zrun_offload_gpu_test:2"}
+RUNS=${*:-"zrun_train_gpu_test:2 zrun_zeropp_gpu_test:4 zrun_offload_gpu_test:2 zrun_calibrate_gpu_test:2"}
 for run in $RUNS; do
   t=${run%%:*}; n=${run##*:}
   [ -x "$BIN/$t" ] || { echo "$t: not carried" | tee -a "$OUT/summary.txt"; continue; }
