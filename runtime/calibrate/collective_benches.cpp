@@ -10,7 +10,6 @@
 
 #include "cost_models/collective_cost.hpp"
 #include "runtime/calibrate/benches.hpp"
-#include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/calibrate/device_buffer.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
@@ -91,15 +90,13 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
       for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= quick ? 16 : 4) {
         if (bytes / 2 < static_cast<std::size_t>(g.size) * g.size) continue;
         const int reps = bytes <= (1u << 20) ? 20 : bytes <= (64u << 20) ? 5 : 2;
-        auto batch = [&] {
-          for (int r = 0; r < reps; ++r) run_collective(kind, c, g.size, me, bytes, send, recv, s);
-        };
+        auto one = [&] { run_collective(kind, c, g.size, me, bytes, send, recv, s); };
         // Every member starts together: a one-element all-reduce on the group first.
         auto meet = [&] {
           ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
           ZRUN_NCCL_CHECK(ncclAllReduce(send, recv, 1, ncclBfloat16, ncclSum, c, s));
         };
-        for (int w = 0; w < 2; ++w) run_collective(kind, c, g.size, me, bytes, send, recv, s);
+        for (int w = 0; w < 2; ++w) one();
         // Issued as they come: where the host's enqueue of a call (several us for NCCL) is slower than its kernel, the
         // batch runs at the host's rate. Logged beside, and the host's time per call sizes the spin below.
         std::vector<double> inclusive, host, alone;
@@ -107,24 +104,19 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
           meet();
           ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
           const auto h0 = std::chrono::steady_clock::now();
-          batch();
+          for (int r = 0; r < reps; ++r) one();
           host.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / reps);
           ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
           inclusive.push_back(per_call_s(a, b, reps));
         }
-        // On the GPU alone, as the profile's other figures (gpu_timing.hpp): the batch enqueued behind a spin, then one
-        // call that every member meets at (the spins end at different moments), then the timed calls back to back, as
-        // a step's prefetched calls run with the host ahead (the H200's 2-rank all-gathers of 4 KiB: 9.7-11 us a call
-        // issued as they come, about 5 us in the suite's steps).
+        // On the GPU alone, as the profile's other figures (gpu_timing.hpp): the calls enqueued behind a spin, led by
+        // one that every member meets at, then timed back to back, as a step's prefetched calls run with the host
+        // ahead (the H200's 2-rank all-gathers of 4 KiB: 9.7-11 us a call issued as they come, about 5 us in the
+        // suite's steps).
         const double host_s = median(host);
         for (int t = 0; t < 3; ++t) {
           meet();
-          launch_spin_kernel(1.5 * (reps + 1) * host_s + 50e-6, s);
-          run_collective(kind, c, g.size, me, bytes, send, recv, s);
-          ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
-          batch();
-          ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
-          alone.push_back(per_call_s(a, b, reps));
+          alone.push_back(time_behind_spin(one, reps, host_s, s, one));
         }
         const double t = median(alone);
         if (rank == 0) {

@@ -43,9 +43,12 @@ const Scrub& scrub() {
   return the;
 }
 
-// One GPU-alone trial of `reps` calls behind a spin long enough for the host to enqueue them: seconds per call.
-double gpu_alone_trial(const std::function<void()>& one, int reps, double host_per_call_s, cudaStream_t s, Events& e) {
-  launch_spin_kernel(1.5 * reps * host_per_call_s + 50e-6, s);
+// One GPU-alone trial of `reps` calls (after the untimed `lead`, where given) behind a spin long enough for the host
+// to enqueue them: seconds per call.
+double gpu_alone_trial(const std::function<void()>& one, int reps, double host_per_call_s, cudaStream_t s, Events& e,
+                       const std::function<void()>& lead = {}) {
+  launch_spin_kernel(1.5 * (reps + (lead ? 1 : 0)) * host_per_call_s + 50e-6, s);
+  if (lead) lead();
   ZRUN_CUDA_CHECK(cudaEventRecord(e.a, s));
   for (int r = 0; r < reps; ++r) one();
   ZRUN_CUDA_CHECK(cudaEventRecord(e.b, s));
@@ -56,6 +59,12 @@ double gpu_alone_trial(const std::function<void()>& one, int reps, double host_p
 }
 
 }  // namespace
+
+double time_behind_spin(const std::function<void()>& call, int reps, double host_per_call_s, cudaStream_t s,
+                        const std::function<void()>& lead) {
+  Events e;
+  return gpu_alone_trial(call, reps, host_per_call_s, s, e, lead);
+}
 
 CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps, Cache cache, const Produced& produced) {
   Events e;

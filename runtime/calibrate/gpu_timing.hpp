@@ -41,6 +41,12 @@ using Produced = std::vector<Region>;
 CallTime time_call(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot,
                    const Produced& produced = {});
 
+// One GPU-alone trial as time_call makes them: `lead` (untimed; none if empty) and `reps` calls enqueued behind a spin
+// long enough for the host to enqueue them at host_per_call_s each, then the calls timed back to back: seconds per
+// call. Collectives among ranks lead with one call that every rank meets at (their spins end at different moments).
+double time_behind_spin(const std::function<void()>& call, int reps, double host_per_call_s, cudaStream_t s,
+                        const std::function<void()>& lead = {});
+
 // time_call's GPU-alone time.
 inline double time_gpu(const std::function<void()>& call, cudaStream_t s, int max_reps = 200, Cache cache = Cache::hot,
                        const Produced& produced = {}) {
