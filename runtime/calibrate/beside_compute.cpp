@@ -30,20 +30,29 @@ namespace {
 // `side` on stream `s` started once the first of enough `load` calls on stream `l` has finished, so that the load
 // runs through the whole side call even at a tenth of its alone speed: the side call's seconds, and the fraction of
 // their alone rate the loads kept while it ran (the loads' time after the first, less that many loads alone, is what
-// the side call cost them: rate = 1 - that / the side call's time). Medians of 5.
+// the side call cost them: rate = 1 - that / the side call's time). Medians of 5. With `meet` (a collective among
+// ranks): each trial first meets the other ranks on `s`, and the loads start behind it, so that every rank's side
+// call starts at the same moment and none is timed waiting for a late peer.
 struct Beside {
   double side_s = 0, load_rate = 0;
 };
 Beside time_beside(const std::function<void()>& side, cudaStream_t s, double side_alone_s,
-                   const std::function<void()>& load, cudaStream_t l, double load_s) {
-  cudaEvent_t first, last, a, b;
+                   const std::function<void()>& load, cudaStream_t l, double load_s,
+                   const std::function<void()>& meet = {}) {
+  cudaEvent_t first, last, a, b, met;
   ZRUN_CUDA_CHECK(cudaEventCreate(&first));
   ZRUN_CUDA_CHECK(cudaEventCreate(&last));
   ZRUN_CUDA_CHECK(cudaEventCreate(&a));
   ZRUN_CUDA_CHECK(cudaEventCreate(&b));
+  ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&met, cudaEventDisableTiming));
   const int calls = 2 + static_cast<int>(std::ceil(10 * side_alone_s / load_s));
   std::vector<double> trials, rates;
   for (int t = 0; t < 5; ++t) {
+    if (meet) {
+      meet();
+      ZRUN_CUDA_CHECK(cudaEventRecord(met, s));
+      ZRUN_CUDA_CHECK(cudaStreamWaitEvent(l, met, 0));
+    }
     load();
     ZRUN_CUDA_CHECK(cudaEventRecord(first, l));
     for (int i = 1; i < calls; ++i) load();
@@ -64,6 +73,7 @@ Beside time_beside(const std::function<void()>& side, cudaStream_t s, double sid
   cudaEventDestroy(last);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  cudaEventDestroy(met);
   std::sort(trials.begin(), trials.end());
   std::sort(rates.begin(), rates.end());
   return {trials[trials.size() / 2], rates[rates.size() / 2]};
@@ -94,22 +104,31 @@ struct GemmLoad {
   }
 };
 
+// The side calls' sizes, smallest first: 4 MiB .. 256 MiB (quick: 4 and 64 MiB). Several, because a side call
+// beside GEMMs waits for SMs to come free before it moves anything: a delay that one size cannot tell from a rate.
+std::vector<std::size_t> beside_sizes(bool quick) {
+  if (quick) return {4u << 20, 64u << 20};
+  return {4u << 20, 16u << 20, 64u << 20, 256u << 20};
+}
+
 }  // namespace
 
 void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
-  const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
+  const std::vector<std::size_t> sizes = beside_sizes(quick);
+  const std::size_t max_bytes = sizes.back();
   const std::int64_t gmax = 8192;
   GemmLoad gemms(gmax);
   const cudaStream_t l = gemms.l;
-  DeviceBuffer src(bytes), dst(bytes);
+  DeviceBuffer src(max_bytes), dst(max_bytes);
   cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  ZRUN_CUDA_CHECK(cudaMemsetAsync(src.p, 0, bytes, s));
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(src.p, 0, max_bytes, s));
   ncclUniqueId id;
   ZRUN_NCCL_CHECK(ncclGetUniqueId(&id));
   ncclComm_t c = nullptr;
   ZRUN_NCCL_CHECK(ncclCommInitRank(&c, 1, id, 0));
-  const CopyPiece piece{src.p, dst.p, static_cast<std::int64_t>(bytes)};
+  std::size_t bytes = max_bytes;  // the size the side calls below move, set before each is timed
+  CopyPiece piece{src.p, dst.p, 0};
   const std::pair<const char*, std::function<void()>> sides[] = {
       {"memcpy", [&] { ZRUN_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s)); }},
       {"kernel", [&] { batched_copy(&piece, 1, s); }},
@@ -117,19 +136,24 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
        [&] { ZRUN_NCCL_CHECK(ncclAllReduce(src.p, src.p, bytes / 2, ncclBfloat16, ncclAvg, c, s)); }},
   };
   // The load: back-to-back square bf16 GEMMs, first 4096 (a transformer layer's GEMM at a few thousand tokens:
-  // the profile's figure), then 8192 (longer kernels, recorded only).
+  // the profile's figures) with every size, then 8192 (longer kernels, recorded only) with the largest.
   for (const std::int64_t g : {std::int64_t{4096}, gmax}) {
     const std::function<void()> load = gemms.call(g);
     const double load_s = time_gpu(load, l, 20);
     log << fmt::format("zrun calibrate: side-stream kernels beside GEMMs ({} x {} x {} bf16: {:.0f} us, {:.0f} TFLOPS)\n",
                        g, g, g, load_s * 1e6, 2.0 * g * g * g / load_s / 1e12);
-    for (const auto& [kind, side] : sides) {
-      const double alone = time_gpu(side, s, 50);
-      const Beside beside = time_beside(side, s, alone, load, l, load_s);
-      m.beside.push_back({kind, static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
-      log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate; the GEMMs "
-                         "kept {:.2f} of theirs\n", kind, bytes >> 20, alone * 1e6, beside.side_s * 1e6,
-                         alone / beside.side_s, beside.load_rate);
+    for (const std::size_t n : sizes) {
+      if (g != 4096 && n != max_bytes) continue;
+      bytes = n;
+      piece.bytes = static_cast<std::int64_t>(n);
+      for (const auto& [kind, side] : sides) {
+        const double alone = time_gpu(side, s, 50);
+        const Beside beside = time_beside(side, s, alone, load, l, load_s);
+        m.beside.push_back({kind, static_cast<double>(n), alone, beside.side_s, g, beside.load_rate});
+        log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate; the "
+                           "GEMMs kept {:.2f} of theirs\n", kind, n >> 20, alone * 1e6, beside.side_s * 1e6,
+                           alone / beside.side_s, beside.load_rate);
+      }
     }
   }
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));
@@ -141,48 +165,42 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
   // Every rank runs the same trials on its own GPU: back-to-back 4096^3 bf16 GEMMs on one stream and, once the first is
   // done, an all-gather of the world on another (the stage-3 fetch's collective; its output `bytes`), so that the
   // collective crosses the links while every GPU computes, as in a data-parallel step. Rank 0 records.
-  const std::size_t bytes = quick ? (64u << 20) : (256u << 20);
+  const std::vector<std::size_t> sizes = beside_sizes(quick);
   const std::int64_t g = 4096;
   GemmLoad gemms(g);
   const cudaStream_t l = gemms.l;
-  DeviceBuffer out(bytes);
+  DeviceBuffer out(sizes.back());
   cudaStream_t s;
   ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  ZRUN_CUDA_CHECK(cudaMemsetAsync(out.p, 0, bytes, s));
-  const std::size_t per_rank = bytes / 2 / static_cast<std::size_t>(ranks);  // bf16 elements each rank contributes
-  const auto side = [&] {
+  ZRUN_CUDA_CHECK(cudaMemsetAsync(out.p, 0, sizes.back(), s));
+  std::size_t per_rank = 0;  // bf16 elements each rank contributes, set for each size
+  const std::function<void()> side = [&] {
     ZRUN_NCCL_CHECK(ncclAllGather(static_cast<char*>(out.p) + rank * per_rank * 2, out.p, per_rank, ncclBfloat16,
                                   world, s));
   };
+  // The call every rank meets at before a timed one (their spins and loads end at different moments).
+  const std::function<void()> meet = [&] {
+    ZRUN_NCCL_CHECK(ncclAllReduce(out.p, out.p, 1, ncclBfloat16, ncclSum, world, s));
+  };
   const std::function<void()> load = gemms.call(g);
   const double load_s = time_gpu(load, l, 20);
-  // Alone: the median of 5 calls, each after a one-element all-reduce lines the ranks up.
-  std::vector<double> alone_trials;
-  cudaEvent_t a, b;
-  ZRUN_CUDA_CHECK(cudaEventCreate(&a));
-  ZRUN_CUDA_CHECK(cudaEventCreate(&b));
-  side();
-  for (int t = 0; t < 5; ++t) {
-    ZRUN_NCCL_CHECK(ncclAllReduce(out.p, out.p, 1, ncclBfloat16, ncclSum, world, s));
-    ZRUN_CUDA_CHECK(cudaEventRecord(a, s));
+  for (const std::size_t bytes : sizes) {
+    per_rank = bytes / 2 / static_cast<std::size_t>(ranks);
     side();
-    ZRUN_CUDA_CHECK(cudaEventRecord(b, s));
-    ZRUN_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    alone_trials.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(alone_trials.begin(), alone_trials.end());
-  const double alone = alone_trials[2];
-  const Beside beside = time_beside(side, s, alone, load, l, load_s);
-  if (rank == 0) {
-    m.beside.push_back({"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
-    log << fmt::format("zrun calibrate: an all-gather of {} MiB over {} ranks beside GEMMs on every rank ({} x {} x {} "
-                       "bf16: {:.0f} us): {:.1f} us alone, {:.1f} us beside: {:.2f} of its rate; the GEMMs kept {:.2f} "
-                       "of theirs\n", bytes >> 20, ranks, g, g, g, load_s * 1e6, alone * 1e6, beside.side_s * 1e6,
-                       alone / beside.side_s, beside.load_rate);
+    // Alone: on the GPU alone (behind a spin, after the call the ranks meet at), as calibrate times the collectives;
+    // the median of 5 trials of one call.
+    std::vector<double> alone_trials;
+    for (int t = 0; t < 5; ++t) alone_trials.push_back(time_behind_spin(side, 1, 20e-6, s, meet));
+    std::sort(alone_trials.begin(), alone_trials.end());
+    const double alone = alone_trials[2];
+    const Beside beside = time_beside(side, s, alone, load, l, load_s, meet);
+    if (rank == 0) {
+      m.beside.push_back({"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
+      log << fmt::format("zrun calibrate: an all-gather of {} MiB over {} ranks beside GEMMs on every rank ({} x {} x {} "
+                         "bf16: {:.0f} us): {:.1f} us alone, {:.1f} us beside: {:.2f} of its rate; the GEMMs kept "
+                         "{:.2f} of theirs\n", bytes >> 20, ranks, g, g, g, load_s * 1e6, alone * 1e6,
+                         beside.side_s * 1e6, alone / beside.side_s, beside.load_rate);
+    }
   }
   ZRUN_CUDA_CHECK(cudaStreamDestroy(s));
 }
