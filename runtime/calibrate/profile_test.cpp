@@ -583,6 +583,20 @@ TEST(CalibratedProfile, ASideKernelKeepsItsAloneOverBesideTimeOfItsRate) {
   EXPECT_EQ(loaded_profile(d, "calib-nobeside", none).efficiency.beside_compute.memcpy, 0);
 }
 
+TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesTakesItsFiguresFromTheLargestAndRecordsEverySize) {
+  Measurements m = synthetic(false);
+  m.beside = {{"memcpy", 256.0 * (1 << 20), 128e-6, 286e-6, 4096, 0.6},
+              {"memcpy", 4.0 * (1 << 20), 3e-6, 137e-6, 4096, 0.99}};  // the wait for the running GEMM: recorded
+  TempDir d;
+  write_profile(d, "calib-beside-sizes", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-beside-sizes", d.path.string());
+  EXPECT_NEAR(c.efficiency.beside_compute.memcpy, 128.0 / 286.0, 1e-4);
+  EXPECT_NEAR(c.efficiency.compute_beside.memcpy, 0.6, 1e-6);
+  const Measurements back = measurements_from_profile((d.path / "calib-beside-sizes.yaml").string());
+  ASSERT_EQ(back.beside.size(), 2u);
+  EXPECT_NEAR(back.beside[1].beside_s, 137e-6, 1e-9);
+}
+
 TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordWithoutItGivesNone) {
   Measurements m = synthetic(false);
   m.beside = {{"memcpy", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.8},
