@@ -3,7 +3,8 @@
 // reduction or a cudaMemcpyAsync beside back-to-back GEMMs runs several times slower than alone on the H200 (the
 // stage-3 bucket's reduce-scatter and partition copy of the suite's medium run: 2.2 ms beside the backward, 0.6-0.7
 // ms alone); a copy kernel of many blocks much less so. Each kind is timed alone and beside a stream of square bf16
-// GEMMs (4096, then 8192) that covers it, and recorded as the fraction of its alone rate it keeps.
+// GEMMs (4096 at 4-256 MiB, then 8192 at the largest) that covers it, and recorded as the fraction of its alone rate it
+// keeps.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -18,6 +19,7 @@
 #include "runtime/calibrate/benches.hpp"
 #include "runtime/calibrate/calibrate_kernels.hpp"
 #include "runtime/calibrate/device_buffer.hpp"
+#include "runtime/calibrate/fit.hpp"
 #include "runtime/calibrate/gpu_timing.hpp"
 #include "runtime/comm/check.hpp"
 #include "runtime/exec/batched_copy.hpp"
@@ -188,11 +190,10 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
     per_rank = bytes / 2 / static_cast<std::size_t>(ranks);
     side();
     // Alone: on the GPU alone (behind a spin, after the call the ranks meet at), as calibrate times the collectives;
-    // the median of 5 trials of one call.
+    // the median of 5 trials of one call, the spin covering 20 us of the host's enqueue (an NCCL call's is 5-11 us).
     std::vector<double> alone_trials;
     for (int t = 0; t < 5; ++t) alone_trials.push_back(time_behind_spin(side, 1, 20e-6, s, meet));
-    std::sort(alone_trials.begin(), alone_trials.end());
-    const double alone = alone_trials[2];
+    const double alone = median(alone_trials);
     const Beside beside = time_beside(side, s, alone, load, l, load_s, meet);
     if (rank == 0) {
       m.beside.push_back({"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
