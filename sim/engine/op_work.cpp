@@ -199,6 +199,33 @@ Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c, By
   return at(HbmKind::norm, bytes);
 }
 
+// The long kernels of a forward, backward or recompute op, for the wait of a side kernel issued beside it
+// (OpWork::kernel_mean_s, kernel_residual_s): each GEMM call of its unit (the GEMM model's time of one call, or its
+// FLOPs at the constant efficiency), flash attention's fused kernel as one; an op of GEMM FLOPs but no listed shapes as
+// one kernel of that time. The memory-bound kernels between them are short and count as no wait.
+void set_long_kernels(OpWork& w, const std::vector<GemmShape>& gemms, int bytes_per_element, double peak_tflops,
+                      const GemmModel& model, double gemm_efficiency, Seconds gemm_time_s, Seconds fused_s) {
+  double calls = 0, sum_s = 0, sum_sq = 0;
+  auto add = [&](Seconds one_s, double n) {
+    if (!(one_s > 0) || !(n > 0)) return;
+    calls += n;
+    sum_s += n * one_s;
+    sum_sq += n * one_s * one_s;
+  };
+  for (const GemmShape& g : gemms) {
+    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+                         static_cast<double>(g.batch);
+    add(model.present() ? gemm_model_s(g.m, g.n, g.k, g.batch, bytes_per_element, peak_tflops, model)
+                        : gemm_s(flops, peak_tflops, gemm_efficiency),
+        static_cast<double>(g.calls));
+  }
+  if (gemms.empty()) add(gemm_time_s, 1);
+  add(fused_s, 1);
+  if (calls == 0 || !(w.fixed_s > 0)) return;
+  w.kernel_mean_s = sum_s / calls;
+  w.kernel_residual_s = std::min(sum_sq / (2 * w.fixed_s), w.fixed_s);
+}
+
 OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const SimOptions& o) {
   OpWork w;
   const ComputeOp& cp = op.compute;
@@ -256,6 +283,8 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const Flops fused = flash > 0 && !fp32 ? std::min(cp.fused_attention_flops, cp.flops) : 0;
     w.fixed_s = gemm_s(cp.flops - fused, peak, gemm_efficiency) + gemm_s(fused, peak, flash) +
                 layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
+    set_long_kernels(w, unit_gemms(op, s.model, model.present() && model.attention_shapes), fp32 ? 4 : 2, peak,
+                     model, gemm_efficiency, gemm_s(cp.flops - fused, peak, gemm_efficiency), gemm_s(fused, peak, flash));
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +

@@ -22,6 +22,12 @@ struct OpWork {
   FlowPath route;             // links and link bytes per flow byte
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;  // collectives only
   SideKind side = SideKind::none;
+  // A forward, backward or recompute op's long kernels (its GEMM calls, flash attention's fused kernel), for the wait of
+  // a side kernel issued beside it (efficiency.beside_compute_wait): their mean length (the kernel running when the op
+  // has just started), and sum(L_i^2) / (2 fixed_s), the mean time to the end of the kernel running at a moment
+  // uniform over the op (0: none).
+  Seconds kernel_mean_s = 0;
+  Seconds kernel_residual_s = 0;
 };
 
 // Maps one op. Collectives: latency_s (steps inside a node at NVLink latency, steps between nodes at

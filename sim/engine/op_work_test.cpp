@@ -10,6 +10,7 @@
 #include "sim/engine/op_work.hpp"
 #include "sim/engine/simulate.hpp"
 #include "sim/engine/test_schedules.hpp"
+#include "sim/topology/topology.hpp"
 
 namespace zsim {
 namespace {
@@ -262,6 +263,28 @@ TEST(OpWork, EveryKernelLaunchCostsLaunchUsWithoutAGemmModel) {
   EXPECT_NEAR(unit_op_s(c, 1, flops, 0, 0), gemm, gemm * 1e-12);             // none given: none charged
   const double norm = memory_bound_s(1'000'000, c.gpu.hbm_GBps, c.efficiency.hbm);
   EXPECT_NEAR(unit_op_s(c, 0, 0, 1'000'000, 1), norm + 4e-6, norm * 1e-12);  // a norm: one kernel
+}
+
+// For the wait of a side kernel beside it (efficiency.beside_compute_wait): a backward op's long kernels are its unit's
+// GEMM calls, the input gradient's and the weight gradient's, each at the GEMM model's time of one call.
+TEST(OpWork, AComputeOpsLongKernelsAreItsUnitsGemmCallsAtTheModelsTime) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.gemm_model.max_efficiency = 0.8;
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  // mlp.up backward (512 -> 1024): dX = 2048 tokens x 512 x 1024 and dW = 512 x 1024 x 2048 tokens.
+  const OpId id = b.compute("bwd", Phase::backward, 2 * 2.0 * 2048 * 512 * 1024, {}, "compute", ComputeKind::backward);
+  b.s.ops[id].unit = 4;
+  b.s.ops[id].compute.hbm_bytes = 50'000'000;  // the activation's backward: time, but no long kernel
+  const OpWork w = op_work(b.s.ops[id], b.s, c, rank_links(Topology(c)), SimOptions{});
+  const double dx = gemm_model_s(2048, 512, 1024, 1, 2, c.gpu.peak_tflops, c.efficiency.gemm_model);
+  const double dw = gemm_model_s(512, 1024, 2048, 1, 2, c.gpu.peak_tflops, c.efficiency.gemm_model);
+  EXPECT_GT(w.fixed_s, dx + dw);
+  EXPECT_NEAR(w.kernel_mean_s, (dx + dw) / 2, dx * 1e-12);
+  EXPECT_NEAR(w.kernel_residual_s, (dx * dx + dw * dw) / (2 * w.fixed_s), dx * 1e-12);
+  // Ops that are no forward, backward or recompute have none.
+  const OpId opt = b.compute("opt", Phase::step, 1e9, {}, "compute", ComputeKind::optimizer);
+  EXPECT_EQ(op_work(b.s.ops[opt], b.s, c, rank_links(Topology(c)), SimOptions{}).kernel_mean_s, 0);
 }
 
 TEST(OpWork, TheGemmCallsTheGemmModelPricesAreNotChargedALaunchAgain) {

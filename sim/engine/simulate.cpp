@@ -141,6 +141,9 @@ class Engine {
     compute_rate_.assign(classes, 1.0);
     flow_side_rate_.assign(classes, 1.0);
     flow_compute_rate_.assign(classes, 1.0);
+    wait_q_.assign(classes, 0.0);
+    kernel_mean_s_.assign(classes, 0.0);
+    kernel_residual_s_.assign(classes, 0.0);
     route_begin_.assign(classes + 1, 0);
     for (size_t k = 1; k < classes; ++k) {
       const OpWork w = op_work(s_.ops[p.class_op[k]], s_, c, r_.links, o);
@@ -151,6 +154,9 @@ class Engine {
           beside_compute_rate(w.side, c.efficiency.beside_compute);
       (w.side == SideKind::link_collective ? flow_compute_rate_ : compute_rate_)[k] =
           beside_compute_rate(w.side, c.efficiency.compute_beside);
+      wait_q_[k] = beside_compute_wait(w.side, c.efficiency.beside_compute_wait);
+      kernel_mean_s_[k] = w.kernel_mean_s;
+      kernel_residual_s_[k] = w.kernel_residual_s;
       route_uses_.insert(route_uses_.end(), w.route.begin(), w.route.end());
       route_begin_[k + 1] = route_uses_.size();
     }
@@ -171,9 +177,11 @@ class Engine {
       return std::any_of(v.begin(), v.end(), [](double r) { return r < 1; });
     };
     pace_flows_ = slowed(flow_side_rate_) || slowed(flow_compute_rate_);
-    pace_sides_ = slowed(side_rate_) || slowed(compute_rate_) || pace_flows_;
+    pace_waits_ = std::any_of(wait_q_.begin(), wait_q_.end(), [](double q) { return q > 0; });
+    pace_sides_ = slowed(side_rate_) || slowed(compute_rate_) || pace_flows_ || pace_waits_;
     if (pace_sides_) {
       fixed_left_.assign(n, 0.0);
+      wait_left_.assign(n, 0.0);
       fixed_rate_.assign(n, 1.0);
       main_compute_.assign(n, 0);
       for (const Op& op : s_.ops)
@@ -197,6 +205,7 @@ class Engine {
     std::vector<OpId> finished;
     for (;;) {
       done += start_ready(t);
+      if (!arrivals_.empty()) assign_waits(t);
       // Ops in link_wait make no progress of their own: if only they run, the transfer they wait for is
       // stuck behind a memory wait, which the over-commit below resolves.
       const bool progressing = std::any_of(running_.begin(), running_.end(), [&](OpId id) {
@@ -223,7 +232,10 @@ class Engine {
       Seconds next = std::numeric_limits<double>::infinity();
       for (const auto& [at, id] : sleeping_) next = std::min(next, at);
       for (OpId id : running_) {
-        if (state_[id] == State::fixed) next = std::min(next, fixed_end_[id]);
+        if (state_[id] == State::fixed) {
+          next = std::min(next, fixed_end_[id]);
+          if (pace_waits_ && paced(id) && wait_left_[id] > 0) next = std::min(next, t + wait_left_[id]);
+        }
         else if (state_[id] == State::flowing) next = std::min(next, t + remaining_[id] / rate_[id]);
       }
       const Seconds dt = next - t;
@@ -231,7 +243,20 @@ class Engine {
       for (OpId id : running_) {
         if (state_[id] == State::fixed) {
           if (fixed_end_[id] <= next) finished.push_back(id);
-          else if (paced(id)) fixed_left_[id] -= dt * fixed_rate_[id];
+          else if (paced(id)) {
+            Seconds moving_s = dt;  // a side kernel's wait for SMs comes first; at its end the rates change
+            if (wait_left_[id] > 0) {
+              if (t + wait_left_[id] <= next) {
+                moving_s = std::max(0.0, dt - wait_left_[id]);
+                wait_left_[id] = 0;
+                sides_changed_ = true;
+              } else {
+                wait_left_[id] -= dt;
+                moving_s = 0;
+              }
+            }
+            fixed_left_[id] -= moving_s * fixed_rate_[id];
+          }
           continue;
         }
         if (state_[id] != State::flowing) continue;
@@ -324,6 +349,7 @@ class Engine {
         sides_changed_ = true;
         if (main_compute_[id] && !link_flowing_.empty()) flows_changed_ = true;
       }
+      if (pace_waits_ && wait_q_[p_.work_class[id]] > 0) arrivals_.push_back(id);
       running_.push_back(id);
     } else if (flow_bytes_[p_.work_class[id]] > 0) {
       begin_flow_when_links_free(id);
@@ -451,9 +477,10 @@ class Engine {
     double main_rate = 1.0;
     for (OpId id : side_running_) {
       fixed_rate_[id] = !main_fixed_.empty() ? side_rate_[p_.work_class[id]] : 1.0;
-      fixed_end_[id] = t + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
+      if (main_fixed_.empty()) wait_left_[id] = 0;  // the kernel it waited for has ended
+      fixed_end_[id] = t + wait_left_[id] + std::max(0.0, fixed_left_[id]) / fixed_rate_[id];
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
-      main_rate = std::min(main_rate, compute_rate_[p_.work_class[id]]);
+      if (!(wait_left_[id] > 0)) main_rate = std::min(main_rate, compute_rate_[p_.work_class[id]]);  // waiting: no SM
     }
     for (OpId id : link_flowing_) main_rate = std::min(main_rate, flow_compute_rate_[p_.work_class[id]]);
     for (OpId id : main_fixed_) {
@@ -470,6 +497,37 @@ class Engine {
   }
   // An op whose fixed part the engine paces: a paced side op or a compute op of the compute stream.
   bool paced(OpId id) const { return pace_sides_ && (side_class(id) || main_compute_[id]); }
+
+  // efficiency.beside_compute_wait: a side kernel that starts while the compute stream runs a forward, backward or
+  // recompute op gets no SM until the kernel running there has dispatched its last blocks, q of its time (q: the side
+  // class's figure): arriving as the op starts (its first kernel dispatched first), q x the op's mean long kernel;
+  // arriving later, at a moment uniform over the op, the mean of max(0, q L - x) over its kernels, q^2 x
+  // OpWork::kernel_residual_s. Never past the op's end. The wait comes before the op's fixed part (a collective among
+  // ranks: before its latency steps). Waiting, it holds no SM: the compute stream keeps its rate until the wait ends
+  // (calibrate's efficiency.compute_beside for a kind with a wait is the GEMMs' loss over the side op's time after it).
+  // Ops that started at t, after every op starting at t has (a compute op starting with it is ahead of it).
+  void assign_waits(Seconds t) {
+    for (OpId id : arrivals_) {
+      if (state_[id] != State::fixed) continue;
+      Seconds wait = 0;
+      const double q = wait_q_[p_.work_class[id]];
+      for (OpId m : main_fixed_) {
+        const int k = p_.work_class[m];
+        const Seconds w = r_.ops[m].start_s == t ? q * kernel_mean_s_[k] : q * q * kernel_residual_s_[k];
+        wait = std::max(wait, std::min(w, fixed_end_[m] - t));
+      }
+      if (!(wait > 0)) continue;
+      ++r_.side_waits;
+      r_.side_wait_s += wait;
+      if (side_class(id)) {
+        wait_left_[id] = wait;
+        sides_changed_ = true;  // pace_side_kernels sets its end
+      } else {
+        fixed_end_[id] = std::max(fixed_end_[id], t + wait + fixed_s_[p_.work_class[id]]);
+      }
+    }
+    arrivals_.clear();
+  }
 
   // efficiency.host_issue: one host thread issues each step's ops in program order, as zrun's executor does after it
   // has waited for the step before (runtime/exec/executor.cpp run_step); an op starts once the host has made its
@@ -535,6 +593,13 @@ class Engine {
     parked_[k + 1].clear();
   }
 
+  static double beside_compute_wait(SideKind k, const EfficiencySpec::BesideCompute& b) {
+    const double q = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
+                   : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective
+                                                                                               : 0.0;
+    return q > 0 && q <= 1 ? q : 0.0;
+  }
+
   static double beside_compute_rate(SideKind k, const EfficiencySpec::BesideCompute& b) {
     const double r = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
                    : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective
@@ -587,6 +652,12 @@ class Engine {
   std::vector<double> flow_side_rate_, flow_compute_rate_;
   std::vector<OpId> link_flowing_;
   bool pace_flows_ = false;
+  // efficiency.beside_compute_wait: per class the side kind's fraction q of the running kernel it waits for (0: none);
+  // per compute class its long kernels' mean length and residual (OpWork); per op the wait left; the waiting side ops
+  // that started this event, their waits not yet set.
+  std::vector<double> wait_q_, kernel_mean_s_, kernel_residual_s_, wait_left_;
+  std::vector<OpId> arrivals_;
+  bool pace_waits_ = false;
   bool sides_changed_ = false;
   bool pace_sides_ = false;
   std::vector<size_t> head_;                        // by stream: position of its next op in p_.queue

@@ -38,6 +38,8 @@ struct TimingResult {
   std::int64_t events = 0;            // event-loop iterations (for ops/s figures)
   int memory_waits = 0;               // GPU allocs that had to wait for frees (SimOptions::limit_gpu_memory)
   int memory_overcommits = 0;         // GPU allocs let through over capacity because nothing else could run
+  int side_waits = 0;                 // side ops that waited for the compute stream's kernel (beside_compute_wait)
+  Seconds side_wait_s = 0;            // and their waits, summed
 
   // Steady-state time per step: last step's end minus the previous step's end; with one step, its span.
   Seconds step_s() const;

@@ -618,3 +618,96 @@ TEST(SimulateHostIssue, TheHostIssuesAStepOnlyAfterTheStepBeforeHasEnded) {
 
 }  // namespace
 }  // namespace zsim
+
+namespace zsim {
+namespace {
+
+// efficiency.beside_compute_wait: a side copy that starts with a forward op (one long kernel: FLOPs of no listed shape)
+// first waits q of that kernel, then moves at its rate beside compute (efficiency.beside_compute), or its full rate.
+TEST(SimulateBesideComputeWait, ASideCopyStartingWithAForwardOpWaitsQOfItsFirstKernelThenMovesAtItsRate) {
+  const ComputeBesideACopy x;  // the forward op: 2.5 x the copy alone
+  const double copy_s = x.copy_s;
+  auto copy_end = [&](double q, double rate) {
+    ScheduleBuilder b(x.c);
+    b.compute("fwd", Phase::forward, x.flops);
+    const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, ComputeBesideACopy::kBytes, true, {}, "rs");
+    ClusterSpec cl = x.c;
+    cl.efficiency.beside_compute_wait.memcpy = q;
+    cl.efficiency.beside_compute.memcpy = rate;
+    const TimingResult r = simulate(cl, b.s);
+    EXPECT_EQ(r.side_waits, q > 0 ? 1 : 0);
+    return r.ops[k].end_s;
+  };
+  EXPECT_NEAR(copy_end(0, 0), copy_s, copy_s * 1e-9);                   // no key: its alone time at once
+  EXPECT_NEAR(copy_end(0.5, 0), 1.25 * copy_s + copy_s, copy_s * 1e-9);  // half the 2.5 copy_s kernel, then alone
+  // A quarter of its rate after the wait: 1.25 copy_s beside the compute move 0.3125 of it, the rest at full rate.
+  EXPECT_NEAR(copy_end(0.5, 0.25), 2.5 * copy_s + 0.6875 * copy_s, copy_s * 1e-9);
+  EXPECT_NEAR(copy_end(0, 0.25), 2.5 * copy_s + 0.375 * copy_s, copy_s * 1e-9);  // the rate alone, as before
+}
+
+// Waiting for SMs, a side copy holds none: the compute stream keeps its full rate until the wait ends, then its
+// efficiency.compute_beside fraction while the copy moves.
+TEST(SimulateBesideComputeWait, TheComputeStreamKeepsItsRateWhileASideCopyWaits) {
+  const ComputeBesideACopy x;
+  const double copy_s = x.copy_s;
+  ScheduleBuilder b(x.c);
+  const OpId f = b.compute("fwd", Phase::forward, x.flops);
+  const OpId k = b.copy("side", Phase::forward, CopyKind::d2d, ComputeBesideACopy::kBytes, true, {}, "rs");
+  ClusterSpec cl = x.c;
+  cl.efficiency.beside_compute_wait.memcpy = 0.5;
+  cl.efficiency.compute_beside.memcpy = 0.5;
+  const TimingResult r = simulate(cl, b.s);
+  EXPECT_NEAR(r.ops[k].end_s, 1.25 * copy_s + copy_s, copy_s * 1e-9);
+  // 1.25 copy_s of its 2.5 at full rate, 0.5 in the copy's copy_s at half, the last 0.75 at full.
+  EXPECT_NEAR(r.ops[f].end_s, 1.25 * copy_s + copy_s + 0.75 * copy_s, copy_s * 1e-9);
+}
+
+// A side copy that starts while a forward op is under way waits the mean, over a moment uniform in the op, of the time
+// to q of the way through the kernel then running: q^2 L / 2 for one kernel of length L; never past the op's end.
+TEST(SimulateBesideComputeWait, ASideCopyStartingMidOpWaitsTheMeanResidualAndNeverPastTheOpsEnd) {
+  const ComputeBesideACopy x;
+  const double copy_s = x.copy_s;
+  // The copy waits for an h2d copy on a third stream, which ends while the forward op runs.
+  auto run = [&](Flops flops, double q) {
+    ScheduleBuilder b(x.c);
+    b.compute("fwd", Phase::forward, flops);
+    const OpId h = b.copy("h2d", Phase::forward, CopyKind::h2d, 5'000'000, true, {}, "h2d");
+    b.copy("side", Phase::forward, CopyKind::d2d, ComputeBesideACopy::kBytes, true, {h}, "rs");
+    ClusterSpec cl = x.c;
+    cl.efficiency.beside_compute_wait.memcpy = q;
+    return simulate(cl, b.s);
+  };
+  const TimingResult alone = run(x.flops, 0);
+  const double t0 = alone.ops[1].end_s, long_s = x.compute_s;
+  ASSERT_LT(t0, 0.5 * long_s);
+  EXPECT_NEAR(alone.ops[2].end_s, t0 + copy_s, copy_s * 1e-9);
+  EXPECT_NEAR(run(x.flops, 0.5).ops[2].end_s, t0 + 0.25 * long_s / 2 + copy_s, copy_s * 1e-9);
+  // A forward op of 1.25 t0, q = 1: the mean residual (0.625 t0) would outlast the op; the copy starts at its end.
+  const Flops short_flops = x.flops * 1.25 * t0 / long_s;
+  const TimingResult capped = run(short_flops, 1);
+  EXPECT_NEAR(capped.ops[0].end_s, 1.25 * t0, t0 * 1e-9);
+  EXPECT_NEAR(capped.ops[2].end_s, 1.25 * t0 + copy_s, copy_s * 1e-9);
+  EXPECT_NEAR(capped.side_wait_s, 0.25 * t0, t0 * 1e-9);
+}
+
+// A collective among ranks waits before its latency steps; the compute stream is not slowed by the key.
+TEST(SimulateBesideComputeWait, ACollectiveAmongRanksWaitsBeforeItsLatencySteps) {
+  ClusterSpec c = testing::test_cluster(1, 2);
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 2, 2);
+  const OpId f = b.compute("fwd", Phase::forward, 1e16);  // far longer than the collective
+  const OpId ag = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 400'000'000, {}, "comm");
+  const TimingResult al = simulate(c, b.s);
+  ClusterSpec waits = c;
+  waits.efficiency.beside_compute_wait.link_collective = 0.5;
+  const TimingResult r = simulate(waits, b.s);
+  EXPECT_NEAR(r.ops[ag].end_s, 0.5 * al.ops[f].end_s + al.ops[ag].end_s, al.ops[f].end_s * 1e-12);
+  EXPECT_NEAR(r.ops[f].end_s, al.ops[f].end_s, al.ops[f].end_s * 1e-12);
+  // The one-rank classes' keys leave it alone.
+  ClusterSpec other = c;
+  other.efficiency.beside_compute_wait = {0.5, 0.5, 0.5, 0};
+  EXPECT_NEAR(simulate(other, b.s).ops[ag].end_s, al.ops[ag].end_s, 1e-12);
+}
+
+}  // namespace
+}  // namespace zsim

@@ -285,6 +285,11 @@ struct EfficiencySpec {
   // between its two parts (record AD: rms 21.5%, worst 55% on calibrate's own samples). Ranks -> (threads, params/s)
   // in ascending threads.
   std::map<int, std::vector<std::pair<double, double>>> cpu_adam_measured{};
+  // The wait of a side-stream kernel issued while the compute stream runs a GEMM, as a fraction of that GEMM's time
+  // (zrun calibrate: the intercept of each kind's time beside back-to-back 4096^3 GEMMs over its sizes, over the GEMM's
+  // time): the side kernel gets no SM until the running kernel has dispatched its last blocks, then moves its bytes at
+  // efficiency.beside_compute (the slope of the same line). The classes of efficiency.beside_compute; 0 = no wait.
+  BesideCompute beside_compute_wait{};
 };
 
 // The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).

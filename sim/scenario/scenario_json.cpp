@@ -80,6 +80,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                         {c.efficiency.compute_beside.collective, "collective"},
                         {c.efficiency.compute_beside.link_collective, "link_collective"}})
     if (v > 0) j["cluster"]["efficiency"]["compute_beside"][key] = v;
+  for (auto [v, key] : {std::pair{c.efficiency.beside_compute_wait.memcpy, "memcpy"},
+                        {c.efficiency.beside_compute_wait.kernel, "kernel"},
+                        {c.efficiency.beside_compute_wait.collective, "collective"},
+                        {c.efficiency.beside_compute_wait.link_collective, "link_collective"}})
+    if (v > 0) j["cluster"]["efficiency"]["beside_compute_wait"][key] = v;
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};

@@ -356,6 +356,10 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.compute_beside.kernel", c.efficiency.compute_beside.kernel);
   real("cluster.efficiency.compute_beside.collective", c.efficiency.compute_beside.collective);
   real("cluster.efficiency.compute_beside.link_collective", c.efficiency.compute_beside.link_collective);
+  real("cluster.efficiency.beside_compute_wait.memcpy", c.efficiency.beside_compute_wait.memcpy);
+  real("cluster.efficiency.beside_compute_wait.kernel", c.efficiency.beside_compute_wait.kernel);
+  real("cluster.efficiency.beside_compute_wait.collective", c.efficiency.beside_compute_wait.collective);
+  real("cluster.efficiency.beside_compute_wait.link_collective", c.efficiency.beside_compute_wait.link_collective);
   real("cluster.efficiency.flash_attention.forward", c.efficiency.flash_attention.forward);
   real("cluster.efficiency.flash_attention.backward", c.efficiency.flash_attention.backward);
   auto gemm_model = [&](const std::string& block, GemmModel& g) {

@@ -127,6 +127,12 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
                         {cl.efficiency.compute_beside.link_collective, "link_collective"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.compute_beside.") + key,
            "must be a fraction in [0, 1] (0 = not measured: the compute stream's alone rate), got " + Check::num(v));
+  for (auto [v, key] : {std::pair{cl.efficiency.beside_compute_wait.memcpy, "memcpy"},
+                        {cl.efficiency.beside_compute_wait.kernel, "kernel"},
+                        {cl.efficiency.beside_compute_wait.collective, "collective"},
+                        {cl.efficiency.beside_compute_wait.link_collective, "link_collective"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute_wait.") + key,
+           "must be a fraction in [0, 1] of the running GEMM's time (0 = no wait), got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
   for (auto [line, prefix] : {std::pair{EfficiencySpec::OneRankLine{one.latency_us, one.GBps},
                                         std::string("cluster.efficiency.one_rank_collective.")},
