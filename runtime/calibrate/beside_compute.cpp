@@ -151,7 +151,7 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
       for (const auto& [kind, side] : sides) {
         const double alone = time_gpu(side, s, 50);
         const Beside beside = time_beside(side, s, alone, load, l, load_s);
-        m.beside.push_back({kind, static_cast<double>(n), alone, beside.side_s, g, beside.load_rate});
+        m.beside.push_back({kind, static_cast<double>(n), alone, beside.side_s, g, beside.load_rate, load_s});
         log << fmt::format("  {} of {} MiB: {:.1f} us alone, {:.1f} us beside the GEMMs: {:.2f} of its rate; the "
                            "GEMMs kept {:.2f} of theirs\n", kind, n >> 20, alone * 1e6, beside.side_s * 1e6,
                            alone / beside.side_s, beside.load_rate);
@@ -196,7 +196,8 @@ void measure_link_collective_beside_compute(Measurements& m, ncclComm_t world, i
     const double alone = median(alone_trials);
     const Beside beside = time_beside(side, s, alone, load, l, load_s, meet);
     if (rank == 0) {
-      m.beside.push_back({"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate});
+      m.beside.push_back(
+          {"link_collective", static_cast<double>(bytes), alone, beside.side_s, g, beside.load_rate, load_s});
       log << fmt::format("zrun calibrate: an all-gather of {} MiB over {} ranks beside GEMMs on every rank ({} x {} x {} "
                          "bf16: {:.0f} us): {:.1f} us alone, {:.1f} us beside: {:.2f} of its rate; the GEMMs kept "
                          "{:.2f} of theirs\n", bytes >> 20, ranks, g, g, g, load_s * 1e6, alone * 1e6,

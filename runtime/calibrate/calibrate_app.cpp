@@ -162,6 +162,8 @@ int run_calibrate(int argc, const char* const* argv) {
                              "'.', '_' and '-', got '" + stem + "'");
     if (!args->refit.empty()) {  // fit the recorded measurements again: no GPU
       Measurements m = measurements_from_profile(args->refit);
+      if (args->no_side_wait)
+        for (BesideSample& b : m.beside) b.gemm_s = 0;  // the builder's path for records without the GEMM's time
       const std::string base_name = args->base.empty() ? base_profile_for_gpu(m.gpu_name) : args->base;
       if (base_name.empty())
         throw zsim::InputError(zsim::SourceLocation{"--base", 0, 0, ""}, "no data-sheet profile known for GPU '" +

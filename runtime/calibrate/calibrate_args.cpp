@@ -35,7 +35,15 @@ std::optional<CalibrateArgs> parse_calibrate_args(int argc, const char* const* a
                "measurements on a one-GPU machine; their collective figures are the sockets', not a calibration");
   app.add_option("--refit", a.refit, "measure nothing: fit again the calibration: record of PROFILE.yaml (written by "
                                      "zrun calibrate) and write --out; needs no GPU");
+  app.add_flag("--no-side-wait", a.no_side_wait,
+               "with --refit: fit the side kinds beside GEMMs as before 2026-11-29 (one fraction at the largest size, "
+               "no efficiency.beside_compute_wait), to compare zsim with and without the wait");
   if (!parse_cli(app, argc, argv, "zrun calibrate", out, err, exit_code)) return std::nullopt;
+  if (a.no_side_wait && a.refit.empty()) {
+    err << "zrun calibrate: --no-side-wait only applies to --refit (a record fitted again)\n";
+    exit_code = kExitBadInput;
+    return std::nullopt;
+  }
   const std::string out_file = a.out;
   if (out_file.empty()) {
     err << "zrun calibrate: --out needs a file name\n";

@@ -15,6 +15,8 @@ struct CalibrateArgs {
   std::string nvme_dir;                 // "" = $TMPDIR or /tmp
   std::string log_file;                 // every measurement as it is taken ("" = stdout only)
   std::string refit;                    // fit again the record of this profile (no GPU needed)
+  bool no_side_wait = false;            // with refit: the side kinds as before 2026-11-29 (no wait; the largest size's
+                                        // fraction), to compare zsim with and without efficiency.beside_compute_wait
   bool share_gpu = false;               // every rank on GPU 0 over sockets: checks the multi-rank path, not timings
 };
 

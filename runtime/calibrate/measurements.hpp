@@ -22,6 +22,7 @@ struct BesideSample {
   double beside_s = 0;
   std::int64_t gemm = 4096;  // the load's square GEMM size
   double gemm_rate = 0;      // the fraction of their alone rate the GEMMs kept while it ran (0: not measured)
+  double gemm_s = 0;         // one load GEMM's time alone (0: not recorded, records before 2026-11-29)
 };
 
 struct Measurements {

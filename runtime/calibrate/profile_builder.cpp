@@ -516,29 +516,100 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
              : s.kind == "link_collective" ? "an all-gather among the ranks (GEMMs on every rank)"
                                            : "a one-rank ncclAvg all-reduce";
     };
-    // The profile's figures are beside 4096^3 GEMMs, each kind's largest size; the others are recorded. Each block's
-    // keys together.
+    // The profile's figures are beside 4096^3 GEMMs. A kind timed at 2+ sizes with the GEMM's time recorded: the line
+    // beside = wait + slope x alone through its sizes (least squares), the wait as a fraction of the GEMM's time
+    // (efficiency.beside_compute_wait) and 1 / slope its rate after it (efficiency.beside_compute); else, as before, the
+    // fraction alone / beside at its largest size. Every sample is recorded. Each block's keys together.
     std::map<std::string, double> largest;
+    std::map<std::string, std::vector<const BesideSample*>> at_4096;
     for (const BesideSample& s : m.beside)
-      if (s.gemm == 4096) largest[s.kind] = std::max(largest[s.kind], s.bytes);
+      if (s.gemm == 4096) {
+        largest[s.kind] = std::max(largest[s.kind], s.bytes);
+        at_4096[s.kind].push_back(&s);
+      }
     const auto profiled = [&](const BesideSample& s) { return s.gemm == 4096 && s.bytes == largest[s.kind]; };
+    struct WaitLine {
+      double wait_s = 0, slope = 0, gemm_s = 0, worst_rel = 0;
+      int sizes = 0;
+    };
+    std::map<std::string, WaitLine> lines;
+    for (const auto& [kind, v] : at_4096) {
+      std::set<double> sizes;
+      bool timed = true;
+      for (const BesideSample* s : v) {
+        sizes.insert(s->bytes);
+        timed = timed && s->gemm_s > 0;
+      }
+      if (sizes.size() < 2 || !timed) continue;
+      double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (const BesideSample* s : v) {
+        n += 1, sx += s->alone_s, sy += s->beside_s, sxx += s->alone_s * s->alone_s, sxy += s->alone_s * s->beside_s;
+      }
+      const double det = n * sxx - sx * sx;
+      if (!(det > 0)) continue;
+      WaitLine l;
+      l.slope = (n * sxy - sx * sy) / det;
+      l.wait_s = (sy - l.slope * sx) / n;
+      if (!(l.wait_s > 0) || !(l.slope > 0)) continue;  // no wait the line can show: the fraction at the largest size
+      l.gemm_s = median([&] {
+        std::vector<double> g;
+        for (const BesideSample* s : v) g.push_back(s->gemm_s);
+        return g;
+      }());
+      for (const BesideSample* s : v)
+        l.worst_rel = std::max(l.worst_rel, std::abs(l.wait_s + l.slope * s->alone_s - s->beside_s) / s->beside_s);
+      l.sizes = static_cast<int>(sizes.size());
+      lines[kind] = l;
+    }
     for (const BesideSample& s : m.beside) {
-      samples.push_back({s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm, s.gemm_rate});
+      samples.push_back({s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm, s.gemm_rate, s.gemm_s * 1e6});
       if (!profiled(s)) continue;
+      if (const auto l = lines.find(s.kind); l != lines.end()) {
+        const WaitLine& w = l->second;
+        b.add("efficiency.beside_compute." + s.kind, num(std::clamp(1 / w.slope, 0.01, 1.0)),
+              fmt::format("{} on a side stream beside back-to-back bf16 4096^3 GEMMs, at {} sizes up to {} MiB: "
+                          "beside = {} us + {} x alone (least squares, worst {}%): the rate after its wait, 1 / {}; "
+                          "calibration.beside_compute",
+                          what(s), w.sizes, num(s.bytes / (1 << 20)), num(w.wait_s * 1e6), num(w.slope),
+                          num(100 * w.worst_rel), num(w.slope)));
+        continue;
+      }
       const double kept = std::clamp(s.alone_s / s.beside_s, 0.01, 1.0);
       b.add("efficiency.beside_compute." + s.kind, num(kept),
             fmt::format("{} of {} MiB on a side stream: {} us alone, {} us beside back-to-back bf16 4096^3 GEMMs "
                         "(medians of 5); calibration.beside_compute",
                         what(s), num(s.bytes / (1 << 20)), num(s.alone_s * 1e6), num(s.beside_s * 1e6)));
     }
-    for (const BesideSample& s : m.beside)
-      if (profiled(s) && s.gemm_rate > 0)
-        b.add("efficiency.compute_beside." + s.kind, num(std::clamp(s.gemm_rate, 0.01, 1.0)),
-              fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction of "
-                          "their alone rate they keep (their time less the alone GEMMs', over the side op's {} us, "
-                          "median of 5); calibration.beside_compute",
-                          what(s), num(s.bytes / (1 << 20)), num(s.beside_s * 1e6)));
-    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside]", samples}};
+    for (const auto& [kind, w] : lines)
+      b.add("efficiency.beside_compute_wait." + kind, num(std::min(w.wait_s / w.gemm_s, 1.0)),
+            fmt::format("{} issued as a bf16 4096^3 GEMM starts waits {} us of its {} us (the line's intercept over "
+                        "{} sizes): the SMs come free once the GEMM has dispatched its last blocks; "
+                        "calibration.beside_compute",
+                        kind == "memcpy" ? "a cudaMemcpyAsync D2D" : kind == "kernel" ? "a copy kernel"
+                        : kind == "link_collective" ? "an all-gather among the ranks" : "a one-rank all-reduce",
+                        num(w.wait_s * 1e6), num(w.gemm_s * 1e6), w.sizes));
+    // The GEMMs' loss beside each kind at its largest size: over the side op's whole time, or, where the kind has a
+    // wait, over its time after the wait (a side kernel waiting for SMs holds none).
+    for (const BesideSample& s : m.beside) {
+      if (!profiled(s) || !(s.gemm_rate > 0)) continue;
+      const auto l = lines.find(s.kind);
+      const double moving_s = l == lines.end() ? s.beside_s : s.beside_s - l->second.wait_s;
+      if (!(moving_s > 0)) continue;
+      const double rate = 1 - (1 - s.gemm_rate) * s.beside_s / moving_s;
+      b.add("efficiency.compute_beside." + s.kind, num(std::clamp(rate, 0.01, 1.0)),
+            l == lines.end()
+                ? fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction "
+                              "of their alone rate they keep (their time less the alone GEMMs', over the side op's {} "
+                              "us, median of 5); calibration.beside_compute",
+                              what(s), num(s.bytes / (1 << 20)), num(s.beside_s * 1e6))
+                : fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction "
+                              "of their alone rate they keep after its wait (their time less the alone GEMMs', {} of "
+                              "the side op's {} us, over the {} us after its {} us wait; median of 5); "
+                              "calibration.beside_compute",
+                              what(s), num(s.bytes / (1 << 20)), num(1 - s.gemm_rate), num(s.beside_s * 1e6),
+                              num(moving_s * 1e6), num(l->second.wait_s * 1e6)));
+    }
+    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us]", samples}};
   }
 
   // zrun's flash attention kernel: per direction the efficiency of its FLOPs (as the schedule counts them) beside the

@@ -597,6 +597,30 @@ TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesTakesItsFiguresFromTheLarges
   EXPECT_NEAR(back.beside[1].beside_s, 137e-6, 1e-9);
 }
 
+// With the GEMM's time recorded (since 2026-11-29), a kind timed at several sizes is a line through them: its intercept
+// the wait for the running GEMM (a fraction of the GEMM's time), 1 / its slope the rate after it.
+TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesBesideATimedGemmGivesAWaitAndTheRateAfterIt) {
+  Measurements m = synthetic(false);
+  // beside = 130 us + 1.25 x alone, the GEMM 173 us (the one-rank all-reduce only at one size: as before).
+  m.beside = {{"memcpy", 4.0 * (1 << 20), 4e-6, 135e-6, 4096, 0.99, 173e-6},
+              {"memcpy", 64.0 * (1 << 20), 40e-6, 180e-6, 4096, 0.9, 173e-6},
+              {"memcpy", 256.0 * (1 << 20), 128e-6, 290e-6, 4096, 0.6, 173e-6},
+              {"collective", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.7, 173e-6}};
+  TempDir d;
+  write_profile(d, "calib-beside-wait", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-beside-wait", d.path.string());
+  EXPECT_NEAR(c.efficiency.beside_compute_wait.memcpy, 130.0 / 173.0, 1e-4);
+  EXPECT_NEAR(c.efficiency.beside_compute.memcpy, 1 / 1.25, 1e-4);
+  // The GEMMs lost 0.4 x 290 us beside the largest, all of it in the 160 us after the wait.
+  EXPECT_NEAR(c.efficiency.compute_beside.memcpy, 1 - 0.4 * 290 / 160, 1e-4);
+  EXPECT_EQ(c.efficiency.beside_compute_wait.collective, 0);
+  EXPECT_NEAR(c.efficiency.compute_beside.collective, 0.7, 1e-6);  // no wait: over its whole time, as before
+  EXPECT_NEAR(c.efficiency.beside_compute.collective, 0.25, 1e-6);
+  const Measurements back = measurements_from_profile((d.path / "calib-beside-wait.yaml").string());
+  ASSERT_EQ(back.beside.size(), 4u);
+  EXPECT_NEAR(back.beside[0].gemm_s, 173e-6, 1e-12);
+}
+
 TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordWithoutItGivesNone) {
   Measurements m = synthetic(false);
   m.beside = {{"memcpy", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.8},
