@@ -338,7 +338,10 @@ class Engine {
 
   // An op's work from t: its fixed part, then its flow, or nothing (done at once: returns 1).
   size_t begin_work(OpId id, Seconds t) {
-    if (fixed_s_[p_.work_class[id]] > 0) {
+    // An op that may wait for the compute stream's kernel (efficiency.beside_compute_wait) goes through its fixed part
+    // even where it has none (a collective priced by its measured bus bandwidth: a flow only), to wait there.
+    const bool may_wait = pace_waits_ && wait_q_[p_.work_class[id]] > 0 && flow_bytes_[p_.work_class[id]] > 0;
+    if (fixed_s_[p_.work_class[id]] > 0 || may_wait) {
       state_[id] = State::fixed;
       fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));

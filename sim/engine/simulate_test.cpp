@@ -709,5 +709,23 @@ TEST(SimulateBesideComputeWait, ACollectiveAmongRanksWaitsBeforeItsLatencySteps)
   EXPECT_NEAR(simulate(other, b.s).ops[ag].end_s, al.ops[ag].end_s, 1e-12);
 }
 
+// A collective priced by its measured bus bandwidth (efficiency.nvlink_busbw) has no fixed part, only bytes: it waits
+// all the same, before they move.
+TEST(SimulateBesideComputeWait, ACollectivePricedByItsMeasuredBusBandwidthWaitsBeforeItsBytes) {
+  ClusterSpec c = testing::test_cluster(1, 2);
+  c.efficiency.nvlink_busbw["all_gather"] = {{1e6, 100}, {1e9, 200}};
+  ScheduleBuilder b(c);
+  const int world = b.group("world", 2, 2);
+  const OpId f = b.compute("fwd", Phase::forward, 1e16);
+  const OpId ag = b.collective("ag", Phase::forward, CollectiveKind::all_gather, world, 400'000'000, {}, "comm");
+  ASSERT_EQ(op_work(b.s.ops[ag], b.s, c, rank_links(Topology(c)), SimOptions{}).fixed_s, 0);
+  const TimingResult al = simulate(c, b.s);
+  ClusterSpec waits = c;
+  waits.efficiency.beside_compute_wait.link_collective = 0.25;
+  const TimingResult r = simulate(waits, b.s);
+  EXPECT_NEAR(r.ops[ag].end_s, 0.25 * al.ops[f].end_s + al.ops[ag].end_s, al.ops[f].end_s * 1e-12);
+  EXPECT_EQ(r.side_waits, 1);
+}
+
 }  // namespace
 }  // namespace zsim
