@@ -596,17 +596,17 @@ class Engine {
     parked_[k + 1].clear();
   }
 
+  // The figure of a side kind's class in an efficiency.beside_compute-like block (none: 0).
+  static double of_kind(SideKind k, const EfficiencySpec::BesideCompute& b) {
+    return k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
+         : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective : 0.0;
+  }
   static double beside_compute_wait(SideKind k, const EfficiencySpec::BesideCompute& b) {
-    const double q = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
-                   : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective
-                                                                                               : 0.0;
+    const double q = of_kind(k, b);
     return q > 0 && q <= 1 ? q : 0.0;
   }
-
   static double beside_compute_rate(SideKind k, const EfficiencySpec::BesideCompute& b) {
-    const double r = k == SideKind::memcpy ? b.memcpy : k == SideKind::kernel ? b.kernel
-                   : k == SideKind::collective ? b.collective : k == SideKind::link_collective ? b.link_collective
-                                                                                               : 0.0;
+    const double r = of_kind(k, b);
     return r > 0 && r < 1 ? r : 1.0;
   }
 

@@ -254,6 +254,10 @@ struct EfficiencySpec {
   // measured as an all-gather of the world while every rank runs GEMMs).
   struct BesideCompute {
     double memcpy = 0, kernel = 0, collective = 0, link_collective = 0;
+    // Each class's figure beside its key name.
+    std::array<std::pair<double, const char*>, 4> by_class() const {
+      return {{{memcpy, "memcpy"}, {kernel, "kernel"}, {collective, "collective"}, {link_collective, "link_collective"}}};
+    }
   } beside_compute{};
   // The other way: the fraction of its alone rate the compute stream's forward, backward and recompute ops keep while a
   // side-stream op of each class runs (zrun calibrate: back-to-back GEMMs timed with each kind beside them); the

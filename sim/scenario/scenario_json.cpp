@@ -70,21 +70,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     j["cluster"]["efficiency"]["host_issue"] = {{"kernel_us", host.kernel_us}, {"gemm_us", host.gemm_us},
                                                 {"collective_us", host.collective_us}, {"memcpy_us", host.memcpy_us},
                                                 {"event_us", host.event_us}};
-  for (auto [v, key] : {std::pair{c.efficiency.beside_compute.memcpy, "memcpy"},
-                        {c.efficiency.beside_compute.kernel, "kernel"},
-                        {c.efficiency.beside_compute.collective, "collective"},
-                        {c.efficiency.beside_compute.link_collective, "link_collective"}})
-    if (v > 0) j["cluster"]["efficiency"]["beside_compute"][key] = v;
-  for (auto [v, key] : {std::pair{c.efficiency.compute_beside.memcpy, "memcpy"},
-                        {c.efficiency.compute_beside.kernel, "kernel"},
-                        {c.efficiency.compute_beside.collective, "collective"},
-                        {c.efficiency.compute_beside.link_collective, "link_collective"}})
-    if (v > 0) j["cluster"]["efficiency"]["compute_beside"][key] = v;
-  for (auto [v, key] : {std::pair{c.efficiency.beside_compute_wait.memcpy, "memcpy"},
-                        {c.efficiency.beside_compute_wait.kernel, "kernel"},
-                        {c.efficiency.beside_compute_wait.collective, "collective"},
-                        {c.efficiency.beside_compute_wait.link_collective, "link_collective"}})
-    if (v > 0) j["cluster"]["efficiency"]["beside_compute_wait"][key] = v;
+  for (auto [block, name] : {std::pair{&c.efficiency.beside_compute, "beside_compute"},
+                             {&c.efficiency.compute_beside, "compute_beside"},
+                             {&c.efficiency.beside_compute_wait, "beside_compute_wait"}})
+    for (auto [v, key] : block->by_class())
+      if (v > 0) j["cluster"]["efficiency"][name][key] = v;
   if (c.efficiency.one_rank_collective.GBps > 0)
     j["cluster"]["efficiency"]["one_rank_collective"] = {{"latency_us", c.efficiency.one_rank_collective.latency_us},
                                                          {"GBps", c.efficiency.one_rank_collective.GBps}};

@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario_validate.hpp"
 
 #include <cmath>
+#include <tuple>
 
 namespace zsim {
 namespace {
@@ -115,24 +116,15 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
                         {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1000, std::string("cluster.efficiency.host_issue.") + key,
            "must be in [0, 1000] microseconds (0 = the call costs the host nothing), got " + Check::num(v));
-  for (auto [v, key] : {std::pair{cl.efficiency.beside_compute.memcpy, "memcpy"},
-                        {cl.efficiency.beside_compute.kernel, "kernel"},
-                        {cl.efficiency.beside_compute.collective, "collective"},
-                        {cl.efficiency.beside_compute.link_collective, "link_collective"}})
-    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute.") + key,
-           "must be a fraction in [0, 1] (0 = not measured: the kernel's alone rate), got " + Check::num(v));
-  for (auto [v, key] : {std::pair{cl.efficiency.compute_beside.memcpy, "memcpy"},
-                        {cl.efficiency.compute_beside.kernel, "kernel"},
-                        {cl.efficiency.compute_beside.collective, "collective"},
-                        {cl.efficiency.compute_beside.link_collective, "link_collective"}})
-    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.compute_beside.") + key,
-           "must be a fraction in [0, 1] (0 = not measured: the compute stream's alone rate), got " + Check::num(v));
-  for (auto [v, key] : {std::pair{cl.efficiency.beside_compute_wait.memcpy, "memcpy"},
-                        {cl.efficiency.beside_compute_wait.kernel, "kernel"},
-                        {cl.efficiency.beside_compute_wait.collective, "collective"},
-                        {cl.efficiency.beside_compute_wait.link_collective, "link_collective"}})
-    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.beside_compute_wait.") + key,
-           "must be a fraction in [0, 1] of the running GEMM's time (0 = no wait), got " + Check::num(v));
+  for (const auto& [block, name, zero] :
+       {std::tuple{&cl.efficiency.beside_compute, "beside_compute", "a fraction in [0, 1] (0 = not measured: the kernel's alone rate)"},
+        {&cl.efficiency.compute_beside, "compute_beside",
+         "a fraction in [0, 1] (0 = not measured: the compute stream's alone rate)"},
+        {&cl.efficiency.beside_compute_wait, "beside_compute_wait",
+         "a fraction in [0, 1] of the running GEMM's time (0 = no wait)"}})
+    for (auto [v, key] : block->by_class())
+      c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.") + name + "." + key,
+             std::string("must be ") + zero + ", got " + Check::num(v));
   const auto& one = cl.efficiency.one_rank_collective;
   for (auto [line, prefix] : {std::pair{EfficiencySpec::OneRankLine{one.latency_us, one.GBps},
                                         std::string("cluster.efficiency.one_rank_collective.")},
