@@ -3,8 +3,8 @@
 // reduction or a cudaMemcpyAsync beside back-to-back GEMMs runs several times slower than alone on the H200 (the
 // stage-3 bucket's reduce-scatter and partition copy of the suite's medium run: 2.2 ms beside the backward, 0.6-0.7
 // ms alone); a copy kernel of many blocks much less so. Each kind is timed alone and beside a stream of square bf16
-// GEMMs (4096 at 4-256 MiB, then 8192 at the largest) that covers it, and recorded as the fraction of its alone rate it
-// keeps.
+// GEMMs (4096 at 4-256 MiB, then 8192 at the largest) that covers it; the profile builder fits each kind's sizes as a
+// wait for the running GEMM plus a rate after it. A copy of many pieces is timed too (recorded only).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -156,6 +156,27 @@ void measure_beside_compute(Measurements& m, bool quick, std::ostream& log) {
                            "GEMMs kept {:.2f} of theirs\n", kind, n >> 20, alone * 1e6, beside.side_s * 1e6,
                            alone / beside.side_s, beside.load_rate);
       }
+    }
+  }
+  // A copy of many pieces (stage 3's partition of a gradient bucket: a cudaMemcpyAsync per parameter) beside 4096^3
+  // GEMMs: does each piece wait for the running GEMM? Recorded only.
+  {
+    const std::function<void()> load = gemms.call(4096);
+    const double load_s = time_gpu(load, l, 20);
+    const std::size_t total = quick ? (16u << 20) : (64u << 20);
+    for (const int pieces : {16, 64}) {
+      const std::size_t each = total / static_cast<std::size_t>(pieces);
+      const std::function<void()> side = [&] {
+        for (int i = 0; i < pieces; ++i)
+          ZRUN_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.p) + i * each, static_cast<const char*>(src.p) + i * each,
+                                          each, cudaMemcpyDeviceToDevice, s));
+      };
+      const double alone = time_gpu(side, s, 20);
+      const Beside beside = time_beside(side, s, alone, load, l, load_s);
+      m.beside.push_back({"memcpy", static_cast<double>(total), alone, beside.side_s, 4096, beside.load_rate, load_s,
+                          pieces});
+      log << fmt::format("  memcpy of {} MiB in {} pieces: {:.1f} us alone, {:.1f} us beside the GEMMs\n", total >> 20,
+                         pieces, alone * 1e6, beside.side_s * 1e6);
     }
   }
   ZRUN_NCCL_CHECK(ncclCommDestroy(c));

@@ -23,6 +23,7 @@ struct BesideSample {
   std::int64_t gemm = 4096;  // the load's square GEMM size
   double gemm_rate = 0;      // the fraction of their alone rate the GEMMs kept while it ran (0: not measured)
   double gemm_s = 0;         // one load GEMM's time alone (0: not recorded, records before 2026-11-29)
+  int pieces = 1;            // memcpy: as many cudaMemcpyAsync calls of bytes / pieces back to back (recorded only)
 };
 
 struct Measurements {

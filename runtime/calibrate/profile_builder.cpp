@@ -522,12 +522,15 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     // fraction alone / beside at its largest size. Every sample is recorded. Each block's keys together.
     std::map<std::string, double> largest;
     std::map<std::string, std::vector<const BesideSample*>> at_4096;
+    // (A copy of many pieces is recorded only.)
     for (const BesideSample& s : m.beside)
-      if (s.gemm == 4096) {
+      if (s.gemm == 4096 && s.pieces == 1) {
         largest[s.kind] = std::max(largest[s.kind], s.bytes);
         at_4096[s.kind].push_back(&s);
       }
-    const auto profiled = [&](const BesideSample& s) { return s.gemm == 4096 && s.bytes == largest[s.kind]; };
+    const auto profiled = [&](const BesideSample& s) {
+      return s.gemm == 4096 && s.pieces == 1 && s.bytes == largest[s.kind];
+    };
     struct WaitLine {
       double wait_s = 0, slope = 0, gemm_s = 0, worst_rel = 0;
       int sizes = 0;
@@ -562,7 +565,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       lines[kind] = l;
     }
     for (const BesideSample& s : m.beside) {
-      samples.push_back({s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm, s.gemm_rate, s.gemm_s * 1e6});
+      samples.push_back(
+          {s.kind, s.bytes, s.alone_s * 1e6, s.beside_s * 1e6, s.gemm, s.gemm_rate, s.gemm_s * 1e6, s.pieces});
       if (!profiled(s)) continue;
       if (const auto l = lines.find(s.kind); l != lines.end()) {
         const WaitLine& w = l->second;
@@ -609,7 +613,8 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                               what(s), num(s.bytes / (1 << 20)), num(1 - s.gemm_rate), num(s.beside_s * 1e6),
                               num(moving_s * 1e6), num(l->second.wait_s * 1e6)));
     }
-    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us]", samples}};
+    cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us, pieces]",
+                              samples}};
   }
 
   // zrun's flash attention kernel: per direction the efficiency of its FLOPs (as the schedule counts them) beside the

@@ -605,7 +605,9 @@ TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesBesideATimedGemmGivesAWaitAn
   m.beside = {{"memcpy", 4.0 * (1 << 20), 4e-6, 135e-6, 4096, 0.99, 173e-6},
               {"memcpy", 64.0 * (1 << 20), 40e-6, 180e-6, 4096, 0.9, 173e-6},
               {"memcpy", 256.0 * (1 << 20), 128e-6, 290e-6, 4096, 0.6, 173e-6},
-              {"collective", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.7, 173e-6}};
+              {"collective", 256.0 * (1 << 20), 200e-6, 800e-6, 4096, 0.7, 173e-6},
+              // A copy in 64 pieces: recorded only, no figure of its own and none moved.
+              {"memcpy", 64.0 * (1 << 20), 60e-6, 900e-6, 4096, 0.5, 173e-6, 64}};
   TempDir d;
   write_profile(d, "calib-beside-wait", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
   const zsim::ClusterSpec c = load_profile_cluster("calib-beside-wait", d.path.string());
@@ -617,8 +619,10 @@ TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesBesideATimedGemmGivesAWaitAn
   EXPECT_NEAR(c.efficiency.compute_beside.collective, 0.7, 1e-6);  // no wait: over its whole time, as before
   EXPECT_NEAR(c.efficiency.beside_compute.collective, 0.25, 1e-6);
   const Measurements back = measurements_from_profile((d.path / "calib-beside-wait.yaml").string());
-  ASSERT_EQ(back.beside.size(), 4u);
+  ASSERT_EQ(back.beside.size(), 5u);
   EXPECT_NEAR(back.beside[0].gemm_s, 173e-6, 1e-12);
+  EXPECT_EQ(back.beside[0].pieces, 1);
+  EXPECT_EQ(back.beside[4].pieces, 64);
 }
 
 TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordWithoutItGivesNone) {

@@ -150,16 +150,18 @@ Measurements measurements_from_profile(const std::string& file) {
       m.kernel_launch_host_inclusive_s = c["launch_overhead_us"].value("empty_kernel_host_inclusive", 0.0) * 1e-6;
     }
     // Since the GEMMs' rate beside each kind is measured: a sixth field (records before: five); since the load GEMM's
-    // time is recorded (2026-11-29), a seventh.
+    // time is recorded (2026-11-29), a seventh; since a copy of many pieces is timed too, an eighth.
     if (c.contains("beside_compute"))
       for (const char* key : {"samples [kind, bytes, alone us, beside us, gemm]",
                               "samples [kind, bytes, alone us, beside us, gemm, gemm rate beside]",
-                              "samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us]"})
+                              "samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us]",
+                              "samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us, pieces]"})
         if (c["beside_compute"].contains(key))
           for (const auto& s : c["beside_compute"][key])
             m.beside.push_back({s[0].get<std::string>(), s[1].get<double>(), s[2].get<double>() * 1e-6,
                                 s[3].get<double>() * 1e-6, static_cast<std::int64_t>(s[4].get<double>()),
-                                s.size() > 5 ? s[5].get<double>() : 0.0, s.size() > 6 ? s[6].get<double>() * 1e-6 : 0.0});
+                                s.size() > 5 ? s[5].get<double>() : 0.0, s.size() > 6 ? s[6].get<double>() * 1e-6 : 0.0,
+                                s.size() > 7 ? static_cast<int>(s[7].get<double>()) : 1});
     if (c.contains("one_rank_collectives"))
       for (const auto& s : c["one_rank_collectives"]["samples [kind, bytes, us]"])
         m.one_rank.push_back({kind_named(s[0].get<std::string>()), 1, 1, s[1].get<double>(), s[2].get<double>() * 1e-6});
