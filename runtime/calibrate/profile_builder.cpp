@@ -510,11 +510,11 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
   // runs beside them).
   if (!m.beside.empty()) {
     nlohmann::json samples = nlohmann::json::array();
-    auto what = [](const BesideSample& s) {
-      return s.kind == "memcpy"            ? "a cudaMemcpyAsync D2D"
-             : s.kind == "kernel"          ? "a copy kernel (batched_copy)"
-             : s.kind == "link_collective" ? "an all-gather among the ranks (GEMMs on every rank)"
-                                           : "a one-rank ncclAvg all-reduce";
+    auto what = [](const std::string& kind) {
+      return kind == "memcpy"            ? "a cudaMemcpyAsync D2D"
+             : kind == "kernel"          ? "a copy kernel (batched_copy)"
+             : kind == "link_collective" ? "an all-gather among the ranks (GEMMs on every rank)"
+                                         : "a one-rank ncclAvg all-reduce";
     };
     // The profile's figures are beside 4096^3 GEMMs. A kind timed at 2+ sizes with the GEMM's time recorded: the line
     // beside = wait + slope x alone through its sizes (least squares), the wait as a fraction of the GEMM's time
@@ -574,7 +574,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
               fmt::format("{} on a side stream beside back-to-back bf16 4096^3 GEMMs, at {} sizes up to {} MiB: "
                           "beside = {} us + {} x alone (least squares, worst {}%): the rate after its wait, 1 / {}; "
                           "calibration.beside_compute",
-                          what(s), w.sizes, num(s.bytes / (1 << 20)), num(w.wait_s * 1e6), num(w.slope),
+                          what(s.kind), w.sizes, num(s.bytes / (1 << 20)), num(w.wait_s * 1e6), num(w.slope),
                           num(100 * w.worst_rel), num(w.slope)));
         continue;
       }
@@ -582,15 +582,14 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       b.add("efficiency.beside_compute." + s.kind, num(kept),
             fmt::format("{} of {} MiB on a side stream: {} us alone, {} us beside back-to-back bf16 4096^3 GEMMs "
                         "(medians of 5); calibration.beside_compute",
-                        what(s), num(s.bytes / (1 << 20)), num(s.alone_s * 1e6), num(s.beside_s * 1e6)));
+                        what(s.kind), num(s.bytes / (1 << 20)), num(s.alone_s * 1e6), num(s.beside_s * 1e6)));
     }
     for (const auto& [kind, w] : lines)
       b.add("efficiency.beside_compute_wait." + kind, num(std::min(w.wait_s / w.gemm_s, 1.0)),
             fmt::format("{} issued as a bf16 4096^3 GEMM starts waits {} us of its {} us (the line's intercept over "
                         "{} sizes): the SMs come free once the GEMM has dispatched its last blocks; "
                         "calibration.beside_compute",
-                        kind == "memcpy" ? "a cudaMemcpyAsync D2D" : kind == "kernel" ? "a copy kernel"
-                        : kind == "link_collective" ? "an all-gather among the ranks" : "a one-rank all-reduce",
+                        what(kind),
                         num(w.wait_s * 1e6), num(w.gemm_s * 1e6), w.sizes));
     // The GEMMs' loss beside each kind at its largest size: over the side op's whole time, or, where the kind has a
     // wait, over its time after the wait (a side kernel waiting for SMs holds none).
@@ -605,12 +604,12 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                 ? fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction "
                               "of their alone rate they keep (their time less the alone GEMMs', over the side op's {} "
                               "us, median of 5); calibration.beside_compute",
-                              what(s), num(s.bytes / (1 << 20)), num(s.beside_s * 1e6))
+                              what(s.kind), num(s.bytes / (1 << 20)), num(s.beside_s * 1e6))
                 : fmt::format("back-to-back bf16 4096^3 GEMMs while {} of {} MiB runs on a side stream: the fraction "
                               "of their alone rate they keep after its wait (their time less the alone GEMMs', {} of "
                               "the side op's {} us, over the {} us after its {} us wait; median of 5); "
                               "calibration.beside_compute",
-                              what(s), num(s.bytes / (1 << 20)), num(1 - s.gemm_rate), num(s.beside_s * 1e6),
+                              what(s.kind), num(s.bytes / (1 << 20)), num(1 - s.gemm_rate), num(s.beside_s * 1e6),
                               num(moving_s * 1e6), num(l->second.wait_s * 1e6)));
     }
     cal["beside_compute"] = {{"samples [kind, bytes, alone us, beside us, gemm, gemm rate beside, gemm us, pieces]",

@@ -252,10 +252,10 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   const GemmModel& model = fp32 ? c.efficiency.gemm_model_fp32 : c.efficiency.gemm_model;
   int gemm_launches_priced = 0;  // GEMM calls whose launch the GEMM model's launch_us already charges
   Bytes gemm_bytes_priced = 0;   // of hbm_bytes, what the GEMM model's operand traffic already counts
+  // The unit's own GEMM calls (eager attention's core) only with a model fitted on such shapes: otherwise, as
+  // before, the core's FLOPs run at the weights' GEMM efficiency and its scores' traffic is memory-bound time.
+  const std::vector<GemmShape> gemms = unit_gemms(op, s.model, model.present() && model.attention_shapes);
   if (model.present() && cp.flops > 0) {
-    // The unit's own GEMM calls (eager attention's core) only with a model fitted on such shapes: otherwise, as
-    // before, the core's FLOPs run at the weights' GEMM efficiency and its scores' traffic is memory-bound time.
-    const std::vector<GemmShape> gemms = unit_gemms(op, s.model, model.attention_shapes);
     const double e = gemm_model_efficiency(gemms, fp32 ? 4 : 2, peak, model);
     if (e > 0) {
       gemm_efficiency = e;
@@ -281,10 +281,9 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double flash = cp.what == ComputeKind::backward ? c.efficiency.flash_attention.backward
                                                           : c.efficiency.flash_attention.forward;
     const Flops fused = flash > 0 && !fp32 ? std::min(cp.fused_attention_flops, cp.flops) : 0;
-    w.fixed_s = gemm_s(cp.flops - fused, peak, gemm_efficiency) + gemm_s(fused, peak, flash) +
-                layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
-    set_long_kernels(w, unit_gemms(op, s.model, model.present() && model.attention_shapes), fp32 ? 4 : 2, peak,
-                     model, gemm_efficiency, gemm_s(cp.flops - fused, peak, gemm_efficiency), gemm_s(fused, peak, flash));
+    const Seconds gemms_s = gemm_s(cp.flops - fused, peak, gemm_efficiency), fused_s = gemm_s(fused, peak, flash);
+    w.fixed_s = gemms_s + fused_s + layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
+    set_long_kernels(w, gemms, fp32 ? 4 : 2, peak, model, gemm_efficiency, gemms_s, fused_s);
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +

@@ -340,8 +340,8 @@ class Engine {
   size_t begin_work(OpId id, Seconds t) {
     // An op that may wait for the compute stream's kernel (efficiency.beside_compute_wait) goes through its fixed part
     // even where it has none (a collective priced by its measured bus bandwidth: a flow only), to wait there.
-    const bool may_wait = pace_waits_ && wait_q_[p_.work_class[id]] > 0 && flow_bytes_[p_.work_class[id]] > 0;
-    if (fixed_s_[p_.work_class[id]] > 0 || may_wait) {
+    const bool waits = pace_waits_ && wait_q_[p_.work_class[id]] > 0;
+    if (fixed_s_[p_.work_class[id]] > 0 || (waits && flow_bytes_[p_.work_class[id]] > 0)) {
       state_[id] = State::fixed;
       fixed_end_[id] = t + fixed_s_[p_.work_class[id]];
       if (host_) fixed_end_[id] = std::max(fixed_end_[id], issued_by(id));
@@ -352,7 +352,7 @@ class Engine {
         sides_changed_ = true;
         if (main_compute_[id] && !link_flowing_.empty()) flows_changed_ = true;
       }
-      if (pace_waits_ && wait_q_[p_.work_class[id]] > 0) arrivals_.push_back(id);
+      if (waits) arrivals_.push_back(id);
       running_.push_back(id);
     } else if (flow_bytes_[p_.work_class[id]] > 0) {
       begin_flow_when_links_free(id);

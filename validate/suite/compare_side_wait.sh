@@ -22,12 +22,9 @@ for mode in wait no-wait; do
   ln -s "$(realpath "$SRC/runs")" "$WORK/$mode/runs"
   "$BIN/zrun" calibrate --refit "$PROFILE" --out "$WORK/$mode/calibrated-$TAG.yaml" \
     $([ $mode = no-wait ] && echo --no-side-wait) > "$WORK/$mode/refit.log"
-  RESULTS="$WORK/$mode" GPU_TAG=$TAG ZSIM_BIN_DIR=$BIN validate/suite/run_suite.sh --validate-only > "$WORK/$mode/validate.log" 2>&1
-  for RUN in "$SRC"/runs/*.json; do  # each op's times (run_suite.sh keeps only the plots)
-    NAME=$(basename "$RUN" .json)
-    "$BIN/zsim" validate "$RUN" --profile-dir "$WORK/$mode" --set cluster.profile=calibrated-$TAG \
-      --plots "$WORK/$mode/ops/$NAME" > /dev/null
-  done
+  # KEEP_OPS_CSV: each run's per-op times stay beside its plots.
+  RESULTS="$WORK/$mode" GPU_TAG=$TAG ZSIM_BIN_DIR=$BIN KEEP_OPS_CSV=1 validate/suite/run_suite.sh --validate-only \
+    > "$WORK/$mode/validate.log" 2>&1
 done
 grep -q "beside_compute_wait" "$WORK/wait/calibrated-$TAG.yaml" ||
   echo "compare_side_wait.sh: the record has no GEMM time beside the side calls: both fits are the same"
@@ -35,7 +32,7 @@ for mode in wait no-wait; do
   echo "== $mode: $(grep -c . "$WORK/$mode/calibrated-$TAG.yaml") profile lines, $(ls "$WORK/$mode/validation" | grep -c '\.calibrated\.json$') runs"
   grep -E '^\| (step time|per-collective|exposed)' "$WORK/$mode/summary.md" || true
   # Per op kind over every run: each op's signed error from the validation's per-op CSV (zsim validate --plots).
-  cat "$WORK/$mode"/ops/*/ops.csv | awk -F, '$1 != "id" && $6 > 0 { print $3, ($5 - $6) / $6 }' |
+  cat "$WORK/$mode"/plots/*/ops.csv | awk -F, '$1 != "id" && $6 > 0 { print $3, ($5 - $6) / $6 }' |
     sort -k1,1 -k2,2g | awk '
       function report(k,   m, a, i, j, t) {
         m = (n % 2) ? e[(n + 1) / 2] : (e[n / 2] + e[n / 2 + 1]) / 2

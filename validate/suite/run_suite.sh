@@ -13,7 +13,8 @@
 # Environment: ZRUN_BIN_DIR / ZSIM_BIN_DIR (default build/bin), RESULTS (default validate/results/<gpu>),
 # SUITE_GPUS (default: 2 when 2+ GPUs are visible, else 1; "NxK": N GPUs split into virtual nodes of K, zrun's and
 # calibrate's --gpus-per-node K, so that intra-node and inter-node groups are separate communicators), GPU_TAG
-# (default from nvidia-smi: h100, h200, ...).
+# (default from nvidia-smi: h100, h200, ...), KEEP_OPS_CSV=1 (keep each run's plots/<run>/ops.csv, zsim validate's
+# per-op times, which the results otherwise leave out).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 QUICK="" STEPS=5 WARMUP=2 MEASURE=1 VALIDATE=1 CASES="" CALIBRATE=1
@@ -87,7 +88,7 @@ if [ "$VALIDATE" = 1 ]; then
       > "$RES/validation/$NAME.datasheet.txt"
     "$ZSIM_BIN/zsim" validate "$RUN" --profile-dir "$RES" --set cluster.profile=$PROFILE \
       --json "$RES/validation/$NAME.calibrated.json" --plots "$RES/plots/$NAME" > "$RES/validation/$NAME.calibrated.txt"
-    rm -f "$RES/plots/$NAME/ops.csv"
+    [ "${KEEP_OPS_CSV:-0}" = 1 ] || rm -f "$RES/plots/$NAME/ops.csv"
   done
   PYTHON=python3
   [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3  # Debian's, with python3-matplotlib (scripts/install-deps.sh)
