@@ -1,5 +1,7 @@
 #include "runtime/memory/arena.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/report/human_units.hpp"
@@ -24,14 +26,22 @@ Arena::~Arena() {
 }
 
 void Arena::reclaim(bool wait) {
+  // Fences on one stream complete in the order they were recorded: once a stream's oldest pending free is still in
+  // use, its later ones are too, and are not queried (a step's host runs far ahead of its GPU, so hundreds of frees
+  // can be pending, and querying each at every allocation made an allocation's cost grow with them).
   std::vector<PendingFree> still;
+  std::vector<StreamHandle> busy;  // streams whose oldest pending free is not done
   for (const PendingFree& p : pending_) {
-    if (p.fence != 0 && !backend_.fence_done(p.fence)) {
-      if (!wait) {
-        still.push_back(p);
-        continue;
+    if (p.fence != 0) {
+      const bool stream_busy = std::find(busy.begin(), busy.end(), p.stream) != busy.end();
+      if (stream_busy || !backend_.fence_done(p.fence)) {
+        if (!wait) {
+          if (!stream_busy) busy.push_back(p.stream);
+          still.push_back(p);
+          continue;
+        }
+        backend_.wait_fence(p.fence);
       }
-      backend_.wait_fence(p.fence);
     }
     ranges_.release(p.offset);
   }
@@ -71,7 +81,7 @@ void Arena::free(const std::string& name, StreamHandle stream) {
   live_.erase(it);
   accounting_.on_free(tier_, b.category, b.detail, b.bytes);
   if (b.beyond_bytes > 0) accounting_.on_free(tier_, b.category, kBeyondSchedule, b.beyond_bytes);
-  pending_.push_back({b.offset, backend_.record_fence(stream)});
+  pending_.push_back({b.offset, backend_.record_fence(stream), stream});
 }
 
 std::byte* Arena::get(const std::string& name) const {

@@ -57,6 +57,7 @@ class Arena {
   struct PendingFree {
     Bytes offset;
     FenceId fence;
+    StreamHandle stream;  // the stream the fence was recorded on
   };
   void reclaim(bool wait);  // returns finished (or, with wait, all) pending frees to the allocator
 

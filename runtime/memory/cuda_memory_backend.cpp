@@ -13,6 +13,7 @@ CudaMemoryBackend::CudaMemoryBackend(zsim::Tier tier) : tier_(tier) {
 
 CudaMemoryBackend::~CudaMemoryBackend() {
   for (const auto& [id, e] : events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : spare_) cudaEventDestroy(e);
 }
 
 std::byte* CudaMemoryBackend::reserve(zsim::Bytes bytes) {
@@ -33,8 +34,13 @@ void CudaMemoryBackend::release(std::byte* base) {
 }
 
 FenceId CudaMemoryBackend::record_fence(StreamHandle stream) {
-  cudaEvent_t e;
-  ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaEvent_t e = nullptr;
+  if (spare_.empty()) {
+    ZRUN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  } else {
+    e = spare_.back();
+    spare_.pop_back();
+  }
   ZRUN_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream)));
   events_[next_] = e;
   return next_++;
@@ -50,15 +56,19 @@ bool CudaMemoryBackend::fence_done(FenceId fence) {
   const cudaError_t err = cudaEventQuery(event(fence));
   if (err == cudaErrorNotReady) return false;
   ZRUN_CUDA_CHECK(err);
-  ZRUN_CUDA_CHECK(cudaEventDestroy(event(fence)));
-  events_.erase(fence);
+  retire(fence);
   return true;
 }
 
 void CudaMemoryBackend::wait_fence(FenceId fence) {
   ZRUN_CUDA_CHECK(cudaEventSynchronize(event(fence)));
-  ZRUN_CUDA_CHECK(cudaEventDestroy(event(fence)));
-  events_.erase(fence);
+  retire(fence);
+}
+
+void CudaMemoryBackend::retire(FenceId fence) {
+  const auto it = events_.find(fence);
+  spare_.push_back(it->second);
+  events_.erase(it);
 }
 
 }  // namespace zrun

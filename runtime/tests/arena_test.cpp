@@ -25,7 +25,10 @@ class FakeBackend : public MemoryBackend {
     pending.insert(next_);
     return next_++;
   }
-  bool fence_done(FenceId f) override { return !pending.count(f); }
+  bool fence_done(FenceId f) override {
+    ++queries;
+    return !pending.count(f);
+  }
   void wait_fence(FenceId f) override {
     ++waits;
     pending.erase(f);  // the host blocked until the GPU got there
@@ -33,7 +36,7 @@ class FakeBackend : public MemoryBackend {
   void complete_all() { pending.clear(); }
 
   std::set<FenceId> pending;
-  int waits = 0, released = 0;
+  int waits = 0, released = 0, queries = 0;
 
  private:
   std::vector<std::vector<std::byte>> storage_;
@@ -77,6 +80,38 @@ TEST(Arena, WhenOnlyPendingFreesWouldMakeRoomTheArenaWaitsForThem) {
   arena.free("a");
   EXPECT_EQ(arena.alloc("b", MemCategory::buffers, "bucket", 2048, "bwd"), first);
   EXPECT_EQ(dev.waits, 1);
+}
+
+TEST(Arena, AnAllocationQueriesOnlyTheOldestPendingFreeOfEachStream) {
+  FakeBackend dev;
+  MemoryAccounting acc;
+  Arena arena(Tier::gpu, 1 << 20, dev, 0, acc);
+  int stream_a = 0, stream_b = 0;  // two streams' handles
+  for (int i = 0; i < 40; ++i) {
+    const std::string name = "t" + std::to_string(i);
+    arena.alloc(name, MemCategory::activations, "", 256, "fwd");
+    arena.free(name, i % 2 ? &stream_a : &stream_b);
+  }
+  // Every free so far is still in use on the GPU: the last allocations queried one fence per stream, not 39.
+  dev.queries = 0;
+  arena.alloc("next", MemCategory::activations, "", 256, "fwd");
+  EXPECT_EQ(dev.queries, 2);
+  EXPECT_EQ(arena.pending_free_count(), 40u);
+}
+
+TEST(Arena, AFinishedFreeOnOneStreamIsReclaimedWhileAnotherStreamIsStillBusy) {
+  FakeBackend dev;
+  MemoryAccounting acc;
+  Arena arena(Tier::gpu, 2048, dev, 0, acc);
+  int stream_a = 0, stream_b = 0;
+  arena.alloc("a", MemCategory::activations, "", 1024, "fwd");
+  std::byte* b = arena.alloc("b", MemCategory::activations, "", 1024, "fwd");
+  arena.free("a", &stream_a);  // fence 1, still in use
+  arena.free("b", &stream_b);  // fence 2
+  dev.pending.erase(2);        // stream b got past its free
+  EXPECT_EQ(arena.alloc("c", MemCategory::activations, "", 1024, "fwd"), b);
+  EXPECT_EQ(dev.waits, 0);
+  EXPECT_EQ(arena.pending_free_count(), 1u);
 }
 
 TEST(Arena, LiveAndPeakBytesAreAccountedByTierCategoryAndDetail) {
