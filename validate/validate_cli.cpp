@@ -43,6 +43,7 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   Validation v = validate_run(sch, t, walk.gpu.peak, m);
   v.memory = compare_memory(sch, walk, m);
   v.host_issue_predicted_s = predicted_host_issue_s(sch, s.cluster);
+  compare_host_issue(sch, s.cluster, v);
   out << "zsim against zrun: " << r.run_file << " (" << m.scenario << " on " << m.nodes << " x " << m.gpus_per_node
       << " GPUs)\n"
       << format_validation(v);

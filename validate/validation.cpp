@@ -103,6 +103,17 @@ MeasuredRun measured_run_from_json(const json& run, const std::string& source) {
     r.host_issue_s = m.at("host_issue_s").get<double>();
     if (!(r.host_issue_s >= 0 && r.host_issue_s < 1e4)) bad(source, "measured.host_issue_s", "must be seconds >= 0");
   }
+  if (m.contains("host_issue_ops")) {
+    for (const json& o : m.at("host_issue_ops")) {
+      MeasuredRun::OpIssue i;
+      i.id = at(o, "id", source, "measured.host_issue_ops[].").get<OpId>();
+      i.name = o.value("name", std::string());
+      i.micro_step = o.value("micro_step", 0);
+      i.s = at(o, "s", source, "measured.host_issue_ops[].").get<double>();
+      if (!(i.s >= 0 && i.s < 1e4)) bad(source, "measured.host_issue_ops[].s", "must be seconds >= 0");
+      r.op_issue.push_back(std::move(i));
+    }
+  }
   if (m.contains("timing_event_s")) {
     r.timing_event_s = m.at("timing_event_s").get<double>();
     if (!(r.timing_event_s >= 0 && r.timing_event_s < 1e-3))
@@ -179,6 +190,17 @@ MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unma
   }
   for (const auto& [id, sec] : m.collective_s)
     if (to_new.count(id)) r.collective_s[to_new.at(id)] = sec;
+  // The per-op host times name their ops too (every op of the step, allocations and frees included).
+  r.op_issue.clear();
+  std::map<std::pair<std::string, int>, std::size_t> issue_taken;
+  for (const MeasuredRun::OpIssue& i : m.op_issue) {
+    const auto it = ids.find({i.name, i.micro_step});
+    std::size_t& k = issue_taken[{i.name, i.micro_step}];
+    if (i.name.empty() || it == ids.end() || k >= it->second.size()) continue;
+    MeasuredRun::OpIssue now = i;
+    now.id = it->second[k++];
+    r.op_issue.push_back(std::move(now));
+  }
   return r;
 }
 
@@ -188,6 +210,8 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
   const MeasuredRun measured = match_ops_by_name(s, run, &v.unmatched_ops);
   v.timing_event_s = run.timing_event_s;
   v.host_issue_measured_s = run.host_issue_s;
+  for (const MeasuredRun::OpIssue& i : measured.op_issue)
+    if (i.id >= 0 && i.id < static_cast<OpId>(s.ops.size())) v.op_issue_measured_s[i.id] = i.s;
   v.step_predicted_s = predicted.step_s();
   v.step_measured_s = measured.step_s;
   v.step_rel_error = rel_error(v.step_predicted_s, v.step_measured_s);
@@ -257,6 +281,24 @@ Validation validate_run(const Schedule& s, const TimingResult& predicted, Bytes 
   return v;
 }
 
+void compare_host_issue(const Schedule& s, const ClusterSpec& c, Validation& v) {
+  v.host_issue_by_kind.clear();
+  if (!c.efficiency.host_issue.present() || v.op_issue_measured_s.empty()) return;
+  const std::vector<HostIssue> h = host_issue(s, c);
+  for (const auto& [id, measured_s] : v.op_issue_measured_s) {
+    HostIssueKind& k = v.host_issue_by_kind[op_kind(s, s.ops[id])];
+    ++k.ops;
+    k.predicted_s += h[id].total_s;
+    k.measured_s += measured_s;
+  }
+  for (OpComparison& o : v.ops) {
+    const auto m = v.op_issue_measured_s.find(o.id);
+    if (m == v.op_issue_measured_s.end()) continue;
+    o.predicted_issue_s = h[o.id].total_s;
+    o.measured_issue_s = m->second;
+  }
+}
+
 std::vector<MemoryComparison> compare_memory(const Schedule& s, const MemoryWalk& walk, const MeasuredRun& m) {
   std::vector<MemoryComparison> out;
   const Bytes node = std::max(1, s.meta.gpus_per_node);
@@ -295,6 +337,12 @@ ordered_json validation_json(const Validation& v) {
   j["timing_event_s"] = v.timing_event_s;
   j["unresolved_ops"] = v.unresolved_ops;
   j["host_issue"] = {{"predicted_s", v.host_issue_predicted_s}, {"measured_s", v.host_issue_measured_s}};
+  if (!v.host_issue_by_kind.empty()) {
+    ordered_json kinds_issue = ordered_json::object();
+    for (const auto& [k, h] : v.host_issue_by_kind)
+      kinds_issue[k] = {{"ops", h.ops}, {"predicted_s", h.predicted_s}, {"measured_s", h.measured_s}};
+    j["host_issue"]["by_kind"] = kinds_issue;
+  }
   j["compute"] = {{"predicted_s", v.compute_predicted_s}, {"measured_s", v.compute_measured_s},
                   {"rel_error", rel_error(v.compute_predicted_s, v.compute_measured_s)}};
   ordered_json bins = ordered_json::array();
@@ -334,6 +382,11 @@ std::string format_validation(const Validation& v) {
                        v.host_issue_measured_s > 0 && v.host_issue_predicted_s > 0
                            ? fmt::format(": {:+.1f}%", 100 * rel_error(v.host_issue_predicted_s, v.host_issue_measured_s))
                            : "");
+  if (!v.host_issue_by_kind.empty()) {
+    out += "\nhost issue per op kind, per step          ops   predicted    measured   (waits included)\n";
+    for (const auto& [k, h] : v.host_issue_by_kind)
+      out += fmt::format("  {:<38} {:5d}   {:8.3f} ms {:8.3f} ms\n", k, h.ops, h.predicted_s * 1e3, h.measured_s * 1e3);
+  }
   out += "\nper op kind (errors of each op's time)   ops   median      p90 |e|     worst\n";
   for (const auto& [k, st] : v.by_kind)
     out += fmt::format("  {:<38} {:5d}   {:+8.1f}%   {:8.1f}%   {:+8.1f}%\n", k, st.count, 100 * st.median, 100 * st.p90,
@@ -374,10 +427,13 @@ std::string format_validation(const Validation& v) {
 }
 
 std::string validation_ops_csv(const Validation& v) {
-  std::string out = "id,name,kind,bytes,predicted_s,measured_s,phase,stream,predicted_start_s,measured_start_s\n";
+  std::string out = "id,name,kind,bytes,predicted_s,measured_s,phase,stream,predicted_start_s,measured_start_s,"
+                    "predicted_issue_s,measured_issue_s\n";
+  auto issue = [](double s) { return s >= 0 ? fmt::format("{:.9e}", s) : std::string(); };  // empty: not compared
   for (const OpComparison& c : v.ops)
-    out += fmt::format("{},{},{},{},{:.9e},{:.9e},{},{},{:.9e},{:.9e}\n", c.id, c.name, c.kind, c.bytes, c.predicted_s,
-                       c.measured_s, c.phase, c.stream, c.predicted_start_s, c.measured_start_s);
+    out += fmt::format("{},{},{},{},{:.9e},{:.9e},{},{},{:.9e},{:.9e},{},{}\n", c.id, c.name, c.kind, c.bytes,
+                       c.predicted_s, c.measured_s, c.phase, c.stream, c.predicted_start_s, c.measured_start_s,
+                       issue(c.predicted_issue_s), issue(c.measured_issue_s));
   return out;
 }
 

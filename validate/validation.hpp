@@ -28,6 +28,15 @@ struct MeasuredRun {
   // The issuing thread's wall time per untimed step, first op to last (zrun's `host_issue_s`, reports since
   // 2026-11-27; 0: not reported).
   double host_issue_s = 0;
+  // The same per op of the step (zrun's `host_issue_ops`, reports since 2026-11-29; empty: not reported): the
+  // issuing thread's wall time from the op's first call to the next op's, the median over the untimed steps.
+  struct OpIssue {
+    OpId id = 0;
+    std::string name;  // empty: match by id only
+    int micro_step = 0;
+    double s = 0;
+  };
+  std::vector<OpIssue> op_issue;
   // Each tier's peak and each category's own peak on it, this rank's (zrun's `peak_bytes_by_tier`, reports since
   // 2026-11-27; older reports give the GPU's only).
   struct TierPeak {
@@ -65,6 +74,7 @@ struct OpComparison {
   double predicted_s = 0, measured_s = 0;
   std::string phase, stream;
   double predicted_start_s = 0, measured_start_s = 0;  // from the first compared op's start, each timeline its own
+  double predicted_issue_s = -1, measured_issue_s = -1;  // the host's time in the op (compare_host_issue; -1: none)
 };
 
 // Communication of one phase not hidden behind compute: the time a collective of the phase runs while no GPU
@@ -88,6 +98,13 @@ struct CollectiveSizeBin {
   ErrorStats stats;
 };
 
+// The issuing thread's time per step spent on the ops of one kind ("alloc", "forward", "all_gather@world", "d2d",
+// ...): zsim's host model against zrun's measure.
+struct HostIssueKind {
+  int ops = 0;
+  double predicted_s = 0, measured_s = 0;
+};
+
 struct Validation {
   double step_predicted_s = 0, step_measured_s = 0, step_rel_error = 0;
   Bytes gpu_peak_predicted = 0, gpu_peak_measured = 0;
@@ -106,11 +123,18 @@ struct Validation {
   // The host's time to issue one step: zsim's host model (predicted_host_issue_s; 0 without efficiency.host_issue)
   // against zrun's issuing thread (0: not reported).
   double host_issue_predicted_s = 0, host_issue_measured_s = 0;
+  std::map<OpId, double> op_issue_measured_s;              // the run's host_issue_ops, as ids of the schedule
+  std::map<std::string, HostIssueKind> host_issue_by_kind;  // compare_host_issue; empty without host_issue_ops
 };
 
 // zsim's host model's time to issue the ops of step 0 of `s` (sim/engine/host_issue: the sum of their calls' prices;
 // 0 where the profile has no efficiency.host_issue).
 double predicted_host_issue_s(const Schedule& s, const ClusterSpec& c);
+
+// The host model's time (sim/engine/host_issue) for each op zrun timed on its issuing thread (v.op_issue_measured_s)
+// against that time: per op kind into v.host_issue_by_kind, per op into v.ops' issue fields. Nothing where the run
+// has no per-op host times or `c` no host model.
+void compare_host_issue(const Schedule& s, const ClusterSpec& c, Validation& v);
 
 // Every tier where zsim or zrun has bytes: predicted per rank from `walk` (CPU and NVMe divided by the node's GPUs)
 // and category_peaks; measured from the run's tier_peaks.

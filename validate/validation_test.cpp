@@ -144,8 +144,8 @@ TEST(Validation, EachOpsTimingEventCostIsTakenOffItsMeasuredTime) {
   for (const auto& [kind, st] : validate_run(sch, t, 1, m).by_kind) EXPECT_LT(st.median, 0) << kind;
 }
 
-// The host model's time to issue a step is its first step's ops' host time: the schedule's two identical steps (and
-// init, which issues only allocations) give twice the first step's; no host model, no time.
+// The host model's time to issue a step is its first step's ops' host time: the schedule's two identical steps (init
+// aside: the run's allocations, issued before any step) give twice the first step's; no host model, no time.
 TEST(Validation, ThePredictedHostIssueTimeIsTheFirstStepsOpsAtTheProfilesPrices) {
   Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
                              std::vector<std::string>{"cluster.gpus_per_node=2"});
@@ -154,9 +154,62 @@ TEST(Validation, ThePredictedHostIssueTimeIsTheFirstStepsOpsAtTheProfilesPrices)
   s.cluster.efficiency.host_issue = {3, 7, 5, 4, 0.2};
   const double one = predicted_host_issue_s(sch, s.cluster);
   double all = 0;
-  for (const HostIssue& h : host_issue(sch, s.cluster)) all += h.total_s;
+  const std::vector<HostIssue> h = host_issue(sch, s.cluster);
+  for (const Op& op : sch.ops)
+    if (op.phase != Phase::init) all += h[op.id].total_s;
   EXPECT_GT(one, 0);
   EXPECT_NEAR(all, 2 * one, 1e-3 * all);
+}
+
+// zrun's per-op host times (named ops, allocations and frees included) against the host model's, summed per op kind
+// over the ops of step 0: a run whose every op took the host 2 us longer than the model reads 2 us x ops longer.
+TEST(Validation, HostIssuePerOpKindSumsTheModelsAndTheRunsTimesOfEachKindsOps) {
+  Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
+                             std::vector<std::string>{"cluster.gpus_per_node=2"});
+  s.cluster.efficiency.host_issue = {3, 7, 5, 4, 0.2};
+  const Schedule sch = make_schedule(s, make_plan(s), 2);
+  const TimingResult t = simulate(s.cluster, sch);
+  const std::vector<HostIssue> h = host_issue(sch, s.cluster);
+  MeasuredRun m;
+  m.step_s = t.step_s();
+  std::map<std::string, int> ops_of_kind;
+  bool seen_step = false;
+  for (const Op& op : sch.ops) {
+    if (op.phase == Phase::init) continue;
+    if (seen_step && op.phase != Phase::step) break;  // step 0 only, as zrun repeats it
+    seen_step |= op.phase == Phase::step;
+    m.op_issue.push_back({op.id + 1000, op.name, op.micro_step, h[op.id].total_s + 2e-6});  // the run's own ids
+    ++ops_of_kind[op.kind == OpKind::alloc ? "alloc" : op.kind == OpKind::free ? "free" : "other"];
+  }
+  // One op timed on the GPU too, under the run's own id and its name: its row carries both host times.
+  OpId fwd = 0;
+  while (sch.ops[fwd].phase == Phase::init || sch.ops[fwd].kind != OpKind::compute) ++fwd;
+  m.ops[fwd + 1000] = {t.ops[fwd].start_s, t.ops[fwd].end_s};
+  m.op_names[fwd + 1000] = {sch.ops[fwd].name, sch.ops[fwd].micro_step};
+  Validation v = validate_run(sch, t, 1, m);
+  compare_host_issue(sch, s.cluster, v);
+  const auto& by_kind = v.host_issue_by_kind;
+  ASSERT_TRUE(by_kind.count("alloc"));
+  ASSERT_TRUE(by_kind.count("free"));
+  ASSERT_TRUE(by_kind.count("forward"));
+  EXPECT_EQ(by_kind.at("alloc").ops, ops_of_kind["alloc"]);
+  int ops = 0;
+  for (const auto& [kind, k] : by_kind) {
+    ops += k.ops;
+    EXPECT_NEAR(k.measured_s - k.predicted_s, 2e-6 * k.ops, 1e-12) << kind;
+  }
+  EXPECT_EQ(ops, static_cast<int>(m.op_issue.size()));
+  ASSERT_EQ(v.ops.size(), 1u);
+  EXPECT_EQ(v.ops[0].id, fwd);
+  EXPECT_DOUBLE_EQ(v.ops[0].predicted_issue_s, h[fwd].total_s);
+  EXPECT_NEAR(v.ops[0].measured_issue_s, h[fwd].total_s + 2e-6, 1e-15);
+  double predicted = 0;
+  for (const auto& [kind, k] : by_kind) predicted += k.predicted_s;
+  EXPECT_NEAR(predicted, predicted_host_issue_s(sch, s.cluster), 1e-12);
+  // No host model in the profile: nothing to compare.
+  s.cluster.efficiency.host_issue = {};
+  compare_host_issue(sch, s.cluster, v);
+  EXPECT_TRUE(v.host_issue_by_kind.empty());
 }
 
 TEST(Validation, ExposedCommunicationIsCommOutsideCompute) {
@@ -228,6 +281,33 @@ TEST(Validation, AReportWithoutAMeasuredBlockIsAnInputErrorNamingIt) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("run.json"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("measured"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Validation, PerOpHostTimesAreReadWithTheirNamesAndANegativeOneNamesItsKey) {
+  nlohmann::json run = {
+      {"setup", {{"nodes", 1}, {"gpus_per_node", 1}}},
+      {"measured",
+       {{"command", {{"scenario", "s.yaml"}, {"overrides", nlohmann::json::array()}}},
+        {"step_time_s", 0.01},
+        {"ops", nlohmann::json::array()},
+        {"collectives", nlohmann::json::array()},
+        {"gpu_peak_bytes", 1},
+        {"gpu_peak_bytes_by_category", nlohmann::json::object()},
+        {"gpu_beyond_schedule_peak_bytes_by_category", nlohmann::json::object()},
+        {"host_issue_ops", {{{"id", 7}, {"name", "fwd.L0.attn.q"}, {"micro_step", 1}, {"s", 5e-6}}}}}}};
+  const MeasuredRun m = measured_run_from_json(run, "run.json");
+  ASSERT_EQ(m.op_issue.size(), 1u);
+  EXPECT_EQ(m.op_issue[0].id, 7);
+  EXPECT_EQ(m.op_issue[0].name, "fwd.L0.attn.q");
+  EXPECT_EQ(m.op_issue[0].micro_step, 1);
+  EXPECT_DOUBLE_EQ(m.op_issue[0].s, 5e-6);
+  run["measured"]["host_issue_ops"][0]["s"] = -1;
+  try {
+    measured_run_from_json(run, "run.json");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("measured.host_issue_ops[].s"), std::string::npos) << e.what();
   }
 }
 

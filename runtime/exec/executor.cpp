@@ -27,6 +27,7 @@
 #include "runtime/nvme/nvme_layout.hpp"
 #include "sim/engine/op_work.hpp"
 #include "sim/plan/tensor_layout.hpp"
+#include "sim/schedule/zeroed_allocs.hpp"
 
 namespace zrun {
 
@@ -157,12 +158,7 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
   own_bytes_ += own.total();
   // Buffers that start at zero besides gradients and buckets: the stage-3 all-reduce fetch buffer (torch.zeros:
   // each rank fills only its slots of the sum) and the reduce-scatter interleave buffer (its padding).
-  zero_on_alloc_.assign(s.ops.size(), 0);
-  for (const Op& op : s.ops) {
-    if (op.kind == OpKind::alloc && op.mem.detail == "interleave") zero_on_alloc_[op.id] = 1;
-    if (op.kind == OpKind::collective && op.collective.what == CollectiveKind::all_reduce)
-      if (const BufferUse* p = find_use(op, Role::param)) zero_on_alloc_[p->alloc] = 1;
-  }
+  zero_on_alloc_ = zsim::zeroed_allocs(s);
   for (std::size_t g = 0; g < s.groups.size(); ++g)
     if (s.groups[g].size == s.meta.world_size) world_group_ = static_cast<int>(g);
   if (o_.qgz_error && plan.qgz)
@@ -354,8 +350,18 @@ StepResult Executor::run_step(std::int64_t step, bool time_ops) {
   ZRUN_CUDA_CHECK(cudaEventCreate(&t1));
   ZRUN_CUDA_CHECK(cudaEventRecord(t0, streams_[0]));
   for (std::size_t i = 1; i < streams_.size(); ++i) ZRUN_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], t0));
+  // The host's time per op (not in a step timed per op, whose events add their own host calls).
+  std::vector<double> op_issue_s(timing_ ? 0 : step_ops_.size());
   const auto issue0 = std::chrono::steady_clock::now();
-  for (OpId id : step_ops_) launch(s_.ops[id], streams_[s_.ops[id].stream]);
+  auto before = issue0;
+  for (std::size_t i = 0; i < step_ops_.size(); ++i) {
+    const Op& op = s_.ops[step_ops_[i]];
+    launch(op, streams_[op.stream]);
+    if (timing_) continue;
+    const auto after = std::chrono::steady_clock::now();
+    op_issue_s[i] = std::chrono::duration<double>(after - before).count();
+    before = after;
+  }
   const double host_issue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue0).count();
   // Join every stream into the first, then wait (bounded: a hang names the op that did not finish).
   std::vector<cudaEvent_t> tails(streams_.size());
@@ -373,6 +379,7 @@ StepResult Executor::run_step(std::int64_t step, bool time_ops) {
   ZRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
   r.seconds = ms * 1e-3;
   r.host_issue_s = host_issue_s;
+  r.op_issue_s = std::move(op_issue_s);
   std::vector<float> losses(ga);
   ZRUN_CUDA_CHECK(cudaMemcpy(losses.data(), losses_, 4 * ga, cudaMemcpyDeviceToHost));
   float mean = 0;
@@ -459,10 +466,8 @@ void Executor::launch(const Op& op, cudaStream_t s) {
     switch (op.kind) {
       case OpKind::alloc: {
         std::byte* p = buffers_.alloc(op);
-        // Buffers that backward accumulates into start at zero.
-        if (op.mem.tier == zsim::Tier::gpu &&
-            (op.mem.category == MemCategory::grads || op.mem.detail == "bucket" || zero_on_alloc_[op.id]))
-          ZRUN_CUDA_CHECK(cudaMemsetAsync(p, 0, op.mem.bytes, s));
+        // Buffers that backward accumulates into start at zero (sim/schedule/zeroed_allocs).
+        if (zero_on_alloc_[op.id]) ZRUN_CUDA_CHECK(cudaMemsetAsync(p, 0, op.mem.bytes, s));
         break;
       }
       case OpKind::free: buffers_.free(op, s); break;

@@ -54,6 +54,7 @@ struct StepResult {
   std::vector<OpTime> ops;        // by op id (only with time_ops; init ops 0)
   double qgz_error = -1;          // with ExecOptions::qgz_error: the step's relative error of qgZ's gradients
   double host_issue_s = 0;        // the issuing thread's wall time from the step's first op to its last, waits included
+  std::vector<double> op_issue_s; // the issuing thread's wall time in each op, in step_ops() order (untimed steps)
 };
 
 class Executor {

@@ -106,6 +106,7 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   // (runtime/scripts/timing_events_overhead.sh), so the step time reported is the untimed steps' median.
   std::vector<StepResult> steps;
   std::vector<double> times, issue_times;  // the untimed steps' GPU times and the host's time to issue them
+  std::vector<std::vector<double>> op_issue;  // per op of the step (step_ops order): the host's time in it, per step
   const int measured_end = args.warmup + args.steps, total = measured_end + (o.time_ops ? 1 : 0);
   for (int i = 0; i < total; ++i) {
     const bool timed_step = i >= measured_end;
@@ -115,7 +116,11 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                                r.qgz_error >= 0 ? fmt::format("  qgz error {:.3e}", r.qgz_error) : "",
                                i < args.warmup ? "  (warm-up)" : timed_step ? "  (per-op timing, not in the median)" : "")
                 << std::flush;
-    if (i >= args.warmup && !timed_step) times.push_back(r.seconds), issue_times.push_back(r.host_issue_s);
+    if (i >= args.warmup && !timed_step) {
+      times.push_back(r.seconds), issue_times.push_back(r.host_issue_s);
+      op_issue.resize(r.op_issue_s.size());
+      for (std::size_t k = 0; k < r.op_issue_s.size(); ++k) op_issue[k].push_back(r.op_issue_s[k]);
+    }
     steps.push_back(std::move(r));
   }
   // What each op's measured time carries of its timing event (zsim validate takes it off).
@@ -256,6 +261,15 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
     m["step_time_s"] = step_s;                      // the median of the measured steps, untimed
     // The issuing thread's time per untimed step (median): what zsim's host model predicts.
     if (!issue_times.empty()) m["host_issue_s"] = median(issue_times);
+    // ... and per op (the median over the same steps): the issuing thread's wall time from the op's first call to
+    // the next op's, waits included (an allocation that waits for a free, a full queue).
+    if (!op_issue.empty()) {
+      m["host_issue_ops"] = ordered_json::array();
+      for (std::size_t k = 0; k < op_issue.size(); ++k)
+        m["host_issue_ops"].push_back({{"id", ex.step_ops()[k]}, {"name", sch.ops[ex.step_ops()[k]].name},
+                                       {"micro_step", sch.ops[ex.step_ops()[k]].micro_step},
+                                       {"s", median(op_issue[k])}});
+    }
     m["timed_step_time_s"] = steps.back().seconds;  // the step whose ops are timed (ops, trace)
     if (o.time_ops) m["timing_event_s"] = timing_event_s;  // a timing event's cost on the GPU's timeline, per op
     if (qgz_accumulated >= 0) {
