@@ -4,6 +4,7 @@
 
 #include "sim/engine/op_work.hpp"
 #include "sim/schedule/stream_waits.hpp"
+#include "sim/schedule/zeroed_allocs.hpp"
 
 namespace zsim {
 
@@ -41,18 +42,18 @@ void copy_calls(const Op& op, HostCalls& h) {
 
 }  // namespace
 
-HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records) {
+HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records, bool zeroed) {
   HostCalls h;
   switch (op.kind) {
-    case OpKind::alloc:
-    case OpKind::free: break;
+    case OpKind::alloc: h.kernels = zeroed ? 1 : 0; break;  // a cudaMemsetAsync where the buffer starts at zero
+    case OpKind::free: h.events = 1; break;                 // the arena's fence: the range returns once it is done
     case OpKind::compute: compute_calls(op, s, h); break;
     case OpKind::collective: h.collectives = 1; break;
     case OpKind::copy: copy_calls(op, h); break;
   }
   // The step zsim predicts is one without per-op timing events (zrun's untimed steps, whose median it reports, and a
   // user's run): an event per wait and per record another stream waits for.
-  h.events = waits + (records ? 1 : 0);
+  h.events += waits + (records ? 1 : 0);
   return h;
 }
 
@@ -61,8 +62,10 @@ std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c) {
   const EfficiencySpec::HostIssue& e = c.efficiency.host_issue;
   if (!e.present()) return out;
   const StreamWaits w = stream_waits(s);
+  const std::vector<char> zeroed = zeroed_allocs(s);
   for (const Op& op : s.ops) {
-    const HostCalls h = host_calls(op, s, static_cast<int>(w.waits[op.id].size()), w.records_event[op.id]);
+    const HostCalls h =
+        host_calls(op, s, static_cast<int>(w.waits[op.id].size()), w.records_event[op.id], zeroed[op.id]);
     const double us = h.gemms * e.gemm_us + h.kernels * e.kernel_us + h.collectives * e.collective_us +
                       h.memcpys * e.memcpy_us + h.events * e.event_us;
     // Before the first call: the waits, then one call of the op's first kind.

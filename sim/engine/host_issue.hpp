@@ -1,7 +1,7 @@
 // The issuing thread's time for each op of a schedule, as zrun's executor issues it in a step without per-op timing
 // (runtime/exec/executor.cpp `launch`; the step zsim predicts): the event waits for its deps on other streams, its
-// calls (cuBLASLt GEMMs, kernels, NCCL calls, cudaMemcpyAsync, host functions), and the event a later op of another
-// stream waits for. Priced at the profile's efficiency.host_issue; pure.
+// calls (cuBLASLt GEMMs, kernels, NCCL calls, cudaMemcpyAsync, host functions; an alloc's memset, a free's fence
+// event), and the event a later op of another stream waits for. Priced at the profile's efficiency.host_issue; pure.
 #pragma once
 #include <vector>
 
@@ -22,8 +22,8 @@ struct HostCalls {
 };
 
 // The calls of one op: `waits` of its deps are on other streams (not already ordered), `records` whether a later op
-// of another stream waits for it.
-HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records);
+// of another stream waits for it, `zeroed` whether an alloc fills its buffer with zeros (zeroed_allocs).
+HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records, bool zeroed = false);
 
 // Every op's host time (all 0 without efficiency.host_issue).
 std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c);

@@ -6,6 +6,7 @@
 #include "sim/engine/test_schedules.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/plan/test_scenarios.hpp"
+#include "sim/schedule/zeroed_allocs.hpp"
 
 namespace zsim {
 namespace {
@@ -69,6 +70,33 @@ TEST(HostCalls, CopiesCallOncePerPieceOrPerBatchedLaunch) {
   EXPECT_EQ(host_calls(b.s.ops[adam], b.s, 0, false).kernels, 1);
   const OpId ag = b.collective("ag", Phase::forward, CollectiveKind::all_gather, b.group("one", 1, 1), 4096);
   EXPECT_EQ(host_calls(b.s.ops[ag], b.s, 0, false).collectives, 1);
+}
+
+// An alloc is a cudaMemsetAsync where the runtime fills the buffer with zeros (a bucket, gradients; zeroed_allocs),
+// else no CUDA call; a free records the arena's fence event, after which its range can be reused.
+TEST(HostCalls, AZeroedAllocIsAMemsetAndAFreeRecordsItsFence) {
+  Scenario sc = test::scenario(test::small_llama(2), 2, 1, 1);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  const std::vector<char> zeroed = zeroed_allocs(s);
+  int buckets = 0, plain = 0, frees = 0;
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::alloc && op.phase != Phase::init) {
+      const HostCalls h = host_calls(op, s, 0, false, zeroed[op.id]);
+      const bool starts_at_zero = op.mem.detail == "bucket" || op.mem.category == MemCategory::grads;
+      EXPECT_EQ(h.kernels, starts_at_zero ? 1 : 0) << op.name;
+      EXPECT_EQ(h.gemms + h.collectives + h.memcpys + h.events, 0) << op.name;
+      (starts_at_zero ? buckets : plain) += 1;
+    }
+    if (op.kind == OpKind::free) {
+      const HostCalls h = host_calls(op, s, 0, false);
+      EXPECT_EQ(h.events, 1) << op.name;
+      EXPECT_EQ(h.kernels + h.gemms + h.collectives + h.memcpys, 0) << op.name;
+      ++frees;
+    }
+  }
+  EXPECT_GT(buckets, 0);  // stage 2's reduction buckets and gradient buffers
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(frees, 0);
 }
 
 // Events: each wait for another stream and the event a later op of another stream waits for. The step zsim predicts
