@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -27,6 +28,36 @@ namespace {
 
 using model::DType;
 
+
+// The host's time per cuBLASLt call when each call is another shape, as a step's layers call them (the same shape
+// back to back, as time_call repeats a call, keeps the library's per-shape state warm): rounds of the grid's shapes
+// in turn, the stream drained between rounds; the median round's time per call.
+double gemm_host_in_turn(model::Gemm& gemm, const void* a, const void* b, void* d, const std::vector<std::int64_t>& ms,
+                         const std::vector<std::int64_t>& ns, const std::vector<std::int64_t>& ks, DType dt,
+                         cudaStream_t s) {
+  std::vector<model::GemmCall> calls;
+  for (std::int64_t M : ms)
+    for (std::int64_t N : ns)
+      for (std::int64_t K : ks) {
+        model::GemmCall g;
+        g.m = M; g.n = N; g.k = K;
+        g.a = a; g.lda = M;
+        g.b = b; g.ldb = K;
+        g.d = d; g.ldd = M;
+        calls.push_back(g);
+      }
+  std::vector<double> per_call;
+  for (int round = 0; round < 6; ++round) {
+    ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const model::GemmCall& g : calls) gemm.run(g, dt, s);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (round > 0) per_call.push_back(t / static_cast<double>(calls.size()));  // the first warms
+  }
+  ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
 
 void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& log) {
   const std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{256, 2048, 8192}
@@ -66,7 +97,11 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
     if (dt == DType::bf16) {
       std::sort(host.begin(), host.end());
       m.host_issue.gemm_s = host[host.size() / 2];
-      log << fmt::format("  gemm host issue (median over the bf16 grid): {:.2f} us\n", m.host_issue.gemm_s * 1e6);
+      log << fmt::format("  gemm host issue (median over the bf16 grid, each shape's calls back to back): {:.2f} us\n",
+                         m.host_issue.gemm_s * 1e6);
+      m.host_issue.gemm_in_turn_s = gemm_host_in_turn(gemm, a.p, b.p, d.p, ms, ns, ks, dt, s);
+      log << fmt::format("  gemm host issue, the grid's shapes in turn (as a step calls them; median of 5 rounds): "
+                         "{:.2f} us\n", m.host_issue.gemm_in_turn_s * 1e6);
     }
   }
   // Launch to launch of a tiny GEMM.

@@ -62,6 +62,9 @@ struct Measurements {
     double collective_s = 0;  // an NCCL call on a one-rank communicator (the median over sizes and kinds)
     double memcpy_s = 0;      // a cudaMemcpyAsync device to device
     double event_s = 0;       // a cudaEventRecord (zrun records and waits on events around its ops)
+    // A cuBLASLt GEMM issued as a step issues them, each call another shape (the bf16 grid's in turn, rounds of it;
+    // records since 2026-11-29, else 0): where given, the profile's price of a GEMM call.
+    double gemm_in_turn_s = 0;
   } host_issue;
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
   // How the collectives among ranks were timed: "gpu_alone" (behind a spin, since 2026-11-29) or "host_inclusive"

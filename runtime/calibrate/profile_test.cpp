@@ -325,6 +325,20 @@ TEST(CalibratedProfile, TheHostsIssueTimePerCallIsTheHostModelOfAGpuAloneRecordA
   EXPECT_FALSE(loaded_profile(d, "calib-host-old", m).efficiency.host_issue.present());
 }
 
+// A GEMM call's price is the host's time with the grid's shapes called in turn, as a step calls them, where the record
+// has it (since 2026-11-29), not the same shape's calls back to back; a refit reads both back.
+TEST(CalibratedProfile, AGemmCallIsPricedAtTheShapesInTurnWhereTheRecordHasThem) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  m.host_issue = {2.5e-6, 6e-6, 4e-6, 3e-6, 1e-6, 8.5e-6};
+  EXPECT_NEAR(loaded_profile(d, "calib-turn", m).efficiency.host_issue.gemm_us, 8.5, 1e-9);
+  const Measurements back = measurements_from_profile((d.path / "calib-turn.yaml").string());
+  EXPECT_NEAR(back.host_issue.gemm_s, 6e-6, 1e-15);
+  EXPECT_NEAR(back.host_issue.gemm_in_turn_s, 8.5e-6, 1e-15);
+  m.host_issue.gemm_in_turn_s = 0;  // an older record
+  EXPECT_NEAR(loaded_profile(d, "calib-one-shape", m).efficiency.host_issue.gemm_us, 6, 1e-9);
+}
+
 // The disk sampled at several moments: the NVMe lines say so, and the record keeps the moments for a refit.
 TEST(CalibratedProfile, NvmeMomentsAreNamedOnTheNvmeLinesAndSurviveARefit) {
   TempDir d;
