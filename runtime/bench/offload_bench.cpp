@@ -25,6 +25,11 @@
 //                                       main thread, pinned cudaHostAlloc memory from the main thread, and
 //                                       pinned memory from a second thread started after the CUDA context (zrun's way);
 //                                       lines "adam <where> threads <t> params_per_s <r> cpus_allowed <c>", median of 5
+//   offload_bench disk-moments DIR      what slows calibrate's second disk moment (on every record its small reads ran
+//                                       at about half the first's rate): calibrate's own moment (sample_nvme) fresh,
+//                                       again at once, after CPU Adam as calibrate runs it (128M parameters on 1, 2, 4,
+//                                       ... threads), after 20 s idle, and again at once; each moment's lines as
+//                                       calibrate logs them, prefixed "moment <case>"
 // Each copy or disk mode prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
 #include <fcntl.h>
 #include <sched.h>
@@ -37,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +50,8 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cpu/cpu_adam.hpp"
+#include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/nvme_samples.hpp"
 #include "runtime/nvme/uring_file_io.hpp"
 
 namespace {
@@ -445,6 +453,45 @@ int disk_orders(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
+// Calibrate's disk moment under different histories (see the usage above).
+int disk_moments(const std::string& dir) {
+  auto moment = [&](const char* name) {
+    zrun::calibrate::NvmeSamples samples;
+    std::ostringstream log;
+    const auto t0 = std::chrono::steady_clock::now();
+    zrun::calibrate::sample_nvme(samples, false, dir, log);
+    std::istringstream lines(log.str());
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("moment 1:") != std::string::npos) std::printf("moment %s %s\n", name, line.c_str());
+    std::printf("moment %s took %.1f s%s\n", name,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                samples.error.empty() ? "" : (" error: " + samples.error).c_str());
+    std::fflush(stdout);
+  };
+  moment("fresh");
+  moment("again");
+  {  // CPU Adam as calibrate's measure_cpu_adam runs it: 128M parameters, 1, 2, 4, ... every hardware thread
+    const long long n = 128ll << 20;
+    std::vector<float> p(n, 0.1f), a(n, 0.0f), v(n, 0.0f), g(n, 0.01f);
+    std::vector<std::uint16_t> w(n);
+    zk::AdamHyper h;
+    const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int threads = 1;; threads = std::min(2 * threads, hardware)) {
+      for (int r = 0; r < 4; ++r)
+        zk::cpu_adam_step(p.data(), a.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h,
+                          zk::best_simd_level(), threads);
+      if (threads == hardware) break;
+    }
+    std::printf("cpu_adam took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  moment("after_cpu_adam");
+  std::this_thread::sleep_for(std::chrono::seconds(20));
+  moment("after_20s_idle");
+  moment("again_after_idle");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
@@ -454,9 +501,10 @@ int main(int argc, char** argv) {
   if (what == "disk-after-write" && argc == 3) return disk_after_write(argv[2]);
   if (what == "disk-orders" && argc == 3) return disk_orders(argv[2]);
   if (what == "adam-placement" && argc == 4) return adam_placement(std::atoll(argv[2]), std::atoi(argv[3]));
+  if (what == "disk-moments" && argc == 3) return disk_moments(argv[2]);
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
                        "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench disk-orders DIR | "
                        "offload_bench adam-placement N "
-                       "THREADS\n");
+                       "THREADS | offload_bench disk-moments DIR\n");
   return 2;
 }
