@@ -79,6 +79,7 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
   ZRUN_CUDA_CHECK(cudaEventCreate(&b));
   const CollectiveKind kinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
                                   CollectiveKind::broadcast, CollectiveKind::reduce, CollectiveKind::all_to_all};
+  std::vector<double> world_enqueue_s;  // the host's enqueue per call on the world group (host_issue.link_collective_s)
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const zsim::ProcessGroup& g = groups[gi];
     if (g.size < 2) continue;
@@ -114,6 +115,8 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
         // ahead (the H200's 2-rank all-gathers of 4 KiB: 9.7-11 us a call issued as they come, about 5 us in the
         // suite's steps).
         const double host_s = median(host);
+        if (gi == 0 && kind != CollectiveKind::broadcast && kind != CollectiveKind::reduce)
+          world_enqueue_s.push_back(host_s);
         for (int t = 0; t < 3; ++t) {
           meet();
           alone.push_back(time_behind_spin(one, reps, host_s, s, one));
@@ -129,6 +132,11 @@ void measure_collectives(Measurements& m, Communicators& comms, const std::vecto
                              median(inclusive) * 1e6, host_s * 1e6);
         }
       }
+  }
+  if (rank == 0 && !world_enqueue_s.empty()) {
+    m.host_issue.link_collective_s = median(world_enqueue_s);
+    log << fmt::format("  NCCL host issue per call among the GPUs (the median enqueue on {} over {} kinds and sizes): "
+                       "{:.2f} us\n", groups.front().name, world_enqueue_s.size(), m.host_issue.link_collective_s * 1e6);
   }
   ZRUN_CUDA_CHECK(cudaEventDestroy(a));
   ZRUN_CUDA_CHECK(cudaEventDestroy(b));

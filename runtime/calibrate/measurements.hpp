@@ -65,6 +65,9 @@ struct Measurements {
     // A cuBLASLt GEMM issued as a step issues them, each call another shape (the bf16 grid's in turn, rounds of it;
     // records since 2026-11-29, else 0): where given, the profile's price of a GEMM call.
     double gemm_in_turn_s = 0;
+    // An NCCL call among the GPUs: the median of the host's enqueue over the collectives the schedules use (all-reduce,
+    // all-gather, reduce-scatter, all-to-all) on the world group, every size (2+ GPUs, records since 2026-11-29; else 0).
+    double link_collective_s = 0;
   } host_issue;
   std::map<std::string, std::vector<CollectiveSample>> collectives;  // link class "nvlink" / "ib"
   // How the collectives among ranks were timed: "gpu_alone" (behind a spin, since 2026-11-29) or "host_inclusive"

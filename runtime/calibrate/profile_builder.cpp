@@ -402,6 +402,7 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     cal["host_issue_us"] = {{"kernel", h.kernel_s * 1e6}, {"gemm", h.gemm_s * 1e6}, {"collective", h.collective_s * 1e6},
                             {"memcpy", h.memcpy_s * 1e6}, {"event", h.event_s * 1e6}};
     if (h.gemm_in_turn_s > 0) cal["host_issue_us"]["gemm_in_turn"] = h.gemm_in_turn_s * 1e6;
+    if (h.link_collective_s > 0) cal["host_issue_us"]["link_collective"] = h.link_collective_s * 1e6;
     if (m.timing == "gpu_alone") {
       const std::string src = "the host's time to enqueue one call (calibration.host_issue_us)";
       b.add("efficiency.host_issue.kernel_us", num(h.kernel_s * 1e6), src + ": an empty kernel");
@@ -413,6 +414,9 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       b.add("efficiency.host_issue.collective_us", num(h.collective_s * 1e6), src + ": an NCCL call");
       b.add("efficiency.host_issue.memcpy_us", num(h.memcpy_s * 1e6), src + ": a cudaMemcpyAsync");
       b.add("efficiency.host_issue.event_us", num(h.event_s * 1e6), src + ": a cudaEventRecord");
+      if (h.link_collective_s > 0)
+        b.add("efficiency.host_issue.link_collective_us", num(h.link_collective_s * 1e6),
+              src + ": an NCCL call among the GPUs, the median enqueue over the world group's collectives");
     }
   }
 

@@ -339,6 +339,22 @@ TEST(CalibratedProfile, AGemmCallIsPricedAtTheShapesInTurnWhereTheRecordHasThem)
   EXPECT_NEAR(loaded_profile(d, "calib-one-shape", m).efficiency.host_issue.gemm_us, 6, 1e-9);
 }
 
+// The host's enqueue of an NCCL call among the GPUs (2+ GPUs) is its own price, beside the one-rank call's; a refit
+// reads it back; a record without it (one GPU, or older) leaves the one-rank price to every collective.
+TEST(CalibratedProfile, AnNcclCallAmongTheGpusIsPricedAtItsOwnEnqueue) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  m.host_issue = {2.5e-6, 6e-6, 4e-6, 3e-6, 1e-6, 0, 7.4e-6};
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-link", m);
+  EXPECT_NEAR(c.efficiency.host_issue.link_collective_us, 7.4, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.collective_call_us(2), 7.4, 1e-9);
+  EXPECT_NEAR(c.efficiency.host_issue.collective_call_us(1), 4, 1e-9);
+  EXPECT_NEAR(measurements_from_profile((d.path / "calib-link.yaml").string()).host_issue.link_collective_s, 7.4e-6,
+              1e-15);
+  m.host_issue.link_collective_s = 0;
+  EXPECT_EQ(loaded_profile(d, "calib-no-link", m).efficiency.host_issue.link_collective_us, 0);
+}
+
 // The disk sampled at several moments: the NVMe lines say so, and the record keeps the moments for a refit.
 TEST(CalibratedProfile, NvmeMomentsAreNamedOnTheNvmeLinesAndSurviveARefit) {
   TempDir d;

@@ -142,7 +142,8 @@ Measurements measurements_from_profile(const std::string& file) {
     if (c.contains("host_issue_us")) {
       const auto& h = c["host_issue_us"];
       m.host_issue = {h.value("kernel", 0.0) * 1e-6, h.value("gemm", 0.0) * 1e-6, h.value("collective", 0.0) * 1e-6,
-                      h.value("memcpy", 0.0) * 1e-6, h.value("event", 0.0) * 1e-6, h.value("gemm_in_turn", 0.0) * 1e-6};
+                      h.value("memcpy", 0.0) * 1e-6, h.value("event", 0.0) * 1e-6, h.value("gemm_in_turn", 0.0) * 1e-6,
+                      h.value("link_collective", 0.0) * 1e-6};
     }
     if (c.contains("launch_overhead_us")) {
       m.kernel_launch_s = c["launch_overhead_us"].value("empty_kernel", 0.0) * 1e-6;

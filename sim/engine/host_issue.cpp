@@ -66,10 +66,13 @@ std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c) {
   for (const Op& op : s.ops) {
     const HostCalls h =
         host_calls(op, s, static_cast<int>(w.waits[op.id].size()), w.records_event[op.id], zeroed[op.id]);
-    const double us = h.gemms * e.gemm_us + h.kernels * e.kernel_us + h.collectives * e.collective_us +
+    // An NCCL call among 2+ ranks at calibrate's enqueue among the GPUs, where the profile has it.
+    const double collective_us =
+        e.collective_call_us(op.kind == OpKind::collective ? s.groups[op.collective.group].size : 1);
+    const double us = h.gemms * e.gemm_us + h.kernels * e.kernel_us + h.collectives * collective_us +
                       h.memcpys * e.memcpy_us + h.events * e.event_us;
     // Before the first call: the waits, then one call of the op's first kind.
-    const double first = h.gemms > 0 ? e.gemm_us : h.collectives > 0 ? e.collective_us
+    const double first = h.gemms > 0 ? e.gemm_us : h.collectives > 0 ? collective_us
                          : h.memcpys > 0 && h.kernels == 0 ? e.memcpy_us : h.kernels > 0 ? e.kernel_us : 0;
     const std::size_t waits = w.waits[op.id].size();
     const double lead = static_cast<double>(waits) * e.event_us + first;

@@ -132,5 +132,21 @@ TEST(HostIssue, PricesEachOpsCallsAtTheProfilesFigures) {
   EXPECT_NEAR(h[g].lead_s, (1 + 3) * 1e-6, 1e-15);
 }
 
+// An NCCL call on a group of 2+ ranks costs the host calibrate's enqueue among the GPUs where the profile has it; a
+// one-rank call (one GPU's collectives) the one-rank figure, as every collective does without it.
+TEST(HostIssue, ACollectiveAmongRanksIsPricedAtTheEnqueueAmongTheGpus) {
+  ClusterSpec c = testing::test_cluster(1, 2);
+  ScheduleBuilder b(c);
+  const OpId two = b.collective("two", Phase::forward, CollectiveKind::all_gather, b.group("world", 2, 2), 4096);
+  const OpId one = b.collective("one", Phase::forward, CollectiveKind::all_gather, b.group("self", 1, 1), 4096);
+  c.efficiency.host_issue = {2, 5, 7, 3, 1};
+  EXPECT_NEAR(host_issue(b.s, c)[two].total_s, 7e-6, 1e-15);
+  c.efficiency.host_issue.link_collective_us = 9;
+  const std::vector<HostIssue> h = host_issue(b.s, c);
+  EXPECT_NEAR(h[two].total_s, 9e-6, 1e-15);
+  EXPECT_NEAR(h[two].lead_s, 9e-6, 1e-15);
+  EXPECT_NEAR(h[one].total_s, 7e-6, 1e-15);
+}
+
 }  // namespace
 }  // namespace zsim

@@ -114,6 +114,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.host_issue.collective_us", S, Y},
     {"cluster.efficiency.host_issue.memcpy_us", S, Y},
     {"cluster.efficiency.host_issue.event_us", S, Y},
+    {"cluster.efficiency.host_issue.link_collective_us", S, Y},
     {"cluster.efficiency.beside_compute", M, Y},
     {"cluster.efficiency.beside_compute.memcpy", S, Y},
     {"cluster.efficiency.beside_compute.kernel", S, Y},

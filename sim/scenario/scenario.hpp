@@ -275,6 +275,10 @@ struct EfficiencySpec {
     double collective_us = 0;  // an NCCL call
     double memcpy_us = 0;      // a cudaMemcpyAsync
     double event_us = 0;       // a cudaEventRecord or cudaStreamWaitEvent
+    // An NCCL call on a group of 2+ ranks (calibrate's enqueue among the GPUs; 0: collective_us prices it too).
+    double link_collective_us = 0;
+    // A collective's call on a group of `ranks`.
+    double collective_call_us(int ranks) const { return ranks > 1 && link_collective_us > 0 ? link_collective_us : collective_us; }
     bool present() const { return kernel_us > 0 || gemm_us > 0 || collective_us > 0 || memcpy_us > 0 || event_us > 0; }
   } host_issue{};
   // CPU Adam's ceiling for the whole node, params/s (zrun calibrate: the fit of CPU Adam at several thread counts): the

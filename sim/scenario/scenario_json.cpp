@@ -70,6 +70,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     j["cluster"]["efficiency"]["host_issue"] = {{"kernel_us", host.kernel_us}, {"gemm_us", host.gemm_us},
                                                 {"collective_us", host.collective_us}, {"memcpy_us", host.memcpy_us},
                                                 {"event_us", host.event_us}};
+  if (host.present() && host.link_collective_us > 0)
+    j["cluster"]["efficiency"]["host_issue"]["link_collective_us"] = host.link_collective_us;
   for (auto [block, name] : {std::pair{&c.efficiency.beside_compute, "beside_compute"},
                              {&c.efficiency.compute_beside, "compute_beside"},
                              {&c.efficiency.beside_compute_wait, "beside_compute_wait"}})

@@ -348,6 +348,7 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.host_issue.collective_us", c.efficiency.host_issue.collective_us);
   real("cluster.efficiency.host_issue.memcpy_us", c.efficiency.host_issue.memcpy_us);
   real("cluster.efficiency.host_issue.event_us", c.efficiency.host_issue.event_us);
+  real("cluster.efficiency.host_issue.link_collective_us", c.efficiency.host_issue.link_collective_us);
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);

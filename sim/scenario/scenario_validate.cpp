@@ -113,7 +113,8 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
                                              Check::num(cl.efficiency.launch_us));
   const auto& host = cl.efficiency.host_issue;
   for (auto [v, key] : {std::pair{host.kernel_us, "kernel_us"}, {host.gemm_us, "gemm_us"},
-                        {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"}})
+                        {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"},
+                        {host.link_collective_us, "link_collective_us"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1000, std::string("cluster.efficiency.host_issue.") + key,
            "must be in [0, 1000] microseconds (0 = the call costs the host nothing), got " + Check::num(v));
   for (const auto& [block, name, zero] :
