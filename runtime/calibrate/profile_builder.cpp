@@ -44,6 +44,40 @@ struct Builder {
   }
 };
 
+// A collective kind's calls on one group at calibrate's sizes (bus bytes per second of each call, by size) as bus
+// bandwidths: the median call at each size, then no size slower than a larger one: NCCL cannot move fewer bytes in more
+// time (a larger call would do), and a kind's first small calls in calibrate can run slow (the H200's all-gather: 15.2
+// us at 16 KiB, 6.5 us at 64 KiB). A size's time is the least of its own and every larger size's.
+struct BusbwAtSize {
+  const char* label;
+  double GBps;
+  bool raised = false;  // that of a larger size, which ran faster
+};
+std::vector<BusbwAtSize> busbw_by_size(zsim::CollectiveKind what, int n,
+                                       const std::map<double, std::vector<double>>& rates_by_size) {
+  struct AtSize {
+    const char* label;
+    double bus_bytes, seconds;
+    bool raised = false;
+  };
+  std::vector<AtSize> at_size;  // ascending size
+  for (const auto& [label, bytes] : zsim::kNvlinkBusbwSizes)
+    if (auto at = rates_by_size.find(bytes); at != rates_by_size.end()) {
+      std::vector<double> v = at->second;
+      std::sort(v.begin(), v.end());
+      const double bus = zsim::bus_bytes(what, bytes, n);
+      at_size.push_back({label, bus, bus / v[v.size() / 2]});
+    }
+  for (std::size_t i = at_size.size(); i-- > 1;)
+    if (at_size[i - 1].seconds > at_size[i].seconds) {
+      at_size[i - 1].seconds = at_size[i].seconds;
+      at_size[i - 1].raised = true;
+    }
+  std::vector<BusbwAtSize> out;
+  for (const AtSize& a : at_size) out.push_back({a.label, a.bus_bytes / a.seconds / 1e9, a.raised});
+  return out;
+}
+
 }  // namespace
 
 std::string base_profile_for_gpu(const std::string& gpu_name) {
@@ -480,36 +514,50 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
       if (s.k == 1 && s.n == n && s.seconds > 0)
         rates[s.kind][s.size_bytes].push_back(zsim::bus_bytes(s.kind, s.size_bytes, s.n) / s.seconds);
     for (const auto& [what, by_size] : rates) {
-      // The median call at each size, then no size slower than a larger one: NCCL cannot move fewer bytes in more
-      // time (a larger call would do), and a kind's first small calls in calibrate can run slow (the H200's all-gather:
-      // 15.2 us at 16 KiB, 6.5 us at 64 KiB). A size's time is the least of its own and every larger size's.
-      struct AtSize {
-        const char* label;
-        double bus_bytes, seconds;
-        bool raised = false;
-      };
-      std::vector<AtSize> at_size;  // ascending size
-      for (const auto& [label, bytes] : zsim::kNvlinkBusbwSizes)
-        if (auto at = by_size.find(bytes); at != by_size.end()) {
-          std::vector<double> v = at->second;
-          std::sort(v.begin(), v.end());
-          const double bus = zsim::bus_bytes(what, bytes, n);
-          at_size.push_back({label, bus, bus / v[v.size() / 2]});
-        }
-      for (std::size_t i = at_size.size(); i-- > 1;)
-        if (at_size[i - 1].seconds > at_size[i].seconds) {
-          at_size[i - 1].seconds = at_size[i].seconds;
-          at_size[i - 1].raised = true;
-        }
       const std::string kind = zsim::to_string(what);
-      for (const AtSize& a : at_size) {
-        const double GBps = a.bus_bytes / a.seconds / 1e9;
-        b.add(fmt::format("efficiency.nvlink_busbw.{}.{}", kind, a.label), num(GBps),
+      for (const BusbwAtSize& a : busbw_by_size(what, n, by_size)) {
+        b.add(fmt::format("efficiency.nvlink_busbw.{}.{}", kind, a.label), num(a.GBps),
               fmt::format("NCCL {} of {} on {} ranks of one node: nccl-tests' bus bandwidth (bus bytes over the median "
                           "call's time{}{}); calibration.collectives.nvlink",
                           kind, a.label, n, m.collectives_timing == "gpu_alone" ? " on the GPU alone" : "",
                           a.raised ? ", that of a larger size, which ran faster" : ""));
-        cal["collectives"]["nvlink"]["busbw_GBps"][kind][a.label] = GBps;
+        cal["collectives"]["nvlink"]["busbw_GBps"][kind][a.label] = a.GBps;
+      }
+    }
+  }
+
+  // The same for each group over several nodes (efficiency.group_busbw.ranks_<N>_nodes_<K>): the "ib" class (one rank
+  // per node) and the groups with ranks on each node ("mixed:<group>", whose samples the record keeps for a refit).
+  {
+    std::map<std::pair<int, int>, std::map<zsim::CollectiveKind, std::map<double, std::vector<double>>>> rates;
+    for (const auto& [cls, samples] : m.collectives) {
+      if (cls != "ib" && cls.rfind("mixed:", 0) != 0) continue;
+      nlohmann::json rows = nlohmann::json::array();
+      for (const CollectiveSample& s : samples) {
+        if (s.k > 1 && s.seconds > 0)
+          rates[{s.n, s.k}][s.kind][s.size_bytes].push_back(zsim::bus_bytes(s.kind, s.size_bytes, s.n) / s.seconds);
+        rows.push_back({zsim::to_string(s.kind), s.n, s.k, s.size_bytes, s.seconds * 1e6});
+      }
+      if (cls != "ib")
+        cal["collectives"][cls] = {{"calibrated", false},
+                                   {"why", "a group over nodes with several ranks on each: efficiency.group_busbw"},
+                                   {"samples [kind, n, k, bytes, us]", rows}};
+    }
+    const std::vector<std::pair<int, int>> shapes = zsim::group_busbw_shapes();
+    for (const auto& [shape, kinds] : rates) {
+      if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) continue;  // no key for it
+      const std::string name = zsim::group_busbw_shape(shape.first, shape.second);
+      for (const auto& [what, by_size] : kinds) {
+        const std::string kind = zsim::to_string(what);
+        for (const BusbwAtSize& a : busbw_by_size(what, shape.first, by_size)) {
+          b.add(fmt::format("efficiency.group_busbw.{}.{}.{}", name, kind, a.label), num(a.GBps),
+                fmt::format("NCCL {} of {} on {} ranks over {} nodes: nccl-tests' bus bandwidth (bus bytes over the "
+                            "median call's time{}{}); calibration.collectives",
+                            kind, a.label, shape.first, shape.second,
+                            m.collectives_timing == "gpu_alone" ? " on the GPU alone" : "",
+                            a.raised ? ", that of a larger size, which ran faster" : ""));
+          cal["collectives"]["group_busbw_GBps"][name][kind][a.label] = a.GBps;
+        }
       }
     }
   }
@@ -600,10 +648,16 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
                         "calibration.beside_compute",
                         what(kind),
                         num(w.wait_s * 1e6), num(w.gemm_s * 1e6), w.sizes));
-    // The GEMMs' loss beside each kind at its largest size: over the side op's whole time, or, where the kind has a
-    // wait, over its time after the wait (a side kernel waiting for SMs holds none).
+    // The GEMMs' loss beside each kind at its largest size with a GEMM rate: over the side op's whole time, or, where
+    // the kind has a wait, over its time after the wait (a side kernel waiting for SMs holds none). A rate of 0, GEMMs
+    // that made no progress beside the side op, is a failed trial (4 ranks' 256 MiB all-gather on a 4 x H200 host,
+    // 2026-11-29): the next size down gives the figure.
+    std::map<std::string, double> largest_rated;
+    for (const BesideSample& s : m.beside)
+      if (s.gemm == 4096 && s.pieces == 1 && s.gemm_rate > 0)
+        largest_rated[s.kind] = std::max(largest_rated[s.kind], s.bytes);
     for (const BesideSample& s : m.beside) {
-      if (!profiled(s) || !(s.gemm_rate > 0)) continue;
+      if (s.gemm != 4096 || s.pieces != 1 || !(s.gemm_rate > 0) || s.bytes != largest_rated[s.kind]) continue;
       const auto l = lines.find(s.kind);
       const double moving_s = l == lines.end() ? s.beside_s : s.beside_s - l->second.wait_s;
       if (!(moving_s > 0)) continue;

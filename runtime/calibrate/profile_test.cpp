@@ -529,6 +529,27 @@ TEST(CalibratedProfile, CollectivesAmongTheRanksGiveEachKindsBusBandwidthAtEachM
   EXPECT_TRUE(loaded_profile(d, "calib-busbw-none", synthetic(false)).efficiency.nvlink_busbw.empty());
 }
 
+// A group over several nodes (4 ranks over 2 nodes: virtual nodes of one host, or real ones) gives its own bus
+// bandwidths per kind and size (efficiency.group_busbw.ranks_4_nodes_2), and the record keeps its samples for a refit.
+TEST(CalibratedProfile, AGroupOverSeveralNodesGivesItsShapesBusBandwidthsAndSurvivesARefit) {
+  TempDir d;
+  Measurements m = synthetic(false);
+  for (const double bytes : {1048576.0, 67108864.0})
+    m.collectives["mixed:world"].push_back({zsim::CollectiveKind::all_gather, 4, 2, bytes, 1e-5 + bytes / 100e9});
+  const zsim::ClusterSpec c = loaded_profile(d, "calib-group", m);
+  const auto& ag = c.efficiency.group_busbw.at(zsim::group_busbw_shape(4, 2)).at("all_gather");
+  ASSERT_EQ(ag.size(), 2u);
+  const double expected = zsim::bus_bytes(zsim::CollectiveKind::all_gather, 67108864.0, 4) /
+                          (1e-5 + 67108864.0 / 100e9) / 1e9;
+  EXPECT_EQ(ag[1].first, 67108864.0);
+  EXPECT_NEAR(ag[1].second, expected, expected * 1e-5);
+  const Measurements back = measurements_from_profile((d.path / "calib-group.yaml").string());
+  ASSERT_EQ(back.collectives.at("mixed:world").size(), 2u);
+  EXPECT_EQ(back.collectives.at("mixed:world")[0].n, 4);
+  EXPECT_EQ(back.collectives.at("mixed:world")[0].k, 2);
+  EXPECT_TRUE(loaded_profile(d, "calib-no-group", synthetic(false)).efficiency.group_busbw.empty());
+}
+
 // A size that ran slower than a larger one takes the larger size's time: NCCL cannot move fewer bytes in more time.
 TEST(CalibratedProfile, ASmallCollectiveSlowerThanALargerOneGetsTheLargerOnesTime) {
   TempDir d;
@@ -653,6 +674,22 @@ TEST(CalibratedProfile, ASideKindTimedAtSeveralSizesBesideATimedGemmGivesAWaitAn
   EXPECT_NEAR(back.beside[0].gemm_s, 173e-6, 1e-12);
   EXPECT_EQ(back.beside[0].pieces, 1);
   EXPECT_EQ(back.beside[4].pieces, 64);
+}
+
+// GEMMs that made no progress beside a side op (a rate of 0) is a failed trial: the largest size with a rate gives the
+// GEMMs' figure, after the kind's wait as ever.
+TEST(CalibratedProfile, TheGemmsFigureComesFromTheLargestSizeWhereTheyMadeProgress) {
+  Measurements m = synthetic(false);
+  // beside = 130 us + 1.25 x alone, the GEMM 173 us; at 256 MiB the GEMMs' rate was not measured (0).
+  m.beside = {{"link_collective", 4.0 * (1 << 20), 4e-6, 135e-6, 4096, 0.99, 173e-6},
+              {"link_collective", 64.0 * (1 << 20), 40e-6, 180e-6, 4096, 0.9, 173e-6},
+              {"link_collective", 256.0 * (1 << 20), 128e-6, 290e-6, 4096, 0.0, 173e-6}};
+  TempDir d;
+  write_profile(d, "calib-no-rate", build_profile(m, load_profile_cluster("h100-hgx-ib400"), "h100-hgx-ib400"));
+  const zsim::ClusterSpec c = load_profile_cluster("calib-no-rate", d.path.string());
+  // 64 MiB: the GEMMs lost 0.1 x 180 us, all of it in the 50 us after the wait.
+  EXPECT_NEAR(c.efficiency.compute_beside.link_collective, 1 - 0.1 * 180 / 50, 1e-4);
+  EXPECT_NEAR(c.efficiency.beside_compute.link_collective, 1 / 1.25, 1e-4);  // the side op's line: every size
 }
 
 TEST(CalibratedProfile, TheGemmsKeepTheRateMeasuredBesideEachSideKindAndARecordWithoutItGivesNone) {

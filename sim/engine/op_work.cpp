@@ -92,6 +92,20 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
     append(w.route, scaled(links.leaf_uplink, c_nic * off_leaf_fraction(col.what, k, links.nodes_per_leaf)));
   }
   require_capacity(op, w.route, links);
+  if (k > 1) {
+    // Measured on a group of this shape (efficiency.group_busbw): the bus bytes at the kind's bus bandwidth at this
+    // size, over the network route above, scaled so that the flow alone runs at that rate.
+    const auto shape = c.efficiency.group_busbw.find(group_busbw_shape(n, k));
+    if (shape != c.efficiency.group_busbw.end())
+      if (const auto kind = shape->second.find(to_string(col.what)); kind != shape->second.end() && !kind->second.empty()) {
+        const double busbw = interpolated_busbw(kind->second, S);
+        w.route = scaled(w.route, alone_rate(w.route, links) / busbw);
+        w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
+        w.flow_bytes = bus_bytes(col.what, S, n);
+        w.side = SideKind::link_collective;
+        return w;
+      }
+  }
   const CollectiveLink link{links.nvlink_latency_s, inter_latency, alone_rate(w.route, links)};
   w.algorithm = choose_algorithm(col.what, S, n, k, link);
   w.fixed_s = latency_s(col.what, w.algorithm, n, k, link);

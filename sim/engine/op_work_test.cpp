@@ -144,6 +144,31 @@ TEST(OpWork, ACollectiveOnOneNodeWithMeasuredBusBandwidthsMovesItsBusBytesAtItsK
   EXPECT_NE(with_table, expected);
 }
 
+// A collective on a group over several nodes whose shape has measured bus bandwidths (efficiency.group_busbw: N ranks
+// over K nodes) moves its bus bytes at its kind's figure at its size, in place of the network's latency + bandwidth
+// line; another shape, or the kind without figures, keeps the line.
+TEST(OpWork, ACollectiveOverNodesWithItsGroupShapesMeasuredBusBandwidthMovesItsBusBytesAtThatRate) {
+  ClusterSpec c = test_cluster(2, 2);
+  c.efficiency.group_busbw[group_busbw_shape(4, 2)]["all_gather"] = {{16777216.0, 100}, {268435456.0, 200}};
+  const Bytes size = 67108864;
+  const double rate = std::sqrt(100e9 * 200e9);
+  ScheduleBuilder b(c);
+  b.collective("ag", Phase::backward, CollectiveKind::all_gather, b.group("world", 4, 2), size);
+  const double expected = bus_bytes(CollectiveKind::all_gather, size, 4) / rate;
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
+
+  ScheduleBuilder inter(c);  // 2 ranks, one per node: another shape
+  inter.collective("ag", Phase::backward, CollectiveKind::all_gather, inter.group("inter_node", 2, 1, 2), size);
+  const double other_shape = simulate(c, inter.s).step_s();
+  ScheduleBuilder rs(c);
+  rs.collective("rs", Phase::backward, CollectiveKind::reduce_scatter, rs.group("world", 4, 2), size);
+  const double other_kind = simulate(c, rs.s).step_s();
+  c.efficiency.group_busbw.clear();
+  EXPECT_EQ(other_shape, simulate(c, inter.s).step_s());
+  EXPECT_EQ(other_kind, simulate(c, rs.s).step_s());
+  EXPECT_NE(simulate(c, b.s).step_s(), expected);
+}
+
 // A d2d copy (a flatten, a copy-out, a dtype cast) is one kernel: its launch, then its bytes read and written at
 // the copy kind's efficiency.
 TEST(OpWork, ADeviceCopyIsOneKernelLaunchAndItsBytesAtTheCopyKindsEfficiency) {

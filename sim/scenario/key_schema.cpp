@@ -329,6 +329,16 @@ const std::vector<Entry>& entries() {
       g.emplace_back(block + "." + kind, M);
       for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(block + "." + kind + "." + label, S);
     }
+    const std::string groups = "cluster.efficiency.group_busbw";
+    g.emplace_back(groups, M);
+    for (const auto& [n, k] : group_busbw_shapes()) {
+      const std::string shape = groups + "." + group_busbw_shape(n, k);
+      g.emplace_back(shape, M);
+      for (const char* kind : kNvlinkBusbwKinds) {
+        g.emplace_back(shape + "." + kind, M);
+        for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(shape + "." + kind + "." + label, S);
+      }
+    }
     const std::string adam = "cluster.efficiency.cpu_adam_measured";
     g.emplace_back(adam, M);
     for (const int ranks : kCpuAdamMeasuredRanks) {

@@ -208,6 +208,18 @@ inline constexpr std::array<std::pair<const char*, double>, 11> kNvlinkBusbwSize
 inline constexpr std::array<const char*, 6> kNvlinkBusbwKinds{"all_gather", "reduce_scatter", "all_reduce",
                                                               "all_to_all", "broadcast",      "reduce"};
 
+// The group shapes efficiency.group_busbw may hold (its block names, "ranks_<N>_nodes_<K>"): N ranks over K nodes,
+// N and K powers of two, 2 <= K <= N <= 64.
+inline std::string group_busbw_shape(int ranks, int nodes) {
+  return "ranks_" + std::to_string(ranks) + "_nodes_" + std::to_string(nodes);
+}
+inline std::vector<std::pair<int, int>> group_busbw_shapes() {
+  std::vector<std::pair<int, int>> v;
+  for (int n = 2; n <= 64; n *= 2)
+    for (int k = 2; k <= n; k *= 2) v.emplace_back(n, k);
+  return v;
+}
+
 // Achieved fractions of peak and host throughputs; defaults from the hardware profile, overridable by
 // calibration (timing issue).
 struct EfficiencySpec {
@@ -247,6 +259,11 @@ struct EfficiencySpec {
   // bandwidth line, which NCCL does not follow on NVLink (its protocol and channels change with the size). Kind name
   // -> (bytes, GBps) points in ascending size; a kind absent takes the line.
   std::map<std::string, std::vector<std::pair<double, double>>> nvlink_busbw{};
+  // The same for a group over several nodes, per group shape (zrun calibrate on 2+ nodes, or virtual nodes of one host:
+  // efficiency.group_busbw.ranks_<N>_nodes_<K>.<kind>.<size>, GB/s): a collective on a group of that shape whose kind
+  // has figures moves its bus bytes at the figure interpolated at its size, over the route the network model gives it,
+  // in place of the links.ib_* line. Shape (group_busbw_shape) -> kind -> (bytes, GBps) points in ascending size.
+  std::map<std::string, std::map<std::string, std::vector<std::pair<double, double>>>> group_busbw{};
   // The fraction of its alone rate a kernel of a side stream keeps while the compute stream runs (zrun calibrate:
   // each kind timed alone and beside back-to-back GEMMs); 0 = not measured (its alone rate). memcpy: a plain d2d copy
   // run as a cudaMemcpyAsync per piece (torch's copy_); kernel: a copy kernel (torch.cat, casts, add_); collective: a

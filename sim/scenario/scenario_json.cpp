@@ -89,6 +89,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     for (const auto& [bytes, GBps] : points)
       for (const auto& [label, at] : kNvlinkBusbwSizes)
         if (at == bytes) j["cluster"]["efficiency"]["nvlink_busbw"][kind][label] = GBps;
+  for (const auto& [shape, kinds] : c.efficiency.group_busbw)
+    for (const auto& [kind, points] : kinds)
+      for (const auto& [bytes, GBps] : points)
+        for (const auto& [label, at] : kNvlinkBusbwSizes)
+          if (at == bytes) j["cluster"]["efficiency"]["group_busbw"][shape][kind][label] = GBps;
   for (const auto& [ranks, points] : c.efficiency.cpu_adam_measured)
     for (const auto& [threads, rate] : points)
       j["cluster"]["efficiency"]["cpu_adam_measured"]["ranks_" + std::to_string(ranks)]

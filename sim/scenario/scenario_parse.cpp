@@ -334,6 +334,16 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
                            "a bus bandwidth must be > 0 GB/s");
         c.efficiency.nvlink_busbw[kind].emplace_back(bytes, *v);
       }
+  for (const auto& [n, k] : group_busbw_shapes())
+    for (const char* kind : kNvlinkBusbwKinds)
+      for (const auto& [label, bytes] : kNvlinkBusbwSizes) {
+        const std::string key =
+            std::string("cluster.efficiency.group_busbw.") + group_busbw_shape(n, k) + "." + kind + "." + label;
+        if (auto v = f.get_real(key)) {
+          if (!(*v > 0)) throw InputError(f.where(key), "a bus bandwidth must be > 0 GB/s");
+          c.efficiency.group_busbw[group_busbw_shape(n, k)][kind].emplace_back(bytes, *v);
+        }
+      }
   for (const int ranks : kCpuAdamMeasuredRanks)
     for (const int threads : kCpuAdamMeasuredThreads) {
       const std::string key = "cluster.efficiency.cpu_adam_measured.ranks_" + std::to_string(ranks) + ".threads_" +
