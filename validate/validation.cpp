@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "sim/common/error.hpp"
 #include "sim/engine/host_issue.hpp"
@@ -165,25 +166,28 @@ MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unma
   // Step 0's ops of `s` by (name, micro_step), in program order.
   std::map<std::pair<std::string, int>, std::vector<OpId>> ids;
   for (std::size_t i = 0; i < step0_end(s); ++i) ids[{s.ops[i].name, s.ops[i].micro_step}].push_back(s.ops[i].id);
+  // The next op of step 0 with that name and micro-step, each list of ops taken in order; none where `s` has no more.
+  using Taken = std::map<std::pair<std::string, int>, std::size_t>;
+  auto next_of = [&ids](const std::pair<std::string, int>& key, Taken& taken) -> std::optional<OpId> {
+    const auto it = ids.find(key);
+    std::size_t& k = taken[key];
+    if (it == ids.end() || k >= it->second.size()) return std::nullopt;
+    return it->second[k++];
+  };
   MeasuredRun r = m;
   r.ops.clear();
   r.collective_s.clear();
   r.op_names.clear();
-  std::map<std::pair<std::string, int>, std::size_t> taken;
+  Taken taken;
   std::map<OpId, OpId> to_new;
   for (const auto& [id, t] : m.ops) {  // by id: program order of the run's schedule
     const auto name = m.op_names.find(id);
-    if (name == m.op_names.end()) {
+    const std::optional<OpId> found = name == m.op_names.end() ? std::nullopt : next_of(name->second, taken);
+    if (!found) {
       if (unmatched) ++*unmatched;
       continue;
     }
-    const auto it = ids.find(name->second);
-    std::size_t& k = taken[name->second];
-    if (it == ids.end() || k >= it->second.size()) {
-      if (unmatched) ++*unmatched;
-      continue;
-    }
-    const OpId now = it->second[k++];
+    const OpId now = *found;
     to_new[id] = now;
     r.ops[now] = t;
     r.op_names[now] = name->second;
@@ -192,14 +196,14 @@ MeasuredRun match_ops_by_name(const Schedule& s, const MeasuredRun& m, int* unma
     if (to_new.count(id)) r.collective_s[to_new.at(id)] = sec;
   // The per-op host times name their ops too (every op of the step, allocations and frees included).
   r.op_issue.clear();
-  std::map<std::pair<std::string, int>, std::size_t> issue_taken;
+  Taken issue_taken;
   for (const MeasuredRun::OpIssue& i : m.op_issue) {
-    const auto it = ids.find({i.name, i.micro_step});
-    std::size_t& k = issue_taken[{i.name, i.micro_step}];
-    if (i.name.empty() || it == ids.end() || k >= it->second.size()) continue;
-    MeasuredRun::OpIssue now = i;
-    now.id = it->second[k++];
-    r.op_issue.push_back(std::move(now));
+    if (i.name.empty()) continue;
+    if (const std::optional<OpId> now = next_of({i.name, i.micro_step}, issue_taken)) {
+      MeasuredRun::OpIssue moved = i;
+      moved.id = *now;
+      r.op_issue.push_back(std::move(moved));
+    }
   }
   return r;
 }

@@ -51,6 +51,7 @@
 
 #include "kernels/cpu/cpu_adam.hpp"
 #include "runtime/calibrate/benches.hpp"
+#include "runtime/calibrate/fit.hpp"
 #include "runtime/calibrate/nvme_samples.hpp"
 #include "runtime/nvme/uring_file_io.hpp"
 
@@ -477,12 +478,10 @@ int disk_moments(const std::string& dir) {
     zk::AdamHyper h;
     const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const auto t0 = std::chrono::steady_clock::now();
-    for (int threads = 1;; threads = std::min(2 * threads, hardware)) {
+    for (const int threads : zrun::calibrate::cpu_adam_thread_counts(hardware))
       for (int r = 0; r < 4; ++r)
         zk::cpu_adam_step(p.data(), a.data(), v.data(), g.data(), w.data(), zk::Half16::bf16, n, h,
                           zk::best_simd_level(), threads);
-      if (threads == hardware) break;
-    }
     std::printf("cpu_adam took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   moment("after_cpu_adam");

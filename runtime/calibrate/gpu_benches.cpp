@@ -30,22 +30,9 @@ using model::DType;
 
 
 // The host's time per cuBLASLt call when each call is another shape, as a step's layers call them (the same shape
-// back to back, as time_call repeats a call, keeps the library's per-shape state warm): rounds of the grid's shapes
-// in turn, the stream drained between rounds; the median round's time per call.
-double gemm_host_in_turn(model::Gemm& gemm, const void* a, const void* b, void* d, const std::vector<std::int64_t>& ms,
-                         const std::vector<std::int64_t>& ns, const std::vector<std::int64_t>& ks, DType dt,
-                         cudaStream_t s) {
-  std::vector<model::GemmCall> calls;
-  for (std::int64_t M : ms)
-    for (std::int64_t N : ns)
-      for (std::int64_t K : ks) {
-        model::GemmCall g;
-        g.m = M; g.n = N; g.k = K;
-        g.a = a; g.lda = M;
-        g.b = b; g.ldb = K;
-        g.d = d; g.ldd = M;
-        calls.push_back(g);
-      }
+// back to back, as time_call repeats a call, keeps the library's per-shape state warm): rounds of `calls` (the grid's
+// shapes) in turn, the stream drained between rounds; the median round's time per call.
+double gemm_host_in_turn(model::Gemm& gemm, const std::vector<model::GemmCall>& calls, DType dt, cudaStream_t s) {
   std::vector<double> per_call;
   for (int round = 0; round < 6; ++round) {
     ZRUN_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -75,7 +62,8 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
     fill_random(a.p, mmax * kmax, kind, 1, s);
     fill_random(b.p, kmax * nmax, kind, 2, s);
     std::vector<GemmSample>& out = m.gemm[model::dtype_name(dt)];
-    std::vector<double> host;  // the host's enqueue time per call over the grid
+    std::vector<double> host;            // the host's enqueue time per call over the grid
+    std::vector<model::GemmCall> calls;  // the grid's calls, in its order
     for (std::int64_t M : ms)
       for (std::int64_t N : ns)
         for (std::int64_t K : ks) {
@@ -84,6 +72,7 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
           g.a = a.p; g.lda = M;
           g.b = b.p; g.ldb = K;
           g.d = d.p; g.ldd = M;
+          calls.push_back(g);
           // Cold, operands and all: with A (the activations) rewritten first, as the kernel before in a step leaves
           // them, the GEMM model fitted the grid and attention's calls at rms 12.4% / worst 40.6% (cold: 6.3% / 19.7%;
           // H200, 2026-11-26), its operand rate above HBM's: a shape it does not hold, so the GEMMs stay cold.
@@ -99,7 +88,7 @@ void measure_gemms(Measurements& m, bool quick, cudaStream_t s, std::ostream& lo
       m.host_issue.gemm_s = host[host.size() / 2];
       log << fmt::format("  gemm host issue (median over the bf16 grid, each shape's calls back to back): {:.2f} us\n",
                          m.host_issue.gemm_s * 1e6);
-      m.host_issue.gemm_in_turn_s = gemm_host_in_turn(gemm, a.p, b.p, d.p, ms, ns, ks, dt, s);
+      m.host_issue.gemm_in_turn_s = gemm_host_in_turn(gemm, calls, dt, s);
       log << fmt::format("  gemm host issue, the grid's shapes in turn (as a step calls them; median of 5 rounds): "
                          "{:.2f} us\n", m.host_issue.gemm_in_turn_s * 1e6);
     }

@@ -156,8 +156,8 @@ Executor::Executor(const zsim::Schedule& s, const zsim::Plan& plan, int rank, Co
     forward_work_ = gpu.alloc("zrun.forward_work", MemCategory::activations, kBeyondSchedule, 0, "init",
                               own.forward_work_bytes);
   own_bytes_ += own.total();
-  // Buffers that start at zero besides gradients and buckets: the stage-3 all-reduce fetch buffer (torch.zeros:
-  // each rank fills only its slots of the sum) and the reduce-scatter interleave buffer (its padding).
+  // Buffers that start at zero (sim/schedule/zeroed_allocs): gradients and buckets, the stage-3 all-reduce fetch buffer
+  // and the reduce-scatter interleave buffer.
   zero_on_alloc_ = zsim::zeroed_allocs(s);
   for (std::size_t g = 0; g < s.groups.size(); ++g)
     if (s.groups[g].size == s.meta.world_size) world_group_ = static_cast<int>(g);

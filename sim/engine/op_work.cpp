@@ -37,6 +37,18 @@ void require_capacity(const Op& op, const FlowPath& route, const RankLinks& link
                                   links.names[u.link] + ", which has zero bandwidth in the cluster spec");
 }
 
+// A collective priced by a measured bus bandwidth (efficiency.nvlink_busbw, group_busbw): its bus bytes as one flow
+// over `route`, scaled so that the flow alone runs at `busbw`, sharing its links as any flow; no fixed part (the
+// latency steps are in the figure).
+OpWork at_measured_busbw(const CollectiveOp& col, int n, const FlowPath& route, double busbw, const RankLinks& links) {
+  OpWork w;
+  w.route = scaled(route, alone_rate(route, links) / busbw);
+  w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
+  w.flow_bytes = bus_bytes(col.what, static_cast<double>(col.bytes), n);
+  w.side = SideKind::link_collective;
+  return w;
+}
+
 OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, const RankLinks& links) {
   OpWork w;
   const CollectiveOp& col = op.collective;
@@ -69,15 +81,9 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   const int k = g.nodes_spanned();
   const auto measured = c.efficiency.nvlink_busbw.find(to_string(col.what));
   if (k <= 1 && measured != c.efficiency.nvlink_busbw.end() && !measured->second.empty()) {
-    // Measured on this node's links (efficiency.nvlink_busbw): the bus bytes at the kind's bus bandwidth at this size;
-    // the route's coefficient makes the NVLink flow run at that rate alone and share the link as any flow.
-    const double busbw = interpolated_busbw(measured->second, S);
+    // Measured on this node's links (efficiency.nvlink_busbw): the kind's bus bandwidth at this size over NVLink.
     require_capacity(op, links.nvlink, links);
-    w.route = scaled(links.nvlink, alone_rate(links.nvlink, links) / busbw);
-    w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
-    w.flow_bytes = bus_bytes(col.what, S, n);
-    w.side = SideKind::link_collective;
-    return w;
+    return at_measured_busbw(col, n, links.nvlink, interpolated_busbw(measured->second, S), links);
   }
   Seconds inter_latency = links.nvlink_latency_s;  // a group on one node has no network steps
   if (k <= 1) {
@@ -93,18 +99,12 @@ OpWork collective_work(const Op& op, const Schedule& s, const ClusterSpec& c, co
   }
   require_capacity(op, w.route, links);
   if (k > 1) {
-    // Measured on a group of this shape (efficiency.group_busbw): the bus bytes at the kind's bus bandwidth at this
-    // size, over the network route above, scaled so that the flow alone runs at that rate.
+    // Measured on a group of this shape (efficiency.group_busbw): the kind's bus bandwidth at this size over the
+    // network route above.
     const auto shape = c.efficiency.group_busbw.find(group_busbw_shape(n, k));
     if (shape != c.efficiency.group_busbw.end())
-      if (const auto kind = shape->second.find(to_string(col.what)); kind != shape->second.end() && !kind->second.empty()) {
-        const double busbw = interpolated_busbw(kind->second, S);
-        w.route = scaled(w.route, alone_rate(w.route, links) / busbw);
-        w.algorithm = col.what == CollectiveKind::all_to_all ? CollectiveAlgorithm::pairwise : CollectiveAlgorithm::ring;
-        w.flow_bytes = bus_bytes(col.what, S, n);
-        w.side = SideKind::link_collective;
-        return w;
-      }
+      if (const auto kind = shape->second.find(to_string(col.what)); kind != shape->second.end() && !kind->second.empty())
+        return at_measured_busbw(col, n, w.route, interpolated_busbw(kind->second, S), links);
   }
   const CollectiveLink link{links.nvlink_latency_s, inter_latency, alone_rate(w.route, links)};
   w.algorithm = choose_algorithm(col.what, S, n, k, link);
