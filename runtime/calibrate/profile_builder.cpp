@@ -147,6 +147,19 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
        base.nvme.one_request_read_GBps, base.nvme.one_request_read_latency_us);
   nvme(m.nvme_write_one, "nvme.one_request_write_GBps", "nvme.one_request_write_latency_us", "write_one_request",
        base.nvme.one_request_write_GBps, base.nvme.one_request_write_latency_us);
+  // Each measured size's own figure (nvme.read_GBps_by_size / write_GBps_by_size.<size>, latency included), which
+  // zsim takes for a transfer of more than one request: on a disk whose rate changes with the transfer's size the line
+  // above leaves the residual it reports.
+  auto nvme_by_size = [&](const std::vector<SizeSample>& v, const char* block, const char* what) {
+    if (v.size() < 2) return;
+    for (const SizeSample& s : v)
+      for (const auto& [label, bytes] : zsim::kNvlinkBusbwSizes)
+        if (bytes == s.bytes && s.seconds > 0)
+          b.add(fmt::format("nvme.{}.{}", block, label), num(s.bytes / s.seconds / 1e9),
+                fmt::format("{} of {}: its bytes over its measured time; calibration.nvme.{}", what, label, what));
+  };
+  nvme_by_size(m.nvme_read, "read_GBps_by_size", "read");
+  nvme_by_size(m.nvme_write, "write_GBps_by_size", "write");
   cal["nvme"]["path"] = m.nvme_path;
   cal["nvme"]["direct"] = m.nvme_direct;
   if (m.nvme_moments > 0) {

@@ -156,6 +156,12 @@ TEST(CalibratedProfile, LoadsThroughClusterProfileWithTheFittedValues) {
   EXPECT_NEAR(c.links.nvlink_GBps, 350, 1e-2);
   EXPECT_NEAR(c.links.nvlink_latency_us, 4, 1e-3);
   EXPECT_EQ(c.host.cores, 16);
+  // Each measured size's own figure: bytes over the whole measured time (16 MiB .. 1 GiB).
+  ASSERT_EQ(c.nvme.read_GBps_by_size.size(), 4u);
+  EXPECT_EQ(c.nvme.read_GBps_by_size.front().first, 16.0 * (1 << 20));
+  EXPECT_NEAR(c.nvme.read_GBps_by_size.front().second, (16 << 20) / (1e-4 + (16 << 20) / 6e9) / 1e9, 1e-4);
+  ASSERT_EQ(c.nvme.write_GBps_by_size.size(), 4u);
+  EXPECT_NEAR(c.nvme.write_GBps_by_size.back().second, (1 << 30) / (1e-4 + (1 << 30) / 3e9) / 1e9, 1e-4);
   EXPECT_EQ(c.gpu.peak_tflops, base.gpu.peak_tflops);  // data sheet kept
 }
 

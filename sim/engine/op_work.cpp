@@ -7,6 +7,7 @@
 #include "cost_models/collective_cost.hpp"
 #include "cost_models/compute_cost.hpp"
 #include "cost_models/gemm_model.hpp"
+#include "cost_models/measured_curve.hpp"
 #include "cost_models/transfer_cost.hpp"
 #include "sim/report/comm_volume.hpp"
 
@@ -139,6 +140,16 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
       if (one_GBps > 0 && stream_GBps > 0 && op.copy.bytes <= kNvmeRequestBytes) {
         w.route = scaled(w.route, stream_GBps / one_GBps);
         w.fixed_s = (read ? c.nvme.one_request_read_latency_us : c.nvme.one_request_write_latency_us) * 1e-6;
+      }
+      // A larger transfer where the cluster gives figures per size (one process alone on the disk): its bytes over
+      // the route scaled from the line's rate to the figure interpolated at its size, so that the node's ranks still
+      // share the disk; no fixed part (the latency is in the figure).
+      const auto& by_size = read ? c.nvme.read_GBps_by_size : c.nvme.write_GBps_by_size;
+      if (!by_size.empty() && stream_GBps > 0 && op.copy.bytes > kNvmeRequestBytes) {
+        w.route = scaled(w.route, stream_GBps / log_log_interpolated(by_size, static_cast<double>(op.copy.bytes),
+                                                                     read ? "nvme.read_GBps_by_size"
+                                                                          : "nvme.write_GBps_by_size"));
+        w.fixed_s = 0;
       }
       break;
     }

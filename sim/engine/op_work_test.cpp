@@ -1,5 +1,7 @@
 // How a GPU compute op's FLOPs and HBM bytes combine into its time.
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -218,6 +220,46 @@ TEST(OpWork, AnNvmeTransferOfOneRequestPaysTheOneRequestLine) {
       EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9) << (read ? "read " : "write ") << bytes;
     }
   }
+}
+
+// Where the cluster gives figures per size (nvme.read_GBps_by_size, write_GBps_by_size: calibrate's transfers, latency
+// included), a transfer of more than one request moves at the figure interpolated at its size (log-log, the nearest
+// figure beyond them) and pays no latency of its own; one request still pays the line.
+TEST(OpWork, AnNvmeTransferMovesAtTheMeasuredFigureAtItsSize) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.nvme.read_latency_us = 400;
+  c.nvme.write_latency_us = 250;
+  c.nvme.read_GBps_by_size = {{16.0 * (1 << 20), 1.0}, {256.0 * (1 << 20), 2.0}, {1024.0 * (1 << 20), 1.5}};
+  c.nvme.write_GBps_by_size = {{16.0 * (1 << 20), 3.0}};
+  const Bytes MiB = Bytes{1} << 20;
+  const std::vector<std::tuple<CopyKind, Bytes, double>> cases{
+      {CopyKind::nvme_read, 16 * MiB, 1.0},
+      {CopyKind::nvme_read, 64 * MiB, std::sqrt(2.0)},  // halfway in log size between 16 and 256 MiB
+      {CopyKind::nvme_read, 2048 * MiB, 1.5},           // beyond the largest: its figure
+      {CopyKind::nvme_read, 2 * MiB, 1.0},              // below the smallest: its figure
+      {CopyKind::nvme_write, 512 * MiB, 3.0},
+  };
+  for (const auto& [what, bytes, GBps] : cases) {
+    ScheduleBuilder b(c);
+    b.copy("io", Phase::step, what, bytes);
+    const double expected = static_cast<double>(bytes) / (GBps * 1e9);
+    EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9) << bytes;
+  }
+  ScheduleBuilder one(c);
+  one.copy("io", Phase::step, CopyKind::nvme_read, MiB);
+  const double line = 400e-6 + static_cast<double>(MiB) / (c.nvme.read_GBps * 1e9);
+  EXPECT_NEAR(simulate(c, one.s).step_s(), line, line * 1e-9);
+}
+
+// The figures per size are one process alone on the disk: the node's ranks share it as they share the line's rate
+// (each rank's program moves at its share, the figure over the GPUs of its node).
+TEST(OpWork, AnNvmeTransferAtAMeasuredFigureSharesTheDiskWithTheNodesRanks) {
+  ClusterSpec c = test_cluster(1, 2);
+  c.nvme.read_GBps_by_size = {{16.0 * (1 << 20), 1.0}, {1024.0 * (1 << 20), 2.0}};
+  ScheduleBuilder b(c);
+  b.copy("io", Phase::step, CopyKind::nvme_read, Bytes{1} << 30);
+  const double expected = static_cast<double>(Bytes{1} << 30) / (2.0e9 / 2);
+  EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
 }
 
 // A d2d copy of many kernels (DeepSpeed's per-parameter copy_ loop, a torch.cat of more than 128 inputs) pays a launch

@@ -318,9 +318,10 @@ const Entry kEntries[] = {
     {"deepspeed.disable_allgather", A, N},
 };
 
-// Every key: kEntries, then efficiency.nvlink_busbw's block per collective kind and key per size, and
+// Every key: kEntries, then efficiency.nvlink_busbw's block per collective kind and key per size, nvme's
+// read_GBps_by_size / write_GBps_by_size key per size, group_busbw's block per group shape, and
 // efficiency.cpu_adam_measured's block per rank count and key per thread count, from the lists the parser reads them by
-// (kNvlinkBusbwKinds, kNvlinkBusbwSizes, kCpuAdamMeasuredRanks, kCpuAdamMeasuredThreads).
+// (kNvlinkBusbwKinds, kNvlinkBusbwSizes, group_busbw_shapes, kCpuAdamMeasuredRanks, kCpuAdamMeasuredThreads).
 const std::vector<Entry>& entries() {
   static const std::vector<std::pair<std::string, KeyKind>> generated = [] {
     const std::string block = "cluster.efficiency.nvlink_busbw";
@@ -328,6 +329,10 @@ const std::vector<Entry>& entries() {
     for (const char* kind : kNvlinkBusbwKinds) {
       g.emplace_back(block + "." + kind, M);
       for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(block + "." + kind + "." + label, S);
+    }
+    for (const std::string nvme : {"cluster.nvme.read_GBps_by_size", "cluster.nvme.write_GBps_by_size"}) {
+      g.emplace_back(nvme, M);
+      for (const auto& [label, bytes] : kNvlinkBusbwSizes) g.emplace_back(nvme + "." + label, S);
     }
     const std::string groups = "cluster.efficiency.group_busbw";
     g.emplace_back(groups, M);

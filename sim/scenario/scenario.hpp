@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cost_models/gemm_model.hpp"
@@ -96,6 +97,12 @@ struct NvmeSpec {                 // per node
   double one_request_read_GBps = 0;
   double one_request_write_latency_us = 0;
   double one_request_write_GBps = 0;
+  // Measured per size where given (nvme.read_GBps_by_size / write_GBps_by_size.<size>, GB/s: a transfer's bytes over
+  // its whole time, latency included): a transfer of more than one request moves at the figure interpolated at its
+  // size (log-log, the nearest figure beyond them) in place of the line above, which one latency and one rate do not
+  // hold on every disk (zrun calibrate's fit residual). (bytes, GBps) points in ascending size.
+  std::vector<std::pair<double, double>> read_GBps_by_size{};
+  std::vector<std::pair<double, double>> write_GBps_by_size{};
 };
 inline constexpr Bytes kNvmeRequestBytes = Bytes{1} << 20;
 

@@ -136,6 +136,14 @@ TEST(ScenarioErrors, AMeasuredBusBandwidthThatIsNotPositiveNamesItsKey) {
   expect_override_error("cluster.efficiency.nvlink_busbw.all_gather.1MiB", "0", "must be > 0");
 }
 
+TEST(ScenarioErrors, AMeasuredNvmeRateThatIsNotPositiveNamesItsKey) {
+  expect_override_error("cluster.nvme.read_GBps_by_size.64MiB", "0", "must be > 0 GB/s");
+}
+
+TEST(ScenarioErrors, AnNvmeRateForASizeItCannotHoldIsAnUnknownKey) {
+  expect_override_error("cluster.nvme.write_GBps_by_size.3MiB", "2", "unknown key '3MiB'");
+}
+
 TEST(ScenarioErrors, AMeasuredCpuAdamRateThatIsNotPositiveNamesItsKey) {
   expect_override_error("cluster.efficiency.cpu_adam_measured.ranks_2.threads_8", "-1", "must be > 0 params/s");
 }

@@ -89,6 +89,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     for (const auto& [bytes, GBps] : points)
       for (const auto& [label, at] : kNvlinkBusbwSizes)
         if (at == bytes) j["cluster"]["efficiency"]["nvlink_busbw"][kind][label] = GBps;
+  for (auto [points, key] : {std::pair{&c.nvme.read_GBps_by_size, "read_GBps_by_size"},
+                             {&c.nvme.write_GBps_by_size, "write_GBps_by_size"}})
+    for (const auto& [bytes, GBps] : *points)
+      for (const auto& [label, at] : kNvlinkBusbwSizes)
+        if (at == bytes) j["cluster"]["nvme"][key][label] = GBps;
   for (const auto& [shape, kinds] : c.efficiency.group_busbw)
     for (const auto& [kind, points] : kinds)
       for (const auto& [bytes, GBps] : points)

@@ -299,6 +299,13 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   if (auto v = f.get_real("cluster.nvme.one_request_read_GBps")) c.nvme.one_request_read_GBps = *v;
   if (auto v = f.get_real("cluster.nvme.one_request_write_latency_us")) c.nvme.one_request_write_latency_us = *v;
   if (auto v = f.get_real("cluster.nvme.one_request_write_GBps")) c.nvme.one_request_write_GBps = *v;
+  for (auto [points, block] : {std::pair{&c.nvme.read_GBps_by_size, "cluster.nvme.read_GBps_by_size."},
+                               {&c.nvme.write_GBps_by_size, "cluster.nvme.write_GBps_by_size."}})
+    for (const auto& [label, bytes] : kNvlinkBusbwSizes)
+      if (auto v = f.get_real(std::string(block) + label)) {
+        if (!(*v > 0)) throw InputError(f.where(std::string(block) + label), "a transfer rate must be > 0 GB/s");
+        points->emplace_back(bytes, *v);
+      }
   auto real = [&](const std::string& path, double& field) {
     if (auto v = f.get_real(path)) field = *v;
   };
