@@ -313,6 +313,11 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +
                 launches_s;
+    // ZeRO++'s kernels run on a communication stream, beside the compute stream's GEMMs: memory-bound kernels, of
+    // the class calibrate measures with a copy kernel there (efficiency.beside_compute.kernel).
+    if (cp.what == ComputeKind::quantize || cp.what == ComputeKind::dequantize ||
+        cp.what == ComputeKind::dequant_reduce)
+      w.side = SideKind::kernel;
   }
   return w;
 }

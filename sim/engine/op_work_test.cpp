@@ -262,6 +262,28 @@ TEST(OpWork, AnNvmeTransferAtAMeasuredFigureSharesTheDiskWithTheNodesRanks) {
   EXPECT_NEAR(simulate(c, b.s).step_s(), expected, expected * 1e-9);
 }
 
+// ZeRO++'s kernels (quantize, dequantize, dequant-reduce) run on a communication stream beside the compute stream's
+// GEMMs: side kernels of calibrate's copy-kernel class, each of their launches at efficiency.launch_us; GPU Adam (on
+// the compute stream after the backward) is not a side kernel.
+TEST(OpWork, ZeroppKernelsAreSideKernelsPayingEachLaunch) {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.launch_us = 3;
+  c.efficiency.hbm_by_kind.quantize = 0.5;
+  for (const ComputeKind what : {ComputeKind::quantize, ComputeKind::dequantize, ComputeKind::dequant_reduce}) {
+    ScheduleBuilder b(c);
+    const OpId q = b.compute("q", Phase::backward, 0, {}, "comm", what);
+    b.s.ops[q].compute.hbm_bytes = 1'000'000;
+    b.s.ops[q].compute.kernel_launches = 4;
+    const OpWork w = op_work(b.s.ops[q], b.s, c, {}, {});
+    EXPECT_EQ(w.side, SideKind::kernel);
+    const double expected = memory_bound_s(1'000'000, c.gpu.hbm_GBps, 0.5) + 4 * 3e-6;
+    EXPECT_NEAR(w.fixed_s, expected, expected * 1e-12);
+  }
+  ScheduleBuilder b(c);
+  const OpId adam = b.compute("adam", Phase::step, 0, {}, "compute", ComputeKind::optimizer);
+  EXPECT_EQ(op_work(b.s.ops[adam], b.s, c, {}, {}).side, SideKind::none);
+}
+
 // A d2d copy of many kernels (DeepSpeed's per-parameter copy_ loop, a torch.cat of more than 128 inputs) pays a launch
 // for each of them; its bytes cost what they cost in one.
 TEST(OpWork, ADeviceCopyPaysALaunchForEachOfItsKernels) {

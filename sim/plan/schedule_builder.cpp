@@ -808,6 +808,7 @@ class Builder {
       const OpId qz = compute(c.name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0, c.part * e_ + q.total(),
                               c.part, layer, Device::gpu, comm_);
       sch_.ops[qz].compute.dtype = DType::int8;
+      sch_.ops[qz].compute.kernel_launches = 1;  // CUDAQuantizer.quantize: one kernel over the partition
       {
         if (cat) use(qz, *cat, 0, e_ * c.part, Role::input, Access::read);
         else use_source(c, qz, 0, Role::input, Access::read);
@@ -865,6 +866,10 @@ class Builder {
       src = compute(c.name + ".dequantize", ComputeKind::dequantize, ph, {src, target}, 0, q.total() * c.n + e_ * out,
                     out, layer, Device::gpu, comm_);
       sch_.ops[src].compute.dtype = DType::int8;
+      // One kernel over every rank's partition where each is whole blocks of its scales, else one per rank (zrun's
+      // executor, runtime/exec/zeropp_ops.cpp qwz_dequantize; the layout is contiguous).
+      const Bytes block = ceil_div(q.data, q.scales / kScaleBytes);
+      sch_.ops[src].compute.kernel_launches = q.data % block == 0 ? 1 : c.n;
       {  // rank j's int8 values and scales -> its padded partition (blocks: one per rank)
         use(src, c.qwz, q.total(), q.data, Role::input, Access::read);
         use(src, c.qwz, q.total() + q.data * c.n, q.scales, Role::input, Access::read);
@@ -1709,6 +1714,13 @@ class Builder {
       const OpId d2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
                               inter.total() + ceil_div(mid, nodes) * e_, mid, layer, Device::gpu, rs_);
       for (OpId c : {q, d1, d2}) sch_.ops[c].compute.dtype = DType::int4;
+      // Kernels tensor by tensor, as DeepSpeed's all_to_all_quant_reduce (runtime/comm/coalesced_collectives.py:
+      // swizzle_quant, quantized_reduction, dequantize per tensor) and zrun's executor run them; LoCo adds the
+      // error's dequantize and its quantize back around the quantize and the requantizing dequant-reduce.
+      const int tensors = static_cast<int>(quant.size());
+      sch_.ops[q].compute.kernel_launches = tensors * (p_.loco ? 3 : 1);
+      sch_.ops[d1].compute.kernel_launches = tensors * (p_.loco ? 3 : 1);
+      sch_.ops[d2].compute.kernel_launches = tensors;
       OpId last = d2;
       if (uses) {
         // Each all-to-all: its send region whole in, its receive region whole out (one block per peer).

@@ -310,6 +310,64 @@ TEST(ScheduleBuilder, QgzReducesIntraNodeThenInterNodeInInt4) {
   }
 }
 
+// DeepSpeed's all_to_all_quant_reduce runs swizzle_quant, quantized_reduction and dequantize tensor by tensor
+// (runtime/comm/coalesced_collectives.py), as zrun's executor runs the bucket's ops: a kernel per quantized tensor in
+// each; LoCo adds its error's dequantize and quantize back around the quantize and the requantizing dequant-reduce.
+TEST(ScheduleBuilder, QgzOpsLaunchAKernelPerQuantizedTensor) {
+  for (const bool loco : {false, true}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 4, 8);
+    s.zero.zero_quantized_gradients = true;
+    s.zero.zeropp_loco_param.enabled = loco;
+    const Schedule sch = build(s);
+    int checked = 0, reduces = 0;
+    for (const Op& q : sch.ops) {
+      if (q.kind != OpKind::compute || q.compute.what != ComputeKind::quantize || q.compute.dtype != DType::int4) continue;
+      std::set<std::pair<int, int>> tensors;
+      for (const BufferUse& u : q.uses)
+        if (u.role == Role::input) tensors.insert({u.unit, u.tensor});
+      ASSERT_FALSE(tensors.empty()) << q.name;
+      const int t = static_cast<int>(tensors.size());
+      EXPECT_EQ(q.compute.kernel_launches, t * (loco ? 3 : 1)) << q.name;
+      const std::string bucket = q.name.substr(0, q.name.size() - std::string(".quantize").size());
+      for (const Op& d : sch.ops) {
+        if (d.name == bucket + ".dequant_reduce.intra") {
+          EXPECT_EQ(d.compute.kernel_launches, t * (loco ? 3 : 1));
+          ++reduces;
+        }
+        if (d.name == bucket + ".dequant_reduce.inter") {
+          EXPECT_EQ(d.compute.kernel_launches, t);
+          ++reduces;
+        }
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+    EXPECT_EQ(reduces, 2 * checked);
+  }
+}
+
+// qwZ: CUDAQuantizer's quantize is one kernel over the partition; the dequantize one over every rank's partition, or
+// one per rank where a partition is not whole blocks of its scales (zrun's executor).
+TEST(ScheduleBuilder, QwzQuantizeIsOneKernelAndDequantizeOneOrOnePerRank) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
+  s.zero.zero_quantized_weights = true;
+  const Schedule sch = build(s);
+  int quantize = 0, dequantize = 0;
+  for (const Op& op : sch.ops) {
+    if (op.kind != OpKind::compute) continue;
+    if (op.compute.what == ComputeKind::quantize) {
+      EXPECT_EQ(op.compute.kernel_launches, 1) << op.name;
+      ++quantize;
+    }
+    if (op.compute.what == ComputeKind::dequantize) {
+      EXPECT_TRUE(op.compute.kernel_launches == 1 || op.compute.kernel_launches == 2) << op.name;
+      ++dequantize;
+    }
+  }
+  EXPECT_GT(quantize, 0);
+  EXPECT_GT(dequantize, 0);
+}
+
 TEST(ScheduleBuilder, LocoKeepsInt8ErrorBuffersForTheWholeRun) {
   Scenario s = test::scenario(test::small_llama(2), 3, 2, 8);
   s.zero.zero_quantized_gradients = true;
