@@ -30,6 +30,12 @@
 //                                       again at once, after CPU Adam as calibrate runs it (128M parameters on 1, 2, 4,
 //                                       ... threads), after 20 s idle, and again at once; each moment's lines as
 //                                       calibrate logs them, prefixed "moment <case>"
+//   offload_bench disk-buffers DIR      whether the host memory a transfer moves from / into changes the disk's rate:
+//                                       zrun's swap path (NvmeStore) at 16 MiB, 256 MiB and 1 GiB, six rounds, each
+//                                       round every size written then read from pageable memory (posix_memalign, as
+//                                       calibrate's disk moments) and then from pinned memory (cudaHostAlloc, as zrun's
+//                                       cpu tier); one line per transfer "buffers <kind> round <r> <write|read> <size>
+//                                       GBps <rate>"
 // Each copy or disk mode prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
 #include <fcntl.h>
 #include <sched.h>
@@ -53,6 +59,7 @@
 #include "runtime/calibrate/benches.hpp"
 #include "runtime/calibrate/fit.hpp"
 #include "runtime/calibrate/nvme_samples.hpp"
+#include "runtime/nvme/nvme_store.hpp"
 #include "runtime/nvme/uring_file_io.hpp"
 
 namespace {
@@ -491,6 +498,36 @@ int disk_moments(const std::string& dir) {
   return 0;
 }
 
+int disk_buffers(const std::string& dir) {
+  const std::vector<long long> sizes{16ll << 20, 256ll << 20, 1ll << 30};
+  const long long max_bytes = sizes.back();
+  void* pageable = nullptr;
+  if (posix_memalign(&pageable, zrun::NvmeStore::kAlignBytes, static_cast<std::size_t>(max_bytes)) != 0) return 1;
+  std::memset(pageable, 0x5a, static_cast<std::size_t>(max_bytes));
+  void* pinned = nullptr;
+  CHECK_CUDA(cudaHostAlloc(&pinned, static_cast<std::size_t>(max_bytes), cudaHostAllocDefault));
+  std::memset(pinned, 0x5a, static_cast<std::size_t>(max_bytes));
+  zrun::NvmeStore store(dir, "disk_buffers." + std::to_string(::getpid()));
+  std::vector<int> ids;
+  for (const long long b : sizes) ids.push_back(store.create("buffers." + std::to_string(b >> 20) + "MiB", {{0, b}}));
+  for (int round = 0; round < 6; ++round)
+    for (const bool pin : {false, true})
+      for (const bool write : {true, false})
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          void* buf = pin ? pinned : pageable;
+          const auto t0 = std::chrono::steady_clock::now();
+          if (write) store.write(ids[i], 0, sizes[i], buf, "disk_buffers.write");
+          else store.read(ids[i], 0, sizes[i], buf, "disk_buffers.read");
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::printf("buffers %s round %d %s %lldMiB GBps %.3f\n", pin ? "pinned" : "pageable", round,
+                      write ? "write" : "read", sizes[i] >> 20, sizes[i] / sec / 1e9);
+        }
+  std::fflush(stdout);
+  CHECK_CUDA(cudaFreeHost(pinned));
+  std::free(pageable);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what == "copy" && argc == 3) return copy_bench(std::atoll(argv[2]));
@@ -501,9 +538,10 @@ int main(int argc, char** argv) {
   if (what == "disk-orders" && argc == 3) return disk_orders(argv[2]);
   if (what == "adam-placement" && argc == 4) return adam_placement(std::atoll(argv[2]), std::atoi(argv[3]));
   if (what == "disk-moments" && argc == 3) return disk_moments(argv[2]);
+  if (what == "disk-buffers" && argc == 3) return disk_buffers(argv[2]);
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
                        "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench disk-orders DIR | "
                        "offload_bench adam-placement N "
-                       "THREADS | offload_bench disk-moments DIR\n");
+                       "THREADS | offload_bench disk-moments DIR | offload_bench disk-buffers DIR\n");
   return 2;
 }
