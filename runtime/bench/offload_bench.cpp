@@ -36,6 +36,7 @@
 //                                       calibrate's disk moments) and then from pinned memory (cudaHostAlloc, as zrun's
 //                                       cpu tier); one line per transfer "buffers <kind> round <r> <write|read> <size>
 //                                       GBps <rate>"
+//   offload_bench disk-moment DIR NAME  one of calibrate's disk moments, its lines prefixed "moment NAME"
 // Each copy or disk mode prints one line "raw <what> bytes <n> seconds <s> GBps <rate>" per direction.
 #include <fcntl.h>
 #include <sched.h>
@@ -498,6 +499,18 @@ int disk_moments(const std::string& dir) {
   return 0;
 }
 
+// One of calibrate's disk moments (sample_nvme), its lines as calibrate logs them, prefixed "moment <name>".
+int disk_moment(const std::string& dir, const std::string& name) {
+  zrun::calibrate::NvmeSamples samples;
+  std::ostringstream log;
+  zrun::calibrate::sample_nvme(samples, false, dir, log);
+  std::istringstream lines(log.str());
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("moment 1:") != std::string::npos) std::printf("moment %s %s\n", name.c_str(), line.c_str());
+  std::fflush(stdout);
+  return samples.error.empty() ? 0 : 1;
+}
+
 int disk_buffers(const std::string& dir) {
   const std::vector<long long> sizes{16ll << 20, 256ll << 20, 1ll << 30};
   const long long max_bytes = sizes.back();
@@ -539,9 +552,10 @@ int main(int argc, char** argv) {
   if (what == "adam-placement" && argc == 4) return adam_placement(std::atoll(argv[2]), std::atoi(argv[3]));
   if (what == "disk-moments" && argc == 3) return disk_moments(argv[2]);
   if (what == "disk-buffers" && argc == 3) return disk_buffers(argv[2]);
+  if (what == "disk-moment" && argc == 4) return disk_moment(argv[2], argv[3]);
   std::fprintf(stderr, "usage: offload_bench copy BYTES | offload_bench copy-under-disk DIR BYTES | offload_bench d2h-probes "
                        "BYTES | offload_bench disk DIR BYTES | offload_bench disk-after-write DIR | offload_bench disk-orders DIR | "
                        "offload_bench adam-placement N "
-                       "THREADS | offload_bench disk-moments DIR | offload_bench disk-buffers DIR\n");
+                       "THREADS | offload_bench disk-moments DIR | offload_bench disk-buffers DIR | offload_bench disk-moment DIR NAME\n");
   return 2;
 }

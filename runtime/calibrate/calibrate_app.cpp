@@ -71,9 +71,13 @@ int measure_and_write(const CalibrateArgs& a, Measurements& m, std::ostream& log
   const zsim::ClusterSpec base = load_profile_cluster(base_name);
   const char* tmp = std::getenv("TMPDIR");
   const std::string nvme_dir = !a.nvme_dir.empty() ? a.nvme_dir : tmp && *tmp ? tmp : "/tmp";
-  NvmeSamples nvme;  // the disk sampled before the GPU benchmarks and after them (measure_host)
+  // The disk sampled at three moments: before the GPU benchmarks, after them, and after CPU Adam (measure_host). The
+  // GPU machine's virtual disk drifts by 15-30% over tens of seconds (docs/hardware-profiles.md): each size's figure
+  // is the median over every moment's rounds, the disk of the whole calibration rather than of one moment.
+  NvmeSamples nvme;
   sample_nvme(nvme, a.quick, nvme_dir, log);
   measure_gpu(m, a.quick, log);
+  sample_nvme(nvme, a.quick, nvme_dir, log);
   measure_host(m, a.quick, nvme_dir, nvme, log);
   log.flush();
   const CalibratedProfile p = build_profile(m, base, base_name);

@@ -56,6 +56,24 @@ TEST(NvmeSamples, TheMomentsTheirSpanAndTheFilesGoIntoTheMeasurements) {
   EXPECT_TRUE(m.nvme_direct);
 }
 
+TEST(NvmeSamples, OneSlowMomentOfThreeLeavesTheMedianAtTheOthers) {
+  // calibrate's three moments (before the GPU benchmarks, after them, after CPU Adam): a size's figure is the median
+  // of nine rounds, so one moment that caught the disk slow does not move it.
+  NvmeSamples s = two_moments({5, 5, 5}, {2, 2, 2});
+  s.at_s.push_back(250.0);
+  for (std::size_t i = 0; i < s.sizes.size(); ++i)
+    for (double t : {2.0, 2.0, 3.0}) {
+      s.read_s[i].push_back(t * static_cast<double>(i + 1));
+      s.write_s[i].push_back(t * static_cast<double>(i + 1) * 0.5);
+    }
+  Measurements m;
+  add_nvme_figures(s, m);
+  EXPECT_EQ(m.nvme_moments, 3);
+  EXPECT_DOUBLE_EQ(m.nvme_moments_apart_s, 150.0);
+  ASSERT_EQ(m.nvme_read.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.nvme_read[1].seconds, 3 * 2.0);  // sorted 2 2 2 2 2 3 5 5 5: 2, times the size's factor 3
+}
+
 TEST(NvmeSamples, AFailedMomentGivesNoFigures) {
   NvmeSamples s = two_moments({1}, {2});
   s.error = "io_uring: Operation not permitted";
