@@ -462,21 +462,26 @@ int disk_orders(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
+// One of calibrate's disk moments (sample_nvme), its lines as calibrate logs them and its duration, prefixed
+// "moment <name>".
+int disk_moment(const std::string& dir, const std::string& name) {
+  zrun::calibrate::NvmeSamples samples;
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  zrun::calibrate::sample_nvme(samples, false, dir, log);
+  std::istringstream lines(log.str());
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("moment 1:") != std::string::npos) std::printf("moment %s %s\n", name.c_str(), line.c_str());
+  std::printf("moment %s took %.1f s%s\n", name.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              samples.error.empty() ? "" : (" error: " + samples.error).c_str());
+  std::fflush(stdout);
+  return samples.error.empty() ? 0 : 1;
+}
+
 // Calibrate's disk moment under different histories (see the usage above).
 int disk_moments(const std::string& dir) {
-  auto moment = [&](const char* name) {
-    zrun::calibrate::NvmeSamples samples;
-    std::ostringstream log;
-    const auto t0 = std::chrono::steady_clock::now();
-    zrun::calibrate::sample_nvme(samples, false, dir, log);
-    std::istringstream lines(log.str());
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("moment 1:") != std::string::npos) std::printf("moment %s %s\n", name, line.c_str());
-    std::printf("moment %s took %.1f s%s\n", name,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                samples.error.empty() ? "" : (" error: " + samples.error).c_str());
-    std::fflush(stdout);
-  };
+  auto moment = [&](const char* name) { disk_moment(dir, name); };
   moment("fresh");
   moment("again");
   {  // CPU Adam as calibrate's measure_cpu_adam runs it: 128M parameters, 1, 2, 4, ... every hardware thread
@@ -497,18 +502,6 @@ int disk_moments(const std::string& dir) {
   moment("after_20s_idle");
   moment("again_after_idle");
   return 0;
-}
-
-// One of calibrate's disk moments (sample_nvme), its lines as calibrate logs them, prefixed "moment <name>".
-int disk_moment(const std::string& dir, const std::string& name) {
-  zrun::calibrate::NvmeSamples samples;
-  std::ostringstream log;
-  zrun::calibrate::sample_nvme(samples, false, dir, log);
-  std::istringstream lines(log.str());
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("moment 1:") != std::string::npos) std::printf("moment %s %s\n", name.c_str(), line.c_str());
-  std::fflush(stdout);
-  return samples.error.empty() ? 0 : 1;
 }
 
 int disk_buffers(const std::string& dir) {
