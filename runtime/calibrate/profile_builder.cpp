@@ -593,13 +593,14 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     std::map<std::string, double> largest;
     std::map<std::string, std::vector<const BesideSample*>> at_4096;
     // (A copy of many pieces is recorded only.)
+    const auto beside_grid_gemm = [](const BesideSample& s) { return s.gemm == 4096 && s.pieces == 1; };
     for (const BesideSample& s : m.beside)
-      if (s.gemm == 4096 && s.pieces == 1) {
+      if (beside_grid_gemm(s)) {
         largest[s.kind] = std::max(largest[s.kind], s.bytes);
         at_4096[s.kind].push_back(&s);
       }
     const auto profiled = [&](const BesideSample& s) {
-      return s.gemm == 4096 && s.pieces == 1 && s.bytes == largest[s.kind];
+      return beside_grid_gemm(s) && s.bytes == largest[s.kind];
     };
     struct WaitLine {
       double wait_s = 0, slope = 0, gemm_s = 0, worst_rel = 0;
@@ -667,10 +668,10 @@ CalibratedProfile build_profile(const Measurements& m, const zsim::ClusterSpec& 
     // 2026-11-29): the next size down gives the figure.
     std::map<std::string, double> largest_rated;
     for (const BesideSample& s : m.beside)
-      if (s.gemm == 4096 && s.pieces == 1 && s.gemm_rate > 0)
+      if (beside_grid_gemm(s) && s.gemm_rate > 0)
         largest_rated[s.kind] = std::max(largest_rated[s.kind], s.bytes);
     for (const BesideSample& s : m.beside) {
-      if (s.gemm != 4096 || s.pieces != 1 || !(s.gemm_rate > 0) || s.bytes != largest_rated[s.kind]) continue;
+      if (!beside_grid_gemm(s) || !(s.gemm_rate > 0) || s.bytes != largest_rated[s.kind]) continue;
       const auto l = lines.find(s.kind);
       const double moving_s = l == lines.end() ? s.beside_s : s.beside_s - l->second.wait_s;
       if (!(moving_s > 0)) continue;
