@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/common/collective_kind.hpp"
 #include "sim/common/units.hpp"
-#include "sim/schedule/schedule.hpp"
 
 namespace zsim {
 

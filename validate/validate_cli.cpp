@@ -3,7 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
+
+#include <CLI/CLI.hpp>
 
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/error.hpp"
@@ -62,6 +65,29 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
     out << "plots written to " << r.plots_dir << "\n";
   }
   return 0;
+}
+
+Subcommand validate_subcommand() {
+  Subcommand c;
+  c.usage = "zsim validate RUN.json [--set KEY=VALUE]... [--profile-dir DIR] [--json FILE] [--plots DIR]   (RUN.json: zrun --json)";
+  c.add = [](CLI::App& app) -> std::pair<CLI::App*, SubcommandRun> {
+    auto r = std::make_shared<ValidateRequest>();
+    CLI::App* v = app.add_subcommand("validate", "compare zrun's measured run (its --json) with zsim's prediction");
+    v->add_option("run", r->run_file, "zrun's --json report")->required();
+    v->add_option("--json", r->json_file, "write the figures (step_time.rel_error, gpu_peak.rel_error, ...) to FILE");
+    v->add_option("--plots", r->plots_dir, "write PNG plots (matplotlib) into DIR");
+    v->add_option("--profile-dir", r->profile_dirs,
+                  "also search DIR for cluster.profile (e.g. zrun calibrate's profile; repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    v->add_option("--set", r->overrides, "override a scenario key, e.g. deepspeed.zero_optimization.stage=2 "
+                                         "(repeatable)")
+        ->allow_extra_args(false)
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    return {v, [r](std::ostream& out, std::ostream& err) { return run_validate(*r, out, err); }};
+  };
+  return c;
 }
 
 }  // namespace zsim

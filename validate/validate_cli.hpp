@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/subcommand.hpp"
+
 namespace zsim {
 
 struct ValidateRequest {
@@ -16,5 +18,8 @@ struct ValidateRequest {
 };
 
 int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err);
+
+// `zsim validate` as a subcommand of the zsim command line (apps/zsim_main.cpp adds it).
+Subcommand validate_subcommand();
 
 }  // namespace zsim

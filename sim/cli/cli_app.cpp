@@ -16,7 +16,6 @@
 #include "sim/sweep/progress_bar.hpp"
 #include "sim/sweep/sweep.hpp"
 #include "sim/sweep/sweep_csv.hpp"
-#include "validate/validate_cli.hpp"
 
 namespace zsim {
 namespace {
@@ -37,8 +36,6 @@ struct Arguments {
   int plan_steps = 1;
   unsigned threads = 0;  // 0 = all hardware threads
   std::size_t top = 10;
-  std::string run_file, plots_dir;  // zsim validate
-  std::vector<std::string> profile_dirs;  // zsim validate --profile-dir
 };
 
 Scenario load(const Arguments& a, std::ostream& err) {
@@ -150,7 +147,8 @@ void add_overrides(CLI::App* app, Arguments& a) {
 
 }  // namespace
 
-int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+            const std::vector<Subcommand>& extra) {
   if (argc >= 3 && std::string(argv[1]) == "sweep" && std::string(argv[2]) == "merge") {
     try {
       return run_sweep_merge(argc - 2, argv + 2, out);
@@ -163,14 +161,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
   }
   Arguments a;
-  CLI::App app{"zsim: will this model train on this cluster under DeepSpeed ZeRO / ZeRO++, and how?\n"
-               "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
-               "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
-               "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
-               "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n"
-               "  zsim validate RUN.json [--set KEY=VALUE]... [--profile-dir DIR] [--json FILE] [--plots DIR]   (RUN.json: zrun --json)\n"
-               "Scenario keys: docs/scenario.md",
-               "zsim"};
+  std::string usage = "zsim: will this model train on this cluster under DeepSpeed ZeRO / ZeRO++, and how?\n"
+                      "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
+                      "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
+                      "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
+                      "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n";
+  for (const Subcommand& x : extra) usage += "  " + x.usage + "\n";
+  CLI::App app{usage + "Scenario keys: docs/scenario.md", "zsim"};
   app.add_option("scenario", a.scenario, "scenario YAML file");
   app.add_option("--json", a.json_file, "also write the report as JSON to FILE (docs/report-schema.md)");
   app.add_option("--trace", a.trace_file, "write a Chrome trace JSON (open in Perfetto) to FILE");
@@ -183,15 +180,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   plan->add_option("--emit-schedule", a.schedule_file, "write the schedule JSON to FILE")->required();
   plan->add_option("--steps", a.plan_steps, "optimizer steps in the schedule")->check(CLI::Range(1, 100));
   add_overrides(plan, a);
-  CLI::App* validate = app.add_subcommand("validate", "compare zrun's measured run (its --json) with zsim's prediction");
-  validate->add_option("run", a.run_file, "zrun's --json report")->required();
-  validate->add_option("--json", a.json_file, "write the figures (step_time.rel_error, gpu_peak.rel_error, ...) to FILE");
-  validate->add_option("--plots", a.plots_dir, "write PNG plots (matplotlib) into DIR");
-  validate->add_option("--profile-dir", a.profile_dirs,
-                       "also search DIR for cluster.profile (e.g. zrun calibrate's profile; repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  add_overrides(validate, a);
+  std::vector<std::pair<CLI::App*, SubcommandRun>> extras;
+  for (const Subcommand& x : extra) extras.push_back(x.add(app));
   CLI::App* sweep = app.add_subcommand("sweep", "evaluate every combination of --grid values; rank what fits");
   sweep->add_option("scenario", a.scenario, "base scenario YAML file")->required();
   sweep->add_option("--grid", a.grid, "KEY=V1,V2,... (repeatable; the product is evaluated)")
@@ -217,7 +207,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   try {
     if (plan->parsed()) return run_plan(a, out, err);
-    if (validate->parsed()) return run_validate({a.run_file, a.overrides, a.json_file, a.plots_dir, a.profile_dirs}, out, err);
+    for (const auto& [sub, run] : extras)
+      if (sub->parsed()) return run(out, err);
     if (sweep->parsed()) return run_sweep_command(a, out, err);
     if (a.scenario.empty()) {
       err << "zsim: no scenario given\nrun 'zsim --help' for usage\n";

@@ -3,9 +3,14 @@
 // arguments; nothing is written).
 #pragma once
 #include <iosfwd>
+#include <vector>
+
+#include "sim/cli/subcommand.hpp"
 
 namespace zsim {
 
-int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+// `extra`: the subcommands layers above sim/ add (apps/zsim_main.cpp passes validate/'s).
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+            const std::vector<Subcommand>& extra = {});
 
 }  // namespace zsim

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/common/collective_kind.hpp"
 #include "sim/common/units.hpp"
 
 namespace zsim {
@@ -18,7 +19,6 @@ using OpId = std::int32_t;
 enum class OpKind { compute, collective, copy, alloc, free };
 enum class Phase { init, forward, backward, step };
 enum class ComputeKind { forward, backward, recompute, optimizer, quantize, dequantize, dequant_reduce };
-enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast, reduce };
 enum class CopyKind { h2d, d2h, nvme_read, nvme_write, d2d };
 enum class Device { gpu, cpu };
 enum class Tier { gpu, cpu, nvme };
