@@ -62,31 +62,37 @@ void step_flops(const zsim::Schedule& s, const std::vector<zsim::OpId>& step_ops
   }
 }
 
-}  // namespace
 
-int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, Watchdog& dog,
-          const FaultInjector& faults) {
-  const zsim::Scenario& sc = job.scenario;
-  const zsim::Schedule& sch = job.schedule;
-  const zsim::Plan plan = zsim::make_plan(sc);
-  model::Model model(model::model_config(sc, plan), plan.units);
-
-  // Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later (with --share-gpu, every
-  // rank's equal share of the GPU's memory less that); pinned host memory as the schedule's CPU tier peak per rank,
-  // plus half of it as room for the arena's fragmentation, ranges 4096-aligned for O_DIRECT NVMe transfers.
-  std::size_t free_b = 0, total_b = 0;
-  ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const Bytes reserve = 1536LL << 20;
-  if (args.share_gpu)
-    free_b = std::min<std::size_t>(free_b, total_b / static_cast<std::size_t>(std::max(1, sch.meta.world_size)));
-  const zsim::MemoryWalk predicted = zsim::walk_memory(sch, zsim::capacity_of(sc));
-  const Bytes cpu_peak = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node);
-  const Bytes cpu_bytes = cpu_peak + cpu_peak / 2 + (64LL << 20);
+// Arenas: the GPU's free memory less what NCCL, cuBLAS and the CUDA context need later (with --share-gpu, every
+// rank's equal share of the GPU's memory less that); pinned host memory as the schedule's CPU tier peak per rank,
+// plus half of it as room for the arena's fragmentation, ranges 4096-aligned for O_DIRECT NVMe transfers.
+struct Memory {
+  Memory(const ZrunArgs& args, const zsim::Scenario& sc, const zsim::Schedule& sch, int rank)
+      : predicted(zsim::walk_memory(sch, zsim::capacity_of(sc))),
+        gpu_dev(Tier::gpu),
+        cpu_dev(Tier::cpu),
+        gpu(Tier::gpu, gpu_bytes(args, sch), gpu_dev, rank, acc),
+        cpu(Tier::cpu, cpu_bytes(predicted, sch), cpu_dev, rank, acc, 4096) {}
+  static Bytes gpu_bytes(const ZrunArgs& args, const zsim::Schedule& sch) {
+    std::size_t free_b = 0, total_b = 0;
+    ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const Bytes reserve = 1536LL << 20;
+    if (args.share_gpu)
+      free_b = std::min<std::size_t>(free_b, total_b / static_cast<std::size_t>(std::max(1, sch.meta.world_size)));
+    return static_cast<Bytes>(free_b) - reserve;
+  }
+  static Bytes cpu_bytes(const zsim::MemoryWalk& predicted, const zsim::Schedule& sch) {
+    const Bytes cpu_peak = predicted.cpu.peak / std::max(1, sch.meta.gpus_per_node);
+    return cpu_peak + cpu_peak / 2 + (64LL << 20);
+  }
+  const zsim::MemoryWalk predicted;
   MemoryAccounting acc;
-  CudaMemoryBackend gpu_dev(Tier::gpu), cpu_dev(Tier::cpu);
-  Arena gpu(Tier::gpu, static_cast<Bytes>(free_b) - reserve, gpu_dev, rank, acc);
-  Arena cpu(Tier::cpu, cpu_bytes, cpu_dev, rank, acc, 4096);
+  CudaMemoryBackend gpu_dev, cpu_dev;
+  Arena gpu, cpu;
+};
 
+ExecOptions exec_options(const ZrunArgs& args, const Job& job, int rank) {
+  const zsim::Scenario& sc = job.scenario;
   ExecOptions o;
   o.time_ops = !args.json_file.empty() || !args.trace_file.empty() || !args.csv_file.empty();
   if (const char* t = std::getenv("ZRUN_OP_TIMEOUT_S")) o.op_timeout_s = std::atof(t);
@@ -95,21 +101,28 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
   // Each rank's CPU Adam on the scenario's cores per rank (host.cores / gpus_per_node), the cores zsim prices it on;
   // a scenario without host.cores: OpenMP's default (every hardware thread).
   o.cpu_adam_threads = cpu_adam_threads(sc.cluster.host.cores, sc.cluster.gpus_per_node);
-  const int adam_threads = zk::cpu_adam_thread_count(o.cpu_adam_threads);
   o.nvme_dir = job.nvme_dir;
   o.nvme_tag = fmt::format("r{}.{}", rank, ::getpid());
-  Executor ex(sch, plan, rank, comms, gpu, cpu, model, dog, faults, o);
-  ex.run_init();
+  return o;
+}
 
-  // Per-op timing (--json, --trace, --csv) runs one more step after the measured ones, with a CUDA event per op; the
-  // measured steps run without them, which would slow them by 2-8% on the suite's models
-  // (runtime/scripts/timing_events_overhead.sh), so the step time reported is the untimed steps' median.
+// The steps run: warm-up, measured (untimed), and with per-op timing one more.
+struct StepRuns {
   std::vector<StepResult> steps;
-  std::vector<double> times, issue_times;  // the untimed steps' GPU times and the host's time to issue them
+  std::vector<double> times, issue_times;     // the untimed steps' GPU times and the host's time to issue them
   std::vector<std::vector<double>> op_issue;  // per op of the step (step_ops order): the host's time in it, per step
-  const int measured_end = args.warmup + args.steps, total = measured_end + (o.time_ops ? 1 : 0);
+  int measured_end = 0;                       // steps before it are warm-up or measured
+};
+
+// Per-op timing (--json, --trace, --csv) runs one more step after the measured ones, with a CUDA event per op; the
+// measured steps run without them, which would slow them by 2-8% on the suite's models
+// (runtime/scripts/timing_events_overhead.sh), so the step time reported is the untimed steps' median.
+StepRuns run_steps(Executor& ex, const ZrunArgs& args, bool time_ops, int rank) {
+  StepRuns runs;
+  runs.measured_end = args.warmup + args.steps;
+  const int total = runs.measured_end + (time_ops ? 1 : 0);
   for (int i = 0; i < total; ++i) {
-    const bool timed_step = i >= measured_end;
+    const bool timed_step = i >= runs.measured_end;
     StepResult r = ex.run_step(i, timed_step);
     if (rank == 0)
       std::cout << fmt::format("step {:4d}  loss {:.6f}  {:9.3f} ms{}{}\n", i, r.loss, r.seconds * 1e3,
@@ -117,61 +130,118 @@ int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, 
                                i < args.warmup ? "  (warm-up)" : timed_step ? "  (per-op timing, not in the median)" : "")
                 << std::flush;
     if (i >= args.warmup && !timed_step) {
-      times.push_back(r.seconds), issue_times.push_back(r.host_issue_s);
-      op_issue.resize(r.op_issue_s.size());
-      for (std::size_t k = 0; k < r.op_issue_s.size(); ++k) op_issue[k].push_back(r.op_issue_s[k]);
+      runs.times.push_back(r.seconds), runs.issue_times.push_back(r.host_issue_s);
+      runs.op_issue.resize(r.op_issue_s.size());
+      for (std::size_t k = 0; k < r.op_issue_s.size(); ++k) runs.op_issue[k].push_back(r.op_issue_s[k]);
     }
-    steps.push_back(std::move(r));
+    runs.steps.push_back(std::move(r));
   }
-  // What each op's measured time carries of its timing event (zsim validate takes it off).
-  double timing_event_s = 0;
-  if (o.time_ops) {
-    cudaStream_t probe = nullptr;
-    ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&probe, cudaStreamNonBlocking));
-    timing_event_s = timing_event_cost_s(probe);
-    ZRUN_CUDA_CHECK(cudaStreamDestroy(probe));
-  }
-  // ZRUN_DUMP_MASTER=PREFIX: this rank's fp32 master weights after the last step, raw floats in PREFIX.r<rank> (the
-  // offload tests compare them across optimizer placements).
-  if (const char* dump = std::getenv("ZRUN_DUMP_MASTER")) {
-    const std::vector<float> w = ex.master_weights();
-    std::ofstream f(fmt::format("{}.r{}", dump, rank), std::ios::binary);
-    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * sizeof(float)));
-    if (!f) throw std::runtime_error(fmt::format("ZRUN_DUMP_MASTER: cannot write {}.r{}", dump, rank));
-  }
-  // A collective's time on one rank includes waiting for the others to arrive: the rank that arrives last
-  // measures the collective itself, so each collective's duration is the minimum over ranks (durations do not
-  // depend on the ranks' clocks).
-  const StepResult& last = steps.back();
-  std::vector<zsim::OpId> coll_ids;
+  return runs;
+}
+
+// What each op's measured time carries of its timing event (zsim validate takes it off).
+double measure_timing_event_s() {
+  cudaStream_t probe = nullptr;
+  ZRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&probe, cudaStreamNonBlocking));
+  const double s = timing_event_cost_s(probe);
+  ZRUN_CUDA_CHECK(cudaStreamDestroy(probe));
+  return s;
+}
+
+// ZRUN_DUMP_MASTER=PREFIX: this rank's fp32 master weights after the last step, raw floats in PREFIX.r<rank> (the
+// offload tests compare them across optimizer placements).
+void dump_master_weights_if_asked(Executor& ex, int rank) {
+  const char* dump = std::getenv("ZRUN_DUMP_MASTER");
+  if (!dump) return;
+  const std::vector<float> w = ex.master_weights();
+  std::ofstream f(fmt::format("{}.r{}", dump, rank), std::ios::binary);
+  f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(w.size() * sizeof(float)));
+  if (!f) throw std::runtime_error(fmt::format("ZRUN_DUMP_MASTER: cannot write {}.r{}", dump, rank));
+}
+
+// The last step's collectives and their times: rank 0's own, and the minimum over ranks.
+struct CollectiveTimes {
+  std::vector<zsim::OpId> ids;
+  std::vector<float> seconds, rank0_seconds;
+};
+
+// A collective's time on one rank includes waiting for the others to arrive: the rank that arrives last
+// measures the collective itself, so each collective's duration is the minimum over ranks (durations do not
+// depend on the ranks' clocks).
+CollectiveTimes collective_times(const zsim::Schedule& sch, const StepResult& last, Communicators& comms) {
+  CollectiveTimes c;
   for (std::size_t id = 0; id < last.ops.size(); ++id)
-    if (sch.ops[id].kind == zsim::OpKind::collective && last.ops[id].end_s > 0) coll_ids.push_back(id);
-  std::vector<float> coll_s(coll_ids.size());
-  for (std::size_t i = 0; i < coll_ids.size(); ++i)
-    coll_s[i] = static_cast<float>(last.ops[coll_ids[i]].end_s - last.ops[coll_ids[i]].start_s);
-  const std::vector<float> rank0_coll_s = coll_s;
-  if (!coll_s.empty() && sch.meta.world_size > 1) {
+    if (sch.ops[id].kind == zsim::OpKind::collective && last.ops[id].end_s > 0) c.ids.push_back(id);
+  c.seconds.resize(c.ids.size());
+  for (std::size_t i = 0; i < c.ids.size(); ++i)
+    c.seconds[i] = static_cast<float>(last.ops[c.ids[i]].end_s - last.ops[c.ids[i]].start_s);
+  c.rank0_seconds = c.seconds;
+  if (!c.seconds.empty() && sch.meta.world_size > 1) {
     float* d = nullptr;
-    ZRUN_CUDA_CHECK(cudaMalloc(&d, coll_s.size() * sizeof(float)));
-    ZRUN_CUDA_CHECK(cudaMemcpy(d, coll_s.data(), coll_s.size() * sizeof(float), cudaMemcpyHostToDevice));
-    ZRUN_NCCL_CHECK(ncclAllReduce(d, d, coll_s.size(), ncclFloat32, ncclMin, comms.world(), nullptr));
-    ZRUN_CUDA_CHECK(cudaMemcpy(coll_s.data(), d, coll_s.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    ZRUN_CUDA_CHECK(cudaMalloc(&d, c.seconds.size() * sizeof(float)));
+    ZRUN_CUDA_CHECK(cudaMemcpy(d, c.seconds.data(), c.seconds.size() * sizeof(float), cudaMemcpyHostToDevice));
+    ZRUN_NCCL_CHECK(ncclAllReduce(d, d, c.seconds.size(), ncclFloat32, ncclMin, comms.world(), nullptr));
+    ZRUN_CUDA_CHECK(cudaMemcpy(c.seconds.data(), d, c.seconds.size() * sizeof(float), cudaMemcpyDeviceToHost));
     ZRUN_CUDA_CHECK(cudaFree(d));
   }
+  return c;
+}
+
+// The step's figures rank 0 reports.
+struct StepFigures {
+  double step_s = 0, tflops = 0, hw_tflops = 0, tokens_s = 0;
+  Bytes outside_arena = 0;  // CUDA context, NCCL, cuBLAS workspace
+};
+
+StepFigures step_figures(const zsim::Schedule& sch, const Executor& ex, const StepRuns& runs, const Arena& gpu) {
+  StepFigures f;
+  f.step_s = median(runs.times);
+  double model_flops = 0, recompute_flops = 0;
+  step_flops(sch, ex.step_ops(), model_flops, recompute_flops);
+  f.tflops = f.step_s > 0 ? model_flops / f.step_s / 1e12 : 0;
+  f.hw_tflops = f.step_s > 0 ? (model_flops + recompute_flops) / f.step_s / 1e12 : 0;
+  f.tokens_s = f.step_s > 0 ? static_cast<double>(sch.meta.tokens_per_step) / f.step_s : 0;
+  std::size_t free_after = 0, total_b = 0;
+  ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_after, &total_b));
+  f.outside_arena = static_cast<Bytes>(total_b - free_after) - gpu.capacity_bytes();
+  return f;
+}
+
+}  // namespace
+
+int train(const ZrunArgs& args, const Job& job, int rank, Communicators& comms, Watchdog& dog,
+          const FaultInjector& faults) {
+  const zsim::Scenario& sc = job.scenario;
+  const zsim::Schedule& sch = job.schedule;
+  const zsim::Plan plan = zsim::make_plan(sc);
+  model::Model model(model::model_config(sc, plan), plan.units);
+  Memory mem(args, sc, sch, rank);
+  const ExecOptions o = exec_options(args, job, rank);
+  const int adam_threads = zk::cpu_adam_thread_count(o.cpu_adam_threads);
+  Executor ex(sch, plan, rank, comms, mem.gpu, mem.cpu, model, dog, faults, o);
+  ex.run_init();
+
+  const StepRuns runs = run_steps(ex, args, o.time_ops, rank);
+  const std::vector<StepResult>& steps = runs.steps;
+  const double timing_event_s = o.time_ops ? measure_timing_event_s() : 0;
+  dump_master_weights_if_asked(ex, rank);
+  const StepResult& last = steps.back();
+  const CollectiveTimes colls = collective_times(sch, last, comms);
   const double qgz_accumulated = ex.qgz_accumulated_error();  // every rank: an all-reduce
   if (rank != 0) return 0;
 
   // ---- the report: measured beside predicted -------------------------------------------------------
-  const double step_s = median(times);
-  double model_flops = 0, recompute_flops = 0;
-  step_flops(sch, ex.step_ops(), model_flops, recompute_flops);
-  const double tflops = step_s > 0 ? model_flops / step_s / 1e12 : 0;
-  const double hw_tflops = step_s > 0 ? (model_flops + recompute_flops) / step_s / 1e12 : 0;
-  const double tokens_s = step_s > 0 ? static_cast<double>(sch.meta.tokens_per_step) / step_s : 0;
-  std::size_t free_after = 0;
-  ZRUN_CUDA_CHECK(cudaMemGetInfo(&free_after, &total_b));
-  const Bytes device_used = static_cast<Bytes>(total_b - free_after);
-  const Bytes outside_arena = device_used - gpu.capacity_bytes();  // CUDA context, NCCL, cuBLAS workspace
+  const StepFigures fig = step_figures(sch, ex, runs, mem.gpu);
+  const double step_s = fig.step_s, tflops = fig.tflops, hw_tflops = fig.hw_tflops, tokens_s = fig.tokens_s;
+  const Bytes outside_arena = fig.outside_arena;
+  const MemoryAccounting& acc = mem.acc;
+  const zsim::MemoryWalk& predicted = mem.predicted;
+  const int measured_end = runs.measured_end;
+  const std::vector<double>& issue_times = runs.issue_times;
+  const std::vector<std::vector<double>>& op_issue = runs.op_issue;
+  const std::vector<zsim::OpId>& coll_ids = colls.ids;
+  const std::vector<float>& coll_s = colls.seconds;
+  const std::vector<float>& rank0_coll_s = colls.rank0_seconds;
 
   std::cout << fmt::format("\nzrun measured {} step(s) after {} warm-up, {} rank(s)\n", args.steps, args.warmup,
                            sch.meta.world_size);

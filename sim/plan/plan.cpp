@@ -309,11 +309,9 @@ std::string swap_stall_message(const Plan& p, const ZeroConfig& z, const SwapSta
          "with offload_param.buffer_count >= " + std::to_string(lo) + ", or a smaller stage3_max_reuse_distance";
 }
 
-}  // namespace
-
-Plan make_plan(const Scenario& s) {
+// The cluster's shape, the dtypes and the process groups; the options the planner refuses.
+void plan_groups(const Scenario& s, Plan& p) {
   const ZeroConfig& z = s.zero;
-  Plan p;
   p.stage = z.stage;
   p.nodes = s.cluster.nodes;
   p.gpus_per_node = s.cluster.gpus_per_node;
@@ -333,7 +331,10 @@ Plan make_plan(const Scenario& s) {
   p.hpz = {"hpz", hpz, hpz, 1};
   p.intra_node = {"intra_node", p.gpus_per_node, p.gpus_per_node, 1};
   p.inter_node = {"inter_node", p.nodes, 1, p.gpus_per_node};
+}
 
+// The model's fetch units (embedding, each layer's modules, the head) and its activation figures.
+void plan_units(const Scenario& s, Plan& p) {
   p.shapes = model_shapes(s.model);
   p.activations = activation_bytes(s.model, s.training);
   p.params = p.shapes.total_params();
@@ -363,7 +364,10 @@ Plan make_plan(const Scenario& s) {
     if (module_of(t.name) == "head.out") out.push_back(t);
   p.units.push_back(make_unit("head", -1, out, s, p.dp));  // tied: no tensors, uses the embedding
   p.units.back().is_head = true;
+}
 
+// Each rank's parameter and optimizer partitions, as DeepSpeed pads them per stage.
+void plan_partitions(Plan& p) {
   switch (p.stage) {
     case 0:
       p.param_partition = p.params;
@@ -386,7 +390,12 @@ Plan make_plan(const Scenario& s) {
       }
       break;
   }
+}
 
+// Where the optimizer and parameters live (offload), and the ZeRO++ / stage 3 fetch options.
+void plan_placement(const Scenario& s, Plan& p) {
+  const ZeroConfig& z = s.zero;
+  const int hpz = std::max(1, z.zero_hpz_partition_size);
   p.overlap_comm = z.overlap_comm;
   p.reduce_scatter = z.reduce_scatter;
   p.optimizer_device = p.stage == 0 ? OffloadDevice::none : z.offload_optimizer.device;
@@ -413,9 +422,12 @@ Plan make_plan(const Scenario& s) {
     p.sequential_allgather = z.stage3_allgather_sequential;
     p.all_reduce_fetch = z.stage3_use_all_reduce_for_fetch_params;
   }
+}
 
-  // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
-  // buffer), the other stages reduce_bucket_size.
+// What DeepSpeed does differently from what the scenario asks, said as warnings.
+void plan_warnings(const Scenario& s, Plan& p) {
+  const ZeroConfig& z = s.zero;
+  const int hpz = std::max(1, z.zero_hpz_partition_size);
   if (z.zero_quantized_gradients && p.stage == 3 && p.nodes == 1)
     p.warnings.push_back("zero_quantized_gradients: one node, so DeepSpeed reduce-scatters gradients unquantized "
                          "(qgZ's all-to-all path needs more than one node)");
@@ -437,7 +449,13 @@ Plan make_plan(const Scenario& s) {
   }
   if (p.optimizer_device != OffloadDevice::none && z.offload_optimizer.ratio < 1.0)
     p.warnings.push_back("offload_optimizer.ratio < 1 is not modelled: the whole optimizer step runs on the CPU");
+}
 
+// Gradient buckets, ZeRO-1/2's all-gather shards, optimizer sub-groups, and the NVMe swap buffers.
+void plan_buckets_and_swaps(const Scenario& s, Plan& p) {
+  const ZeroConfig& z = s.zero;
+  // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
+  // buffer), the other stages reduce_bucket_size.
   p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
   if ((p.stage == 1 || p.stage == 2) && p.dp > 1) {
     // all_gather_dp_groups (runtime/utils.py): max(1, partition x N // allgather_bucket_size) shards of each
@@ -488,9 +506,21 @@ Plan make_plan(const Scenario& s) {
           "fp32 master, exp_avg, exp_avg_sq and gradients: partitioned_optimizer_swapper.py swap_in_optimizer_state "
           "asserts 'pinned_buffers is not None'); set offload_optimizer.buffer_count >= " + std::to_string(kNeeded));
   }
+}
+
+}  // namespace
+
+Plan make_plan(const Scenario& s) {
+  Plan p;
+  plan_groups(s, p);
+  plan_units(s, p);
+  plan_partitions(p);
+  plan_placement(s, p);
+  plan_warnings(s, p);
+  plan_buckets_and_swaps(s, p);
   std::optional<SwapStall> stall;
-  p.trace = make_trace(p, z, stall);
-  if (stall) throw std::invalid_argument(swap_stall_message(p, z, *stall));
+  p.trace = make_trace(p, s.zero, stall);
+  if (stall) throw std::invalid_argument(swap_stall_message(p, s.zero, *stall));
   return p;
 }
 
