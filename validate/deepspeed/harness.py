@@ -1247,6 +1247,12 @@ def run_worker(args, res, flush):
             except Exception as e:
                 live = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc().splitlines()[-10:]}
             res["peak_live_set"] = live
+        # Running figures, so that a rank stopped later (timeout, a peer's failure) still says what it saw.
+        mem["peak_allocated"] = max(p["peak_allocated"] for p in per_step)
+        mem["peak_reserved"] = max(p["peak_reserved"] for p in per_step)
+        steady = [p for p in per_step if p["step"] >= args.warmup]
+        mem["steady_peak_allocated"] = max((p["peak_allocated"] for p in steady), default=None)
+        mem["steady_peak_reserved"] = max((p["peak_reserved"] for p in steady), default=None)
         mark(f"step{s}")
         res["stage_reached"] = f"step {s}"
         flush()
@@ -1257,11 +1263,6 @@ def run_worker(args, res, flush):
     res["timing"] = {"warmup_steps": args.warmup, "timed_steps": [p["step"] for p in per_step if p["kind"] == "timed"],
                      "step_seconds": timed, "median_step_seconds": median(timed),
                      "all_step_seconds": [p["seconds"] for p in per_step]}
-    mem["peak_allocated"] = max((p["peak_allocated"] for p in per_step), default=None)
-    mem["peak_reserved"] = max((p["peak_reserved"] for p in per_step), default=None)
-    steady = [p for p in per_step if p["step"] >= args.warmup]
-    mem["steady_peak_allocated"] = max((p["peak_allocated"] for p in steady), default=None)
-    mem["steady_peak_reserved"] = max((p["peak_reserved"] for p in steady), default=None)
     mem["after_steps"] = _mem(torch)
     mem["stats"] = _stats(torch)
     mem["device"] = _device_memory(torch)
