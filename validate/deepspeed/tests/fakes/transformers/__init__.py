@@ -1,0 +1,96 @@
+"""A fake of transformers' AutoConfig / AutoModelForCausalLM for the harness's tests: a tiny "causal LM" of Linear
+layers on the fake torch, whose forward allocates activations on the fake GPU and saves some for backward."""
+import functools
+import json
+import os
+import types
+
+import torch
+import torch.nn as nn
+
+__version__ = "0.0+fake"
+
+
+class AutoConfig:
+    @staticmethod
+    def from_pretrained(path):
+        with open(os.path.join(path, "config.json")) as f:
+            d = json.load(f)
+        cfg = types.SimpleNamespace(**d)
+        cfg.vocab_size = d.get("vocab_size", 100)
+        cfg.hidden = d.get("hidden_size", d.get("n_embd", 8))
+        cfg.layers = min(3, d.get("num_hidden_layers", d.get("n_layer", 2)))
+        return cfg
+
+
+class Linear(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter((n_out, n_in), torch.float32, "cpu")
+
+    def forward(self, x):
+        torch._save_for_backward(x)
+        torch._save_for_backward(self.weight)  # a linear keeps its weight for backward: a parameter, not an activation
+        return torch.empty(x.shape[:-1] + (self.weight.shape[0],), dtype=torch.bfloat16, device="cuda")
+
+
+def checkpoint(function, *args, use_reentrant=None, **kwargs):
+    return function(*args, **kwargs)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, h):
+        super().__init__()
+        self.mlp = Linear(h, h)
+
+    def forward(self, x):
+        f = getattr(self, "_gradient_checkpointing_func", None)
+        return self.mlp(x) if f is None else f(self.mlp, x)
+
+
+class Inner(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.Module()
+        for i in range(cfg.layers):
+            setattr(self.layers, str(i), DecoderLayer(cfg.hidden))
+
+    def forward(self, x):
+        for _, layer in self.layers._modules.items():
+            x = layer(x)
+        return x
+
+
+class FakeCausalLM(nn.Module):
+    def __init__(self, cfg, attn):
+        super().__init__()
+        self.config = cfg
+        cfg._attn_implementation = attn
+        self.model = Inner(cfg)
+        self.lm_head = Linear(cfg.hidden, cfg.vocab_size)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+        if gradient_checkpointing_kwargs is None:
+            gradient_checkpointing_kwargs = {"use_reentrant": False}
+        for m in self.modules():
+            if isinstance(m, DecoderLayer):
+                m._gradient_checkpointing_func = functools.partial(checkpoint, **gradient_checkpointing_kwargs)
+
+    def forward(self, input_ids=None, labels=None):
+        if os.environ.get("FAKE_FORWARD_RAISES") and int(os.environ.get("RANK", "0")) == 0:
+            raise RuntimeError("expected mat1 and mat2 to have the same dtype, but got: float != c10::Half")
+        b, s = input_ids.shape
+        h = torch.empty((b, s, self.config.hidden), dtype=torch.bfloat16, device="cuda")
+        h = self.model(h)
+        logits = self.lm_head(h)
+        kept = torch._save_for_backward(torch.empty((b, s, self.config.vocab_size), dtype=torch.float32,
+                                                    device="cuda"))
+        loss = torch.empty((1,), dtype=torch.float32, device="cuda")
+        loss._graph = [h, logits, kept]  # freed with the loss after backward
+        return types.SimpleNamespace(loss=loss, logits=None)
+
+
+class AutoModelForCausalLM:
+    @staticmethod
+    def from_config(cfg, attn_implementation=None):
+        return FakeCausalLM(cfg, attn_implementation)

@@ -1,0 +1,164 @@
+"""make_cases.py: the case table, the generated ds_config / scenario, and that the committed cases are up to date.
+Run: cd validate/deepspeed && python3 -m unittest discover -s tests   (no torch needed)"""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+import make_cases as mc  # noqa: E402
+
+HEADER = "\t".join(mc.COLUMNS)
+
+
+def table(*rows):
+    return "# comment\n" + HEADER + "\n" + "".join("\t".join(r) + "\n" for r in rows)
+
+
+ROW = ["c1", "llama-150m", "3", "4", "2", "2048", "sdpa", "full", "1", "hpz2,qgz", "-", "core,smoke", "ok", "-"]
+
+
+class TableTest(unittest.TestCase):
+    def test_parses_a_row(self):
+        (r,) = mc.parse_table(table(ROW))
+        self.assertEqual(r["name"], "c1")
+        self.assertEqual((r["stage"], r["world"], r["micro_batch"], r["seq_len"], r["grad_accum"]), (3, 4, 2, 2048, 1))
+        self.assertEqual(r["lists"], ["core", "smoke"])
+        self.assertIsNone(r["steps"])
+        self.assertEqual(r["note"], "")
+        self.assertEqual(r["zero_changes"], [("zero_hpz_partition_size", 2), ("zero_quantized_gradients", True)])
+
+    def test_errors_name_the_line(self):
+        cases = {
+            "header": "name\tmodel\n",
+            "cells": table(ROW[:5]),
+            "int": table(ROW[:2] + ["x"] + ROW[3:]),
+            "attention": table(ROW[:6] + ["flash"] + ROW[7:]),
+            "duplicate": table(ROW, ROW),
+            "token": table(ROW[:9] + ["offload"] + ROW[10:]),
+            "name": table(["a b"] + ROW[1:]),
+            "expect": table(ROW[:12] + ["maybe", "-"]),
+        }
+        for what, text in cases.items():
+            with self.subTest(what):
+                with self.assertRaises(mc.CaseTableError) as cm:
+                    mc.parse_table(text, "t.tsv")
+                self.assertIn("t.tsv", str(cm.exception))
+
+    def test_zero_tokens(self):
+        self.assertEqual(mc.parse_zero_tokens("-"), [])
+        self.assertEqual(mc.parse_zero_tokens("offopt,offparam"),
+                         [("offload_optimizer.device", "cpu"), ("offload_optimizer.pin_memory", True),
+                          ("offload_param.device", "cpu"), ("offload_param.pin_memory", True)])
+        self.assertEqual(mc.parse_zero_tokens("qwz,reduce_bucket_size=5e7,overlap_comm=true,x=abc"),
+                         [("zero_quantized_weights", True), ("reduce_bucket_size", 50000000), ("overlap_comm", True),
+                          ("x", "abc")])
+
+
+class GeneratedFilesTest(unittest.TestCase):
+    def row(self, **kw):
+        (r,) = mc.parse_table(table(ROW))
+        r.update(kw)
+        return r
+
+    def test_ds_config_per_stage(self):
+        ds0 = mc.ds_config_for(self.row(stage=0, zero_changes=[]))
+        self.assertEqual(ds0["zero_optimization"], {"stage": 0})
+        self.assertEqual(ds0["bf16"], {"enabled": True})
+        self.assertEqual(ds0["optimizer"], {"type": "AdamW", "params": {"lr": 1e-4}})
+        self.assertNotIn("train_batch_size", ds0)  # DeepSpeed derives it from the world size
+        ds2 = mc.ds_config_for(self.row(stage=2, zero_changes=[("offload_optimizer.device", "cpu")]))
+        z = ds2["zero_optimization"]
+        self.assertEqual(z["reduce_bucket_size"], 500000000)
+        self.assertFalse(z["overlap_comm"])
+        self.assertEqual(z["offload_optimizer"], {"device": "cpu"})
+        ds3 = mc.ds_config_for(self.row())
+        z = ds3["zero_optimization"]
+        self.assertTrue(z["overlap_comm"])
+        self.assertEqual(z["stage3_prefetch_bucket_size"], 50000000)
+        self.assertEqual(z["zero_hpz_partition_size"], 2)
+        self.assertTrue(z["zero_quantized_gradients"])
+        self.assertEqual(ds3["train_micro_batch_size_per_gpu"], 2)
+        self.assertEqual(ds3["gradient_accumulation_steps"], 1)
+
+    def test_scenario(self):
+        text = mc.scenario_for(self.row(attention="eager", checkpointing="none"))
+        for line in ("  hf_config: config.json", "  attention: eager", "  micro_batch: 2", "  seq_len: 2048",
+                     "  activation_checkpointing: none", "  precision: bf16", "  gpus_per_node: 4", "  nodes: 1",
+                     "  gpu: h200-141gb", "  ds_config: ds_config.json", "  links: {nvlink_GBps"):
+            self.assertIn(line, text)
+        self.assertIn("attention: flash", mc.scenario_for(self.row(attention="sdpa")))
+        # Only keys docs/scenario.md lists, at the nesting it expects.
+        tops = [ln.split(":")[0] for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
+        self.assertEqual(tops, ["model", "training", "cluster", "deepspeed"])
+
+    def test_committed_cases_are_up_to_date(self):
+        self.assertEqual(mc.main(["--check"]), 0)
+
+    def test_committed_cases_cover_the_brief(self):
+        with open(os.path.join(ROOT, "cases.tsv")) as f:
+            rows = mc.parse_table(f.read())
+        self.assertGreaterEqual(len(rows), 28)
+        self.assertEqual({r["stage"] for r in rows}, {0, 1, 2, 3})
+        self.assertEqual({r["checkpointing"] for r in rows}, {"full", "none"})
+        self.assertEqual({r["attention"] for r in rows}, {"sdpa", "eager"})
+        self.assertEqual({r["world"] for r in rows}, {1, 2, 4})
+        self.assertEqual({r["model"] for r in rows}, {"llama-150m", "llama-1.3b", "gpt2-124m"})
+        self.assertLessEqual(min(r["micro_batch"] for r in rows), 1)
+        self.assertGreaterEqual(max(r["micro_batch"] for r in rows), 8)
+        self.assertEqual(min(r["seq_len"] for r in rows), 1024)
+        self.assertEqual(max(r["seq_len"] for r in rows), 4096)
+        self.assertTrue(any(r["grad_accum"] == 2 for r in rows))
+        keys = [dict(r["zero_changes"]) for r in rows]
+        self.assertTrue(any(k.get("offload_optimizer.device") == "cpu" and r["stage"] == 2 for k, r in zip(keys, rows)))
+        self.assertTrue(any(k.get("offload_optimizer.device") == "cpu" and r["stage"] == 3 for k, r in zip(keys, rows)))
+        self.assertTrue(any(k.get("offload_param.device") == "cpu" for k in keys))
+        self.assertTrue(any(k.get("zero_hpz_partition_size") == 2 and r["world"] == 4 for k, r in zip(keys, rows)))
+        self.assertTrue(any(k.get("zero_quantized_gradients") for k in keys))
+        qwz = [r for k, r in zip(keys, rows) if k.get("zero_quantized_weights")]
+        self.assertTrue(qwz and all(r["world"] == 2 and r["expect"] == "failed" for r in qwz))
+        smoke = [r["name"] for r in rows if "smoke" in r["lists"]]
+        self.assertEqual(smoke, ["l150m-z2-w1-mb4-s2048-sdpa", "l150m-z3-w2-mb4-s2048-sdpa"])
+
+    def test_models(self):
+        for name, want in (("llama-150m", (768, 12, 12, 12, 2048)), ("llama-1.3b", (2048, 24, 16, 4, 5632))):
+            with open(os.path.join(ROOT, "models", name, "config.json")) as f:
+                c = json.load(f)
+            self.assertEqual((c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                              c["num_key_value_heads"], c["intermediate_size"]), want)
+            self.assertEqual(c["vocab_size"], 32000)
+            self.assertFalse(c["tie_word_embeddings"])
+            self.assertEqual(c["model_type"], "llama")
+        with open(os.path.join(ROOT, "models", "gpt2-124m", "config.json")) as f:
+            g = json.load(f)
+        self.assertEqual((g["n_embd"], g["n_layer"], g["n_head"], g["n_positions"], g["vocab_size"]),
+                         (768, 12, 12, 4096, 50257))
+
+    def test_writes_into_a_fresh_root(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "models", "llama-150m"))
+            with open(os.path.join(ROOT, "models", "llama-150m", "config.json")) as f:
+                cfg = f.read()
+            with open(os.path.join(d, "models", "llama-150m", "config.json"), "w") as f:
+                f.write(cfg)
+            with open(os.path.join(d, "cases.tsv"), "w") as f:
+                f.write(table(ROW))
+            os.makedirs(os.path.join(d, "cases", "stale"))
+            with open(os.path.join(d, "cases", "stale", "case.json"), "w") as f:
+                f.write("{}")
+            self.assertEqual(mc.main(["--root", d, "--check"]), 1)
+            self.assertEqual(mc.main(["--root", d]), 0)
+            self.assertFalse(os.path.exists(os.path.join(d, "cases", "stale")))
+            self.assertEqual(sorted(os.listdir(os.path.join(d, "cases", "c1"))),
+                             ["case.json", "config.json", "ds_config.json", "scenario.yaml"])
+            with open(os.path.join(d, "lists", "smoke.txt")) as f:
+                self.assertEqual(f.read(), "c1\n")
+            self.assertEqual(mc.main(["--root", d, "--check"]), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
