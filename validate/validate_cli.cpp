@@ -34,6 +34,7 @@ int run_validate(const ValidateRequest& r, std::ostream& out, std::ostream& err)
   overrides.push_back("cluster.nodes=" + std::to_string(m.nodes));
   overrides.push_back("cluster.gpus_per_node=" + std::to_string(m.gpus_per_node));
   overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
+  overrides.push_back("runtime=zrun");  // the schedule zrun ran: its own layers and buffers
   LoadOptions load;
   load.overrides = overrides;
   load.profile_dirs = r.profile_dirs;

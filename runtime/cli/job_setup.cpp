@@ -38,6 +38,8 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
   }
   if (args.here && here_gpu && here_gpu->hbm_bytes > 0)
     overrides.push_back(fmt::format("cluster.gpu.hbm_bytes={}", here_gpu->hbm_bytes));
+  // zrun runs its own layers and allocates the schedule's buffers: the schedule of runtime zrun, whatever the file says.
+  overrides.push_back("runtime=zrun");
   zsim::Scenario s = zsim::load_scenario(args.scenario, overrides);
   if (s.world_size() != world)
     throw shape_error(fmt::format("the scenario's cluster is {} node(s) x {} GPUs per node = {} ranks, but {} "

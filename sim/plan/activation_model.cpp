@@ -1,5 +1,7 @@
 #include "sim/plan/activation_model.hpp"
 
+#include "sim/plan/transformers_activations.hpp"
+
 #include <algorithm>
 
 namespace zsim {
@@ -35,6 +37,7 @@ ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t) {
   r.per_layer_no_recompute = attention + mlp + norms;
   r.per_layer_checkpoint = e * sbh;
   r.per_layer_work_bytes = r.per_layer_no_recompute - r.per_layer_checkpoint;
+  r.per_layer_forward_work_bytes = r.per_layer_work_bytes;
   // The backward's activation gradients: the residual stream's, a norm output's, the attention output's, dQ, dK,
   // dV, two f-wide ones for the MLP; eager: d(probs) (d(scores) in place); flash: delta and the fp32 dQ sum.
   Bytes grads = 4 * e * sbh + 2 * e * s * b * kv_dim + 2 * e * s * b * f;
@@ -43,6 +46,25 @@ ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t) {
   // The final norm's input (the last layer's output) and output, its statistics; the logits in the training dtype
   // plus their fp32 copy for the softmax cross-entropy.
   r.head_bytes = 2 * e * sbh + norm_stats + s * b * m.vocab * (e + fp32);
+  return r;
+}
+
+ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t, RuntimeKind runtime) {
+  if (runtime == RuntimeKind::zrun) return activation_bytes(m, t);
+  const TransformersActivations x = transformers_activations(m, t);
+  const Bytes incoming_grad = bytes_per_element(t.precision) * t.micro_batch * t.seq_len * m.hidden;
+  ActivationBytes r;
+  r.per_layer_no_recompute = x.layer_saved.total;
+  r.per_layer_checkpoint = x.layer_checkpoint_kept.total;
+  r.per_layer_work_bytes = x.layer_recompute.total;
+  r.per_layer_forward_work_bytes = x.layer_forward_transient.total;
+  r.per_layer_forward_transient = x.layer_forward_transient.total;
+  r.backward_grad_bytes = incoming_grad + x.layer_backward_transient.total;
+  r.head_bytes = x.head_saved.total;
+  const bool ckpt = t.activation_checkpointing == Checkpointing::full;
+  r.shared_bytes = x.shared_saved.total + x.embedding_saved.total + (ckpt ? x.checkpoint_shared.total : 0);
+  r.head_forward_transient = x.logits_output.total + x.head_forward_transient.total;
+  r.loss_backward_transient = x.loss_backward_transient.total;
   return r;
 }
 

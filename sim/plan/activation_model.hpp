@@ -15,6 +15,18 @@ struct ActivationBytes {
                                      // and under full checkpointing what its forward computes before dropping it)
   Bytes backward_grad_bytes = 0;     // the activation gradients one layer's backward holds at once
   Bytes head_bytes = 0;              // final norm's input, output and statistics; logits (+ their fp32 copy)
+  // Under full checkpointing, what a layer's forward holds before it drops all but its input (zrun: its working
+  // set; transformers' non-reentrant checkpoint keeps nothing, so only its transients).
+  Bytes per_layer_forward_work_bytes = 0;
+  // Without checkpointing, a layer's forward transient above what it saves (transformers' eager scores); 0: none.
+  Bytes per_layer_forward_transient = 0;
+  // Saved once per micro-step for every layer (RoPE's cos / sin, eager's mask, token ids), alive from the first
+  // forward to the last backward; 0: none (zrun).
+  Bytes shared_bytes = 0;
+  // The head's forward transient above head_bytes (the logits and their fp32 copy while the loss is taken), and the
+  // loss backward's (its fp32 gradients); 0: none (zrun keeps the logits in head_bytes).
+  Bytes head_forward_transient = 0;
+  Bytes loss_backward_transient = 0;
 };
 
 // e-byte activations (2 at 16 bits), 1-byte dropout masks, no tensor/sequence parallelism, T = sb tokens:
@@ -35,5 +47,9 @@ struct ActivationBytes {
 //   + 4·sbh (FlashAttention-2's fp32 dQ accumulator)
 // Head: 2e·sbh (final norm input and output) + 8·sb (its statistics) + (e + 4)·sb·vocab (logits, fp32 copy).
 ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t);
+
+// The same figures for the runtime that runs the step: zrun's layers (activation_bytes above), or a Hugging Face
+// transformers model under PyTorch autograd (transformers_activations.hpp) for DeepSpeed.
+ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t, RuntimeKind runtime);
 
 }  // namespace zsim

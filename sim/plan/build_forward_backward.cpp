@@ -75,6 +75,7 @@ void Builder::forward_backward() {
   std::map<int, OpId> acts, work;   // per layer (head logits under -2): saved activations, recompute set
   std::map<int, OpId> fwd_work;     // full checkpointing: per layer, the working set of its forward
   OpId grads = -1;                  // the backward's activation gradients
+  OpId shared = -1;                 // saved once for every layer (transformers: RoPE's cos / sin, ids)
   constexpr int kHead = -2;
   for (size_t i = 0; i < p_.trace.size(); ++i) {
     const FetchStep& st = p_.trace[i];
@@ -147,10 +148,24 @@ void Builder::forward_backward() {
         acts[kHead] = alloc("act.logits" + tag(), Tier::gpu, MemCategory::activations, "logits",
                             p_.activations.head_bytes, st.phase, compute_);
       if (first_of_layer(st.unit) && !acts.count(layer)) acts[layer] = alloc_layer_acts(layer);
-      // Full checkpointing: the layer's forward computes its whole working set before keeping only its input.
-      if (ckpt_ && first_of_layer(st.unit))
+      // Full checkpointing: the layer's forward computes its working set before keeping only its input (zrun: the
+      // whole set; transformers' non-reentrant checkpoint: its transients). Without it, a layer's forward transient
+      // above what it saves (transformers' eager scores; none in zrun).
+      const Bytes fwd_work_bytes =
+          ckpt_ ? p_.activations.per_layer_forward_work_bytes : p_.activations.per_layer_forward_transient;
+      if (first_of_layer(st.unit) && fwd_work_bytes > 0)
         fwd_work[layer] = alloc("act.fwd_work.L" + std::to_string(layer) + tag(), Tier::gpu, MemCategory::activations,
-                                "forward_work", p_.activations.per_layer_work_bytes, st.phase, compute_, {}, layer);
+                                "forward_work", fwd_work_bytes, st.phase, compute_, {}, layer);
+      // Saved once for every layer (RoPE's cos / sin, eager's mask, token ids): from the embedding's forward to its
+      // backward.
+      if (U.is_embedding && p_.activations.shared_bytes > 0)
+        shared = alloc("act.shared" + tag(), Tier::gpu, MemCategory::activations, "shared",
+                       p_.activations.shared_bytes, st.phase, compute_);
+      // The head's forward transient (transformers: the logits and their fp32 copy while the loss is taken).
+      OpId head_work = -1;
+      if (U.is_head && p_.activations.head_forward_transient > 0)
+        head_work = alloc("act.head_work" + tag(), Tier::gpu, MemCategory::activations, "head_work",
+                          p_.activations.head_forward_transient, st.phase, compute_);
       c = compute("fwd." + U.name, ComputeKind::forward, st.phase, deps, forward_flops(st.unit),
                   forward_hbm(st.unit), 0, layer);
       sch_.ops[c].compute.kernel_launches = launches_[st.unit].forward;
@@ -158,6 +173,10 @@ void Builder::forward_backward() {
       sch_.ops[c].compute.fused_attention_flops = forward_fused_attention_flops(st.unit);
       annotate(c);
       if (feeds != -1) use_whole(c, acts[feeds], Role::activation, Access::write);
+      if (head_work >= 0) {
+        use_whole(c, head_work, Role::activation, Access::write);
+        release(head_work, st.phase, compute_, {c});
+      }
       if (layer >= 0 && p_.layers[layer].last == st.unit && fwd_work.count(layer)) {
         release(fwd_work[layer], st.phase, compute_, {c});
         fwd_work.erase(layer);
@@ -166,11 +185,21 @@ void Builder::forward_backward() {
       if (!st.recompute && grads < 0)  // the first backward op writes the first activation gradient
         grads = alloc("act.grad" + tag(), Tier::gpu, MemCategory::activations, "grad",
                       p_.activations.backward_grad_bytes, st.phase, compute_);
+      // The loss backward's transient (transformers: nll_loss's and log_softmax's fp32 gradients) around the head's.
+      OpId loss_work = -1;
+      if (U.is_head && p_.activations.loss_backward_transient > 0)
+        loss_work = alloc("act.loss_work" + tag(), Tier::gpu, MemCategory::activations, "loss_work",
+                          p_.activations.loss_backward_transient, st.phase, compute_);
       c = backward(st.unit, deps, annotate,
                    last_backward ? std::function<void(OpId)>([&](OpId last) {
                      release(grads, Phase::backward, compute_, {last});
+                     if (shared >= 0) release(shared, Phase::backward, compute_, {last});
                    })
                                  : nullptr);
+      if (loss_work >= 0) {
+        use_whole(c, loss_work, Role::activation, Access::read_write);
+        release(loss_work, st.phase, compute_, {c});
+      }
       last_bwd_ = c;
       if (U.is_embedding && tied_grad_ >= 0) {
         release(tied_grad_, st.phase, compute_, {c});

@@ -336,7 +336,7 @@ void plan_groups(const Scenario& s, Plan& p) {
 // The model's fetch units (embedding, each layer's modules, the head) and its activation figures.
 void plan_units(const Scenario& s, Plan& p) {
   p.shapes = model_shapes(s.model);
-  p.activations = activation_bytes(s.model, s.training);
+  p.activations = activation_bytes(s.model, s.training, s.runtime);
   p.params = p.shapes.total_params();
   p.largest_module_params = p.shapes.largest_module_params();
   p.tied_head = p.shapes.tied_head;

@@ -1,5 +1,6 @@
 #include "sim/plan/schedule_builder.hpp"
 
+#include <tuple>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -27,6 +28,7 @@ std::vector<const Op*> ops_where(const Schedule& s, const std::function<bool(con
 }
 bool is_collective(const Op& op, CollectiveKind k) { return op.kind == OpKind::collective && op.collective.what == k; }
 const std::string& group_of(const Schedule& s, const Op& op) { return s.groups[op.collective.group].name; }
+
 
 }  // namespace
 
@@ -1020,6 +1022,7 @@ TEST(ScheduleBuilder, ACheckpointedLayersForwardWorksInItsOwnWorkingSetBuffer) {
   for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
     Scenario s = test::scenario(test::small_llama(3), 3, 1, 2);
     s.training.activation_checkpointing = ck;
+    s.runtime = RuntimeKind::zrun;  // zrun's layers: a forward working set only under checkpointing
     const Plan p = make_plan(s);
     const Schedule sch = build(s);
     int buffers = 0;
@@ -1049,4 +1052,56 @@ TEST(ScheduleBuilder, ACheckpointedLayersForwardWorksInItsOwnWorkingSetBuffer) {
     }
     EXPECT_EQ(buffers, ck == Checkpointing::full ? 3 : 0);
   }
+}
+
+// Under DeepSpeed (runtime deepspeed, transformers' modeling code): the loss backward's fp32 gradients are held around
+// the head's backward only, and the logits with their fp32 copy around the head's forward only.
+TEST(ScheduleBuilder, UnderDeepSpeedTheLossHoldsItsFp32TensorsAroundTheHeadsForwardAndBackwardOnly) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 2);
+  s.training.activation_checkpointing = Checkpointing::none;
+  const Plan p = make_plan(s);
+  const Schedule sch = build(s);
+  const Bytes T = s.training.micro_batch * s.training.seq_len, V = s.model.vocab;
+  for (const auto& [detail, phase, bytes] :
+       {std::tuple{"head_work", ComputeKind::forward, 2 * V * T + 4 * V * T},
+        std::tuple{"loss_work", ComputeKind::backward, 8 * V * T}}) {
+    int found = 0;
+    for (const Op& a : sch.ops) {
+      if (a.kind != OpKind::alloc || a.mem.detail != detail) continue;
+      ++found;
+      EXPECT_EQ(a.mem.bytes, bytes) << detail;
+      std::vector<OpId> users;  // the compute ops that use the buffer: the head's alone
+      OpId free_op = -1;
+      for (const Op& op : sch.ops) {
+        for (const BufferUse& u : op.uses)
+          if (u.alloc == a.id && op.kind == OpKind::compute) users.push_back(op.id);
+        if (op.kind == OpKind::free && op.mem.buffer == a.mem.buffer) free_op = op.id;
+      }
+      ASSERT_EQ(users.size(), 1u) << detail;
+      const Op& c = sch.ops[users[0]];
+      EXPECT_EQ(c.compute.what, phase) << detail;
+      EXPECT_TRUE(p.units[c.unit].is_head) << c.name;
+      ASSERT_GE(free_op, 0) << detail;
+      EXPECT_EQ(sch.ops[free_op].deps, std::vector<OpId>{c.id}) << detail;
+    }
+    EXPECT_EQ(found, 1) << detail;
+  }
+}
+
+// transformers' non-reentrant checkpoint keeps nothing of a layer's forward: under DeepSpeed a checkpointed sdpa
+// layer's forward holds no working set beside its kept input, where zrun's holds the whole recompute set.
+TEST(ScheduleBuilder, UnderDeepSpeedACheckpointedSdpaLayersForwardHoldsNoWorkingSet) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 2);
+  s.training.activation_checkpointing = Checkpointing::full;
+  s.model.attention = Attention::flash;
+  const Schedule deepspeed = build(s);
+  s.runtime = RuntimeKind::zrun;
+  const Schedule zrun = build(s);
+  auto forward_work = [](const Schedule& sch) {
+    int n = 0;
+    for (const Op& a : sch.ops) n += a.kind == OpKind::alloc && a.mem.detail == "forward_work";
+    return n;
+  };
+  EXPECT_EQ(forward_work(deepspeed), 0);
+  EXPECT_EQ(forward_work(zrun), 3);
 }

@@ -107,6 +107,7 @@ TEST(ZeroMemoryOracle, Zero3OffloadMatchesDeepSpeedEstimator) {
 TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 1, 8);
   s.model.layers = 4;  // the per-layer figure does not depend on depth; keep the test small
+  s.runtime = RuntimeKind::zrun;  // Korthikanti's inventory is zrun's layers' (DeepSpeed's: transformers_activations)
   s.model.attention = Attention::eager;  // Korthikanti's setup (the preset keeps its dropout 0.1)
   s.training.activation_checkpointing = Checkpointing::none;
   s.training.seq_len = 2048;
@@ -133,6 +134,7 @@ TEST(ZeroMemoryOracle, ActivationsWithoutRecomputationAreKorthikantiPerLayer) {
 TEST(ZeroMemoryOracle, ActivationsWithFullCheckpointingAreInputsPlusOneLayersWorkingSetAndGradients) {
   Scenario s = test::scenario(test::gpt3_175b(), 3, 1, 8);
   s.model.layers = 4;
+  s.runtime = RuntimeKind::zrun;
   s.model.attention = Attention::eager;  // Korthikanti's setup (the preset keeps its dropout 0.1)
   s.training.activation_checkpointing = Checkpointing::full;
   s.training.seq_len = 2048;

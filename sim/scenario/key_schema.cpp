@@ -22,6 +22,7 @@ constexpr KeyKind M = KeyKind::map, S = KeyKind::scalar, SM = KeyKind::scalar_or
 constexpr KeyStatus Y = KeyStatus::modelled, N = KeyStatus::unmodelled, R = KeyStatus::refused;
 
 const Entry kEntries[] = {
+    {"runtime", S, Y},
     {"model", M, Y},
     {"model.preset", S, Y},
     {"model.hf_config", S, Y},

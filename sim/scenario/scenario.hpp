@@ -38,6 +38,17 @@ inline std::optional<Attention> attention_from_hf_implementation(std::string_vie
 }
 constexpr const char* to_string(Attention a) { return a == Attention::flash ? "flash" : "eager"; }
 
+// What runs the training step, and so whose memory and calls zsim predicts: DeepSpeed with a Hugging Face
+// transformers model on PyTorch (what users run: transformers' modeling code as autograd keeps its tensors,
+// docs/deepspeed-memory.md), or zrun (its own lean layers, the buffers the schedule gives it).
+enum class RuntimeKind { deepspeed, zrun };
+inline std::optional<RuntimeKind> runtime_from_name(std::string_view v) {
+  if (v == "deepspeed") return RuntimeKind::deepspeed;
+  if (v == "zrun") return RuntimeKind::zrun;
+  return std::nullopt;
+}
+constexpr const char* to_string(RuntimeKind r) { return r == RuntimeKind::deepspeed ? "deepspeed" : "zrun"; }
+
 // Bytes per element of the training precision (weights/grads as seen by forward/backward).
 constexpr Bytes bytes_per_element(Precision p) { return p == Precision::fp32 ? 4 : 2; }
 
@@ -398,6 +409,7 @@ struct Scenario {
   TrainingSpec training;
   ClusterSpec cluster;
   ZeroConfig zero;
+  RuntimeKind runtime = RuntimeKind::deepspeed;  // the top-level key `runtime`
   std::vector<std::string> warnings;  // keys accepted but not modelled, etc.
 
   int world_size() const { return cluster.world_size(); }

@@ -27,6 +27,13 @@ TEST(ScenarioErrors, YamlSyntaxErrorHasLineAndColumn) {
   EXPECT_NE(std::string(e->what()).find("syntax error"), std::string::npos) << e->what();
 }
 
+TEST(ScenarioErrors, AnUnknownRuntimeNamesTheKeyAndTheTwoItCanBe) {
+  auto e = error_of(kBase + "runtime: pytorch\n");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "runtime") << e->what();
+  EXPECT_NE(std::string(e->what()).find("expected deepspeed or zrun"), std::string::npos) << e->what();
+}
+
 TEST(ScenarioErrors, UnknownKeySuggestsTheNearestValidKey) {
   auto e = error_of("model: {preset: llama2-7b}\ncluster: {gpu: a100-80gb}\ndeepspeed:\n  zero_optimization:\n"
                     "    stgae: 3\n");

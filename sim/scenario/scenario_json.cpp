@@ -29,6 +29,7 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   const ZeroConfig& z = s.zero;
   J j;
   j["source_file"] = s.source_file;
+  j["runtime"] = to_string(s.runtime);
   j["model"] = {{"name", m.name},       {"layers", m.layers},     {"hidden", m.hidden},
                 {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                 {"vocab", m.vocab},     {"max_position_embeddings", m.max_position_embeddings},

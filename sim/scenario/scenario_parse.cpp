@@ -504,6 +504,11 @@ Scenario parse_scenario(const std::string& text, const std::string& filename, co
   s.training = resolve_training(merged, s.cluster.world_size());
   validate_training(s.training, s.cluster, locate);
   s.zero = resolve_zero(merged, s.model);
+  if (auto v = merged.get_string("runtime")) {
+    auto r = runtime_from_name(*v);
+    if (!r) throw InputError(merged.where("runtime"), "expected deepspeed or zrun, got '" + *v + "'");
+    s.runtime = *r;
+  }
   ignore_what_deepspeed_ignores(s, locate, s.warnings);
   validate_scenario(s, locate);
   return s;

@@ -23,6 +23,12 @@ TEST(ScenarioParse, BaseScenarioResolvesPresetsAndBlocks) {
   EXPECT_TRUE(s.warnings.empty());
 }
 
+TEST(ScenarioParse, RuntimeIsDeepSpeedUnlessTheFileSaysZrun) {
+  EXPECT_EQ(parse(kBase).runtime, RuntimeKind::deepspeed);
+  EXPECT_EQ(parse(kBase + "runtime: zrun\n").runtime, RuntimeKind::zrun);
+  EXPECT_EQ(parse(kBase, {"runtime=zrun"}).runtime, RuntimeKind::zrun);
+}
+
 TEST(ScenarioParse, ExplicitModelFieldsOverrideThePreset) {
   Scenario s = parse(kBase + "", {"model.layers=4", "model.vocab=1000"});
   EXPECT_EQ(s.model.layers, 4);

@@ -91,7 +91,9 @@ struct Built {
 
 Built build(const Case& c) {
   Built b;
-  b.scenario = zsim::load_scenario(c.scenario, c.overrides);
+  std::vector<std::string> overrides = c.overrides;
+  overrides.push_back("runtime=zrun");  // zrun's model, as zrun loads it
+  b.scenario = zsim::load_scenario(c.scenario, overrides);
   b.plan = zsim::make_plan(b.scenario);
   b.schedule = zsim::make_schedule(b.scenario, b.plan, 1);
   b.config = model_config(b.scenario, b.plan);

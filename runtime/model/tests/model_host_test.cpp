@@ -29,6 +29,7 @@ zsim::Scenario scenario_of(const zsim::ModelSpec& m, int stage, int gpus) {
   s.cluster.nodes = 1;
   s.cluster.gpus_per_node = gpus;
   s.zero.stage = stage;
+  s.runtime = zsim::RuntimeKind::zrun;  // zrun's model: the schedule's activation buffers are its own layers'
   return s;
 }
 
