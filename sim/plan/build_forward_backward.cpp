@@ -85,6 +85,7 @@ void Builder::forward_backward() {
     std::vector<Member> now, ahead;
     // A recompute step stands for the layer's modules run one by one: one call per module, each after its own reads
     // (a module released after the recompute gives its pool buffers to the next: plan.cpp make_trace).
+    run_fetch_actions(st);  // runtime deepspeed: DeepSpeed's coordinator (FetchStep::actions; fetch is then empty)
     if (!st.recompute) read_swap_ins(st.swap_in, st.phase, last_compute_);
     for (int u : st.fetch) {
       now.push_back({u, st.phase, false});

@@ -1,6 +1,7 @@
 // The schedule builder's ZeRO-3 parameter fetches: DeepSpeed's coordinator's all-gather calls (coalesced, qwZ,
 // hpZ, sequential), their waits and releases, offload_param's staging and NVMe swap-ins.
 #include "sim/plan/schedule_builder_state.hpp"
+#include <stdexcept>
 
 namespace zsim::build {
 
@@ -491,6 +492,37 @@ void Builder::await_unit(int u, OpId after) {
   }
   l.pending.clear();
   if (p_.hpz_enabled && !hpz_buffers_.count(u) && !p_.units[u].gathered_tensors.empty()) keep_secondary(u, l.done);
+}
+
+// runtime deepspeed (deepspeed_fetch.hpp): fetch_sub_module's call and prefetch batch, each one __all_gather_params
+// call (split by secondary partition in fetch()), issued in the hooks' order; its wait for the module's parameters; a
+// recompute's release of a module gathered again before the recompute (its buffers freed after the compute that last
+// read them, the previous step's).
+void Builder::run_fetch_actions(const FetchStep& st) {
+  for (const FetchAction& a : st.actions) {
+    switch (a.kind) {
+      case FetchAction::Kind::gather: {
+        std::vector<Member> members;
+        for (int u : a.units) {
+          if (live_.count(u)) throw std::logic_error("schedule: " + p_.units[u].name + " gathered twice");
+          members.push_back({u, st.phase, a.prefetch});
+        }
+        fetch(members, last_compute_);
+        break;
+      }
+      case FetchAction::Kind::wait:
+        for (int u : a.units)
+          if (live_.count(u)) await_unit(u, last_compute_);
+        break;
+      case FetchAction::Kind::release:
+        for (int u : a.units) {
+          for (OpId b : live_[u].buffers)
+            if (!shared_.count(b) || --shared_[b] == 0) release(b, st.phase, compute_, {last_compute_, live_[u].done});
+          live_.erase(u);
+        }
+        break;
+    }
+  }
 }
 
 }  // namespace zsim::build

@@ -1,5 +1,6 @@
 #include "sim/plan/plan.hpp"
 
+#include "sim/plan/deepspeed_fetch.hpp"
 #include "sim/plan/param_swap_in.hpp"
 #include "sim/plan/quantization.hpp"
 
@@ -87,17 +88,23 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
   const int n = static_cast<int>(p.units.size());
   std::vector<FetchStep> trace;
   for (int u = 0; u < n; ++u)
-    trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}});
+    trace.push_back({u, Phase::forward, false, p.units[u].layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}, {}});
   for (int u = n - 1; u >= 0; --u) {
     const int layer = p.units[u].layer;
     if (p.checkpointing && layer >= 0 && p.layers[layer].last == u) {
-      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}, {}, {}};
+      FetchStep rc{u, Phase::backward, true, layer, {}, {}, {}, {}, {}, {}, {}, {}};
       for (int v = p.layers[layer].first; v <= p.layers[layer].last; ++v) rc.uses.push_back(v);
       trace.push_back(std::move(rc));
     }
-    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}});
+    trace.push_back({u, Phase::backward, false, layer, fetch_units(p, u), {}, {}, {}, {}, {}, {}, {}});
   }
   if (p.stage != 3) return trace;
+  // runtime deepspeed: DeepSpeed's coordinator as its hooks drive it (deepspeed_fetch.hpp); where partitions are read
+  // from NVMe through the swap-in pool, the trace below (the pool and its prefetch are modelled there).
+  if (p.runtime == RuntimeKind::deepspeed && tensors_swapped_in(p).empty()) {
+    deepspeed_fetch_trace(p, z, trace);
+    return trace;
+  }
   std::vector<std::vector<int>> needs(trace.size());
   for (size_t i = 0; i < trace.size(); ++i) needs[i] = trace[i].uses;
 
@@ -312,6 +319,7 @@ std::string swap_stall_message(const Plan& p, const ZeroConfig& z, const SwapSta
 // The cluster's shape, the dtypes and the process groups; the options the planner refuses.
 void plan_groups(const Scenario& s, Plan& p) {
   const ZeroConfig& z = s.zero;
+  p.runtime = s.runtime;
   p.stage = z.stage;
   p.nodes = s.cluster.nodes;
   p.gpus_per_node = s.cluster.gpus_per_node;

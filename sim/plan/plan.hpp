@@ -71,6 +71,17 @@ struct SwapIn {
 // One step of a micro-step's trace: a forward or backward use of one unit, or the recompute of one
 // checkpointed layer (which uses all the layer's units). For stage 3 it also says which units must be
 // gathered for it, which to prefetch after issuing those, and which to release after the compute.
+// runtime: deepspeed, stage 3: one thing DeepSpeed's coordinator does before a step's compute (deepspeed_fetch.hpp):
+// an all-gather call of units (fetch_sub_module's own call, or its prefetch batch), the wait for units
+// (fetch_sub_module's wait for the module's parameters), or the release of units that are gathered again before the
+// compute (a checkpointed layer's recompute releasing a module that a later prefetch of the recompute gathers again).
+struct FetchAction {
+  enum class Kind { gather, wait, release };
+  Kind kind = Kind::gather;
+  std::vector<int> units;
+  bool prefetch = false;  // gather: a prefetch batch
+};
+
 struct FetchStep {
   int unit = 0;                      // unit that computes (recompute: the layer's last unit)
   Phase phase = Phase::forward;      // forward, or backward (the recompute runs in the backward phase)
@@ -86,9 +97,13 @@ struct FetchStep {
   // async_op=False: the host waits for every read), and read ahead after its prefetch, for later fetches.
   std::vector<SwapIn> swap_in;
   std::vector<SwapIn> swap_in_ahead;
+  // runtime: deepspeed, stage 3: DeepSpeed's coordinator before this step's compute, in order (the hooks of the modules
+  // from the previous step's compute on); fetch and prefetch are then empty, and release holds its releases after it.
+  std::vector<FetchAction> actions;
 };
 
 struct Plan {
+  RuntimeKind runtime = RuntimeKind::deepspeed;  // whose schedule: DeepSpeed's calls, or zrun's own
   int stage = 0;
   int dp = 1;                        // data-parallel degree (= world size: no tensor/pipeline parallelism)
   int nodes = 1;

@@ -121,6 +121,7 @@ TEST(Plan, OneRankGathersNoParametersAfterTheStep) {
 // Without prefetch and reuse every use gathers its unit and releases it.
 TEST(Plan, WithoutPrefetchOrReuseEveryUseFetchesAndReleasesItsUnit) {
   Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.runtime = RuntimeKind::zrun;  // zrun's trace (DeepSpeed's coordinator: deepspeed_fetch_test.cpp)
   s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_prefetch_bucket_size = 0;
   s.zero.stage3_max_reuse_distance = 0;
@@ -136,6 +137,7 @@ TEST(Plan, WithoutPrefetchOrReuseEveryUseFetchesAndReleasesItsUnit) {
 // With a reuse distance the head, whose backward directly follows its forward, stays gathered.
 TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
   Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+  s.runtime = RuntimeKind::zrun;  // zrun's trace (DeepSpeed's coordinator: deepspeed_fetch_test.cpp)
   s.zero.stage3_max_reuse_distance = 1;
   const Plan p = make_plan(s);
   const int head = static_cast<int>(p.units.size()) - 1;
@@ -150,6 +152,7 @@ TEST(Plan, ReuseWithinTheWindowKeepsTheHeadGathered) {
 // Units: embedding 512Ki, attn.norm 512, q/k/v/o 256Ki each, mlp.norm 512, gate/up/down 512Ki each.
 TEST(Plan, PrefetchGathersAheadWithinBucketAndMaxLive) {
   Scenario s = test::scenario(test::small_llama(6), 3, 1, 8);
+  s.runtime = RuntimeKind::zrun;  // zrun's trace (DeepSpeed's coordinator: deepspeed_fetch_test.cpp)
   s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_max_reuse_distance = 0;
   const Elements q = 512 * 512;

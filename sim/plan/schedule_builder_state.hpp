@@ -218,6 +218,10 @@ class Builder {
 
   void await_unit(int u, OpId after);
 
+  // runtime deepspeed: the step's FetchStep::actions (DeepSpeed's coordinator calls, waits and early releases), each
+  // after the previous step's compute.
+  void run_fetch_actions(const FetchStep& st);
+
   // ---- gradient reduction: buckets, ZeRO-1/2 calls (build_zero12_reduce.cpp) ----------------------------------
   bool reduces_this_micro_step() const { return p_.stage >= 2 || last_micro_; }
 

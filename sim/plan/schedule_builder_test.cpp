@@ -93,6 +93,7 @@ TEST(ScheduleBuilder, Stage3GathersEachUnitForForwardAndBackward) {
 // reuse distance above a layer's size the recompute's gathers serve the backward too.
 TEST(ScheduleBuilder, RecomputeRegathersOnlyWithoutReuse) {
   Scenario s = test::scenario(test::small_llama(4), 3, 1, 8);
+  s.runtime = RuntimeKind::zrun;  // zrun's trace (DeepSpeed's coordinator: deepspeed_fetch_test.cpp)
   s.zero.stage3_prefetch_bucket_size = 0;
   auto gathers = [&](Elements reuse) {
     s.zero.stage3_max_reuse_distance = reuse;

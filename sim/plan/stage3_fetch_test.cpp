@@ -156,6 +156,7 @@ Scenario small(bool bias, int nodes = 2) {
     m.mlp = MlpKind::plain;
   }
   Scenario s = test::scenario(m, 3, nodes, 4);
+  s.runtime = RuntimeKind::zrun;  // the rule above is zrun's trace (DeepSpeed's coordinator: deepspeed_fetch_test.cpp)
   s.training.activation_checkpointing = Checkpointing::none;
   s.zero.stage3_max_reuse_distance = 0;
   s.zero.stage3_prefetch_bucket_size = 1'500'000;  // batches of a few modules
@@ -273,6 +274,7 @@ TEST(Stage3Fetch, SequentialGathersPerTensorDefaultPerCallAndHoldsLessForLargeBa
   for (const ModelSpec& m : {test::llama2_7b(), test::gpt2_1_5b()}) {
     SCOPED_TRACE(m.name);
     Scenario s = test::scenario(m, 3, 2, 8);
+    s.runtime = RuntimeKind::zrun;  // forward_counts reads zrun's trace (fetch / prefetch)
     s.zero.stage3_param_persistence_threshold = 100'000;
     s.zero.stage3_prefetch_bucket_size = 50'000'000;
     s.zero.stage3_allgather_sequential = false;
