@@ -66,6 +66,7 @@ ncclDataType_t nccl_type(const Op& op) {
     case zsim::DType::fp16: return ncclFloat16;
     case zsim::DType::int8: return ncclInt8;
     case zsim::DType::int4: return ncclUint8;  // packed pairs: counted in bytes
+    case zsim::DType::fp64: return ncclFloat64;
   }
   not_built(op, "a collective of this dtype");
 }

@@ -29,6 +29,7 @@ void Builder::emit_optimizer_step() {
   pool_at_ = 0;
   if (serial_dep_ >= 0) ready.push_back(serial_dep_);
   serial_dep_ = -1;
+  ready = grad_norm_all_reduces(ready);  // runtime deepspeed: the update waits for the gradient norm
   std::vector<OpId> param_ready;
   int g = 0;
   Elements sub_first = 0, next_first = 0;
@@ -66,16 +67,16 @@ void Builder::emit_optimizer_step() {
             Access::read_write);
         use(opt, partition_, e_ * sub_first, e_ * sub, Role::param, Access::write);
       }
-      if (p_.stage == 0) {
+      if (p_.stage == 0 && !p_.bf16_optimizer) {
         // Stage 0: one sub-group, the whole model: 16-bit gradients in, [master | exp_avg | exp_avg_sq] state,
         // 16-bit weights out.
         use_whole(opt, grads_, Role::grad, Access::read);
         use_whole(opt, optimizer_, Role::state, Access::read_write);
         use_whole(opt, params_, Role::param, Access::write);
       } else if (p_.stage <= 2) {
-        // Stages 1-2: this rank's partition of the flat buffers (one sub-group).
+        // Stages 1-2 (and BF16_Optimizer): this rank's partition of the flat buffers (one sub-group).
         const Bytes part = e_ * p_.param_partition;
-        if (p_.stage == 1)
+        if (p_.stage <= 1)
           sch_.ops[opt].uses.push_back({grads_, 0, part, Role::grad, Access::read, -1, -1, part});
         else
           use_whole(opt, grad_partition_, Role::grad, Access::read);
@@ -155,7 +156,7 @@ void Builder::emit_optimizer_step() {
     }
     param_ready.push_back(opt);
   }
-  if (p_.stage == 1 || p_.stage == 2) {
+  if (p_.stage <= 2) {  // (stage 0: BF16_Optimizer's update_lp_params under runtime deepspeed)
     // all_gather_dp_groups: shard k of every rank's partition, gathered into place in the flat buffer.
     const Bytes part = e_ * p_.param_partition;
     Bytes at = 0;

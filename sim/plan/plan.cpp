@@ -244,7 +244,10 @@ std::vector<FetchStep> make_trace(const Plan& p, const ZeroConfig& z, std::optio
   return trace;
 }
 
-std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
+// Gradient buckets in backward order (the units backward, each unit's tensors backward); `starts_new(cur, unit, tensor,
+// numel)` says whether the tensor opens a new bucket after the non-empty bucket `cur`.
+template <class StartsNew>
+std::vector<GradBucket> make_buckets_split(const Plan& p, const StartsNew& starts_new) {
   std::vector<GradBucket> out;
   GradBucket cur;
   for (int u = static_cast<int>(p.units.size()) - 1; u >= 0; --u) {
@@ -252,7 +255,7 @@ std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
     for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
       const int k = static_cast<int>(ts.rend() - it) - 1;
       const Elements n = it->numel();
-      if (cur.elements > 0 && cur.elements + n > bucket_size) {
+      if (cur.elements > 0 && starts_new(cur, u, k, n)) {
         out.push_back(std::move(cur));
         cur = GradBucket{};
       }
@@ -267,6 +270,29 @@ std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
   }
   if (cur.elements > 0) out.push_back(std::move(cur));
   return out;
+}
+
+// A bucket closes before the tensor that would take it past bucket_size (the gradient hooks' buckets).
+std::vector<GradBucket> make_buckets(const Plan& p, Elements bucket_size) {
+  return make_buckets_split(p, [&](const GradBucket& cur, int, int, Elements n) { return cur.elements + n > bucket_size; });
+}
+
+// runtime deepspeed, stage 0: the engine's buffered_allreduce_fallback walks the gradients in model order and
+// all-reduces a bucket once its numel exceeds elements_per_buffer, the tensor that crosses it included
+// (engine.py allreduce_no_retain); the same buckets, in the plan's backward order.
+std::vector<GradBucket> make_fallback_buckets(const Plan& p, Elements per_buffer) {
+  std::map<std::pair<int, int>, int> bucket_of;  // (unit, tensor) -> its bucket, counted in model order
+  int b = 0;
+  Elements numel = 0;
+  for (int u = 0; u < static_cast<int>(p.units.size()); ++u)
+    for (int k = 0; k < static_cast<int>(p.units[u].tensors.size()); ++k) {
+      bucket_of[{u, k}] = b;
+      numel += p.units[u].tensors[k].numel();
+      if (numel > per_buffer) ++b, numel = 0;
+    }
+  return make_buckets_split(p, [&](const GradBucket& cur, int u, int k, Elements) {
+    return bucket_of.at(cur.members.back()) != bucket_of.at({u, k});
+  });
 }
 
 std::vector<Elements> split(Elements total, Elements chunk) {
@@ -321,6 +347,7 @@ void plan_groups(const Scenario& s, Plan& p) {
   const ZeroConfig& z = s.zero;
   p.runtime = s.runtime;
   p.stage = z.stage;
+  p.bf16_optimizer = s.runtime == RuntimeKind::deepspeed && z.stage == 0 && s.training.precision == Precision::bf16;
   p.nodes = s.cluster.nodes;
   p.gpus_per_node = s.cluster.gpus_per_node;
   p.dp = s.world_size();
@@ -378,6 +405,14 @@ void plan_units(const Scenario& s, Plan& p) {
 void plan_partitions(Plan& p) {
   switch (p.stage) {
     case 0:
+      if (p.bf16_optimizer) {
+        // BF16_Optimizer: the flat bf16 group padded to a multiple of 2N (align_dense_tensors with
+        // nccl_start_alignment_factor x dp), 1/N of it each rank's fp32 partition (bf16_optimizer.py _setup_for_real_optimizer).
+        const Elements align = 2 * static_cast<Elements>(p.dp);
+        p.param_partition = ceil_div(p.params, align) * align / p.dp;
+        p.optimizer_partition = p.param_partition;
+        break;
+      }
       p.param_partition = p.params;
       p.optimizer_partition = p.params;
       break;
@@ -464,9 +499,15 @@ void plan_buckets_and_swaps(const Scenario& s, Plan& p) {
   const ZeroConfig& z = s.zero;
   // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
   // buffer), the other stages reduce_bucket_size.
-  p.buckets = make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
-  if ((p.stage == 1 || p.stage == 2) && p.dp > 1) {
-    // all_gather_dp_groups (runtime/utils.py): max(1, partition x N // allgather_bucket_size) shards of each
+  p.buckets = p.stage == 0 && p.runtime == RuntimeKind::deepspeed ? make_fallback_buckets(p, kAllreduceFallbackBucket)
+              : make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
+  if ((p.stage == 1 || p.stage == 2 || p.bf16_optimizer) && p.dp > 1 && p.runtime == RuntimeKind::deepspeed) {
+    // all_gather_dp_groups (runtime/utils.py) with torch's all_gather_into_tensor (dist.has_all_gather_into_tensor,
+    // any torch DeepSpeed 0.14.5 runs on): all_gather_into_tensor_dp_groups, one all-gather of the whole flat buffer
+    // per parameter group, whatever allgather_bucket_size says.
+    p.allgather_chunks.push_back(p.param_partition);
+  } else if ((p.stage == 1 || p.stage == 2) && p.dp > 1) {
+    // zrun: all_gather_dp_groups' other path: max(1, partition x N // allgather_bucket_size) shards of each
     // rank's partition, each shard's size rounded down to the alignment factor 2, the last taking the rest;
     // one all-gather per shard (of N x shard elements). With one rank there is nothing to gather.
     const Elements P = p.param_partition;

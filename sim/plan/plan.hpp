@@ -105,6 +105,11 @@ struct FetchStep {
 struct Plan {
   RuntimeKind runtime = RuntimeKind::deepspeed;  // whose schedule: DeepSpeed's calls, or zrun's own
   int stage = 0;
+  // runtime deepspeed, stage 0 with bf16: the engine wraps the optimizer in BF16_Optimizer (engine.py
+  // _do_optimizer_sanity_check -> BFLOAT16: no ZeRO, bf16 model, fp32 gradient accumulation), which partitions the
+  // fp32 master and optimizer state over the data-parallel ranks like ZeRO-1 and all-gathers the updated bf16 flat
+  // buffer after the step (bf16_optimizer.py update_lp_params -> all_gather_dp_groups).
+  bool bf16_optimizer = false;
   int dp = 1;                        // data-parallel degree (= world size: no tensor/pipeline parallelism)
   int nodes = 1;
   int gpus_per_node = 1;

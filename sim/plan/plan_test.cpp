@@ -98,6 +98,7 @@ TEST(Plan, GradientBucketsRespectReduceBucketSize) {
 // of every rank's partition, each shard rounded down to the alignment factor 2, the last taking the rest.
 TEST(Plan, StepAllGathersAreDeepSpeedsShardsOfThePartition) {
   Scenario s = test::scenario(test::small_llama(4), 1, 1, 8);
+  s.runtime = RuntimeKind::zrun;  // zrun's shards (DeepSpeed with torch's all_gather_into_tensor: one call, below)
   s.zero.allgather_bucket_size = 1'000'000;
   const Plan p = make_plan(s);
   EXPECT_EQ(p.param_partition % 2, 0);
@@ -111,6 +112,15 @@ TEST(Plan, StepAllGathersAreDeepSpeedsShardsOfThePartition) {
   for (size_t i = 0; i + 1 < p.allgather_chunks.size(); ++i) EXPECT_EQ(p.allgather_chunks[i], shard);
   for (Elements c : p.allgather_chunks) sum += c;
   EXPECT_EQ(sum, p.param_partition);
+}
+
+// runtime deepspeed: torch has all_gather_into_tensor, so all_gather_dp_groups takes all_gather_into_tensor_dp_groups:
+// one all-gather of the whole partition per parameter group, whatever allgather_bucket_size says.
+TEST(Plan, UnderDeepSpeedTheStepAllGathersTheWholePartitionInOneCall) {
+  Scenario s = test::scenario(test::small_llama(4), 1, 1, 8);
+  s.zero.allgather_bucket_size = 1'000'000;
+  const Plan p = make_plan(s);
+  EXPECT_EQ(p.allgather_chunks, std::vector<Elements>{p.param_partition});
 }
 
 TEST(Plan, OneRankGathersNoParametersAfterTheStep) {

@@ -94,8 +94,11 @@ class Builder {
   Flops layer_forward_flops(int layer) const;
   Bytes layer_forward_hbm(int layer) const;
   Elements flat_offset(int u, int k) const;
-  // Stages 1-2: the flat 16-bit buffers hold N partitions (DeepSpeed's padding); stage 0 the model.
-  Elements whole_flat() const { return p_.stage == 0 ? p_.params : p_.param_partition * p_.dp; }
+  // Stages 1-2 (and BF16_Optimizer at stage 0): the flat 16-bit buffers hold N partitions (DeepSpeed's padding); stage 0
+  // the model.
+  Elements whole_flat() const {
+    return p_.stage == 0 && !p_.bf16_optimizer ? p_.params : p_.param_partition * p_.dp;
+  }
   bool in_head(int u) const { return u > 0 && p_.units[u].layer < 0 && !p_.units[u].is_embedding; }
   bool first_of_layer(int u) const { return p_.units[u].layer >= 0 && p_.layers[p_.units[u].layer].first == u; }
 
@@ -331,6 +334,9 @@ class Builder {
   void emit_optimizer_step();
 
   void gather_persistent(const std::vector<OpId>& after);
+
+  // ---- DeepSpeed's other step collectives (build_step_collectives.cpp) ----------------------------------------
+  std::vector<OpId> grad_norm_all_reduces(const std::vector<OpId>& ready);
 
   OpId write_back_params(const std::string& name, Elements first, Elements sub, OpId opt, OpId w16);
 

@@ -44,7 +44,9 @@ TEST(ZeroMemoryOracle, ModelStatesPerGpuAreTheZeroPapers) {
     for (auto [nodes, gpn] : {std::pair{1, 8}, std::pair{2, 8}, std::pair{8, 8}}) {
       const double N = nodes * gpn, K = 12;
       for (int stage = 0; stage <= 3; ++stage) {
-        const Walked w = walk(test::scenario(m, stage, nodes, gpn));
+        Scenario s = test::scenario(m, stage, nodes, gpn);
+        s.runtime = RuntimeKind::zrun;  // DeepSpeed's stage 0 in bf16 partitions the optimizer (BF16_Optimizer)
+        const Walked w = walk(s);
         const double unpadded = static_cast<double>(w.plan.params);
         const double psi = stage == 1 || stage == 2 ? std::ceil(unpadded / (2 * N)) * 2 * N : unpadded;
         const double oracle = stage == 0   ? (2 + 2 + K) * psi

@@ -173,6 +173,7 @@ const char* to_string(DType d) {
     case DType::fp16: return "fp16";
     case DType::int8: return "int8";
     case DType::int4: return "int4";
+    case DType::fp64: return "fp64";
   }
   return "?";
 }
@@ -202,6 +203,7 @@ Bytes dtype_bits(DType d) {
     case DType::fp16: return 16;
     case DType::int8: return 8;
     case DType::int4: return 4;
+    case DType::fp64: return 64;
   }
   return 0;
 }

@@ -23,7 +23,7 @@ enum class CopyKind { h2d, d2h, nvme_read, nvme_write, d2d };
 enum class Device { gpu, cpu };
 enum class Tier { gpu, cpu, nvme };
 enum class MemCategory { params, grads, optimizer, activations, buffers };
-enum class DType { fp32, bf16, fp16, int8, int4 };
+enum class DType { fp32, bf16, fp16, int8, int4, fp64 };  // fp64: scalars (DeepSpeed stage 3's gradient norm)
 enum class Access { read, write, read_write };
 // What a buffer region is to the op that uses it: weights it computes with, gradients it produces (and
 // accumulates), activations it saves or reads back, the input / output of a collective or copy, optimizer state.

@@ -43,7 +43,7 @@ constexpr EnumNames<Device, 2> kDevices{{Device::gpu, Device::cpu}};
 constexpr EnumNames<Tier, 3> kTiers{{Tier::gpu, Tier::cpu, Tier::nvme}};
 constexpr EnumNames<MemCategory, 5> kCategories{{MemCategory::params, MemCategory::grads, MemCategory::optimizer,
                                                  MemCategory::activations, MemCategory::buffers}};
-constexpr EnumNames<DType, 5> kDTypes{{DType::fp32, DType::bf16, DType::fp16, DType::int8, DType::int4}};
+constexpr EnumNames<DType, 6> kDTypes{{DType::fp32, DType::bf16, DType::fp16, DType::int8, DType::int4, DType::fp64}};
 bool is_quantization(ComputeKind k) {
   return k == ComputeKind::quantize || k == ComputeKind::dequantize || k == ComputeKind::dequant_reduce;
 }

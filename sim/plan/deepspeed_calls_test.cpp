@@ -1,0 +1,124 @@
+// runtime: deepspeed: DeepSpeed 0.14.5's collective calls outside stage 3's parameter gathers (deepspeed_fetch_test.cpp):
+// the optimizer step's gradient-norm all-reduces, BF16_Optimizer at stage 0, the engine's all-reduce fallback
+// buckets, ZeRO-1/2's one-call parameter all-gather, qgZ's per-tensor all-to-alls.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "sim/plan/quantization.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/plan/test_scenarios.hpp"
+
+using namespace zsim;
+
+namespace {
+
+Scenario ds(int stage, int nodes = 1, int gpus = 8) {
+  Scenario s = test::scenario(test::small_llama(2), stage, nodes, gpus);
+  s.runtime = RuntimeKind::deepspeed;
+  return s;
+}
+
+std::vector<const Op*> collectives(const Schedule& sch, CollectiveKind k, Phase ph) {
+  std::vector<const Op*> out;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::collective && op.collective.what == k && op.phase == ph) out.push_back(&op);
+  return out;
+}
+Schedule build(const Scenario& s) { return make_schedule(s, make_plan(s)); }
+
+// Whether op `to` depends on op `from` (through deps).
+bool after(const Schedule& sch, OpId to, OpId from) {
+  std::vector<char> seen(sch.ops.size(), 0);
+  std::function<bool(OpId)> reach = [&](OpId id) {
+    if (id == from) return true;
+    if (id < from || seen[id]) return false;
+    seen[id] = 1;
+    for (OpId d : sch.ops[id].deps)
+      if (reach(d)) return true;
+    return false;
+  };
+  return reach(to);
+}
+
+}  // namespace
+
+// stage_1_and_2.py step -> scaled_global_norm -> get_grad_norm_direct: the squared norms summed as one fp32 scalar,
+// all-reduced over the data-parallel group before the update.
+TEST(DeepSpeedCalls, UnderDeepSpeedStages1And2AllReduceTheGradientNormAsOneFp32ScalarBeforeTheUpdate) {
+  for (int stage : {1, 2}) {
+    const Schedule sch = build(ds(stage));
+    const auto norm = collectives(sch, CollectiveKind::all_reduce, Phase::step);
+    ASSERT_EQ(norm.size(), 1u) << stage;
+    EXPECT_EQ(norm[0]->collective.bytes, 4);
+    EXPECT_EQ(norm[0]->collective.dtype, DType::fp32);
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer)
+        EXPECT_TRUE(after(sch, op.id, norm[0]->id)) << op.name;
+  }
+}
+
+// stage3.py _get_norm_groups: get_grad_norm_direct per sub-group (fp16_groups holds one entry a sub-group), the norms
+// summed in double: one fp64 scalar all-reduce per sub-group.
+TEST(DeepSpeedCalls, UnderDeepSpeedStage3AllReducesAnFp64GradientNormPerSubGroup) {
+  Scenario s = ds(3);
+  s.zero.sub_group_size = 400'000;
+  const Plan p = make_plan(s);
+  ASSERT_GT(p.sub_groups.size(), 1u);
+  const auto norm = collectives(make_schedule(s, p), CollectiveKind::all_reduce, Phase::step);
+  ASSERT_EQ(norm.size(), p.sub_groups.size());
+  for (const Op* op : norm) {
+    EXPECT_EQ(op->collective.bytes, 8);
+    EXPECT_EQ(op->collective.dtype, DType::fp64);
+  }
+}
+
+// stage3.py complete_grad_norm_calculation_for_cpu_offload: `FloatTensor([float(total_norm)])`, an fp32 scalar.
+TEST(DeepSpeedCalls, UnderDeepSpeedStage3WithTheOptimizerOffloadedTheNormIsFp32) {
+  Scenario s = ds(3);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const auto norm = collectives(build(s), CollectiveKind::all_reduce, Phase::step);
+  ASSERT_EQ(norm.size(), 1u);
+  EXPECT_EQ(norm[0]->collective.bytes, 4);
+  EXPECT_EQ(norm[0]->collective.dtype, DType::fp32);
+}
+
+// engine.py: stage 0 with bf16 (fp32 gradient accumulation) wraps the optimizer in BF16_Optimizer, which keeps 1/N
+// of the fp32 master and Adam state per rank and, after the update, all-gathers the bf16 flat buffer
+// (update_lp_params -> all_gather_dp_groups -> one all_gather_into_tensor); it all-reduces no norm.
+TEST(DeepSpeedCalls, UnderDeepSpeedStage0Bf16TheBf16OptimizerAllGathersThePartitionAfterTheStep) {
+  const Scenario s = ds(0);
+  const Plan p = make_plan(s);
+  EXPECT_TRUE(p.bf16_optimizer);
+  EXPECT_EQ(p.param_partition * 8 % 16, 0);
+  EXPECT_EQ(p.optimizer_partition, p.param_partition);
+  const Schedule sch = make_schedule(s, p);
+  const auto ag = collectives(sch, CollectiveKind::all_gather, Phase::step);
+  ASSERT_EQ(ag.size(), 1u);
+  EXPECT_EQ(ag[0]->collective.bytes, 2 * 8 * p.param_partition);
+  EXPECT_TRUE(collectives(sch, CollectiveKind::all_reduce, Phase::step).empty());
+  Scenario fp32 = s;  // fp32 training: the engine's own optimizer, nothing partitioned or gathered
+  fp32.training.precision = Precision::fp32;
+  EXPECT_FALSE(make_plan(fp32).bf16_optimizer);
+  EXPECT_TRUE(collectives(build(fp32), CollectiveKind::all_gather, Phase::step).empty());
+}
+
+// engine.py allreduce_no_retain: the fallback walks the gradients in model order and all-reduces a bucket once its
+// numel exceeds 5e8 (MEMORY_OPT_ALLREDUCE_SIZE), the tensor that crosses it included.
+TEST(DeepSpeedCalls, UnderDeepSpeedStage0TheFallbackBucketsCloseAfterTheTensorThatCrossesTheirSize) {
+  Scenario s = test::scenario(test::llama2_7b(), 0, 1, 8);
+  s.runtime = RuntimeKind::deepspeed;
+  const Plan p = make_plan(s);
+  ASSERT_GT(p.buckets.size(), 2u);
+  Elements sum = 0;
+  for (size_t i = 0; i < p.buckets.size(); ++i) {
+    const GradBucket& b = p.buckets[i];
+    sum += b.elements;
+    if (i == 0) continue;  // backward order: the model's last bucket, what is left
+    EXPECT_GT(b.elements, kAllreduceFallbackBucket) << i;
+    EXPECT_LE(b.elements - b.tensors.front().numel(), kAllreduceFallbackBucket) << i;  // front: its last in model order
+  }
+  EXPECT_EQ(sum, p.params);
+  EXPECT_EQ(collectives(build(s), CollectiveKind::all_reduce, Phase::backward).size(), p.buckets.size());
+}
