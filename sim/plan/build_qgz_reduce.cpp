@@ -71,13 +71,33 @@ OpId Builder::qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer)
                             {bwd}, layer);
     const OpId q = compute(name + ".quantize", ComputeKind::quantize, ph, {qbuf}, 0,
                            quant_elems * e_ + intra.total(), quant_elems, layer, Device::gpu, rs_);
-    const OpId a1 = collective(name + ".all_to_all.intra", CollectiveKind::all_to_all, intra_, intra.total(),
-                               intra.scales, DType::int4, ph, rs_, {q}, layer);
-    const OpId d1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1}, 0,
+    // A hop's all-to-alls: zrun's one for the bucket (its peer-major regions), or DeepSpeed's two per tensor (its
+    // int4 values, then its fp32 scales: all_to_all_single of intra_quant_int4 / intra_q_scales, then of
+    // global_input_tensor / global_scales), in bucket order.
+    const bool per_tensor = p_.runtime == RuntimeKind::deepspeed;
+    auto hop = [&](const char* which, int group, const QuantizedSize& bucket, bool inter_hop, OpId after) {
+      std::vector<OpId> ops;
+      if (!per_tensor) {
+        ops.push_back(collective(name + ".all_to_all." + which, CollectiveKind::all_to_all, group, bucket.total(),
+                                 bucket.scales, DType::int4, ph, rs_, {after}, layer));
+        return ops;
+      }
+      for (size_t x = 0; x < quant.size(); ++x) {
+        const TensorShape& t = b.tensors[quant[x]];
+        const QuantizedSize z = inter_hop ? qgz_sizes(t.rows, t.cols, n, L).inter : qgz_sizes(t.rows, t.cols, n, L).intra;
+        const std::string what = name + ".t" + std::to_string(quant[x]) + ".all_to_all." + which;
+        ops.push_back(collective(what, CollectiveKind::all_to_all, group, z.data, 0, DType::int4, ph, rs_,
+                                 {ops.empty() ? after : ops.back()}, layer));
+        ops.push_back(collective(what + ".scales", CollectiveKind::all_to_all, group, z.scales, z.scales, DType::fp32,
+                                 ph, rs_, {ops.back()}, layer));
+      }
+      return ops;
+    };
+    const std::vector<OpId> a1 = hop("intra", intra_, intra, false, q);
+    const OpId d1 = compute(name + ".dequant_reduce.intra", ComputeKind::dequant_reduce, ph, {a1.back()}, 0,
                             intra.total() + inter.total(), quant_elems, layer, Device::gpu, rs_);
-    const OpId a2 = collective(name + ".all_to_all.inter", CollectiveKind::all_to_all, inter_, inter.total(),
-                               inter.scales, DType::int4, ph, rs_, {d1}, layer);
-    const OpId d2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2}, 0,
+    const std::vector<OpId> a2 = hop("inter", inter_, inter, true, d1);
+    const OpId d2 = compute(name + ".dequant_reduce.inter", ComputeKind::dequant_reduce, ph, {a2.back()}, 0,
                             inter.total() + ceil_div(mid, nodes) * e_, mid, layer, Device::gpu, rs_);
     for (OpId c : {q, d1, d2}) sch_.ops[c].compute.dtype = DType::int4;
     // Kernels tensor by tensor, as DeepSpeed's all_to_all_quant_reduce (runtime/comm/coalesced_collectives.py:
@@ -89,11 +109,12 @@ OpId Builder::qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer)
     sch_.ops[d2].compute.kernel_launches = tensors;
     OpId last = d2;
     if (uses) {
-      // Each all-to-all: its send region whole in, its receive region whole out (one block per peer).
-      use(a1, qbuf, 0, sent1, Role::input, Access::read);
-      use(a1, qbuf, r1, sent1, Role::output, Access::write);
-      use(a2, qbuf, r2, sent2, Role::input, Access::read);
-      use(a2, qbuf, r3, sent2, Role::output, Access::write);
+      if (!per_tensor) {  // each all-to-all: its send region whole in, its receive region whole out (a block a peer)
+        use(a1[0], qbuf, 0, sent1, Role::input, Access::read);
+        use(a1[0], qbuf, r1, sent1, Role::output, Access::write);
+        use(a2[0], qbuf, r2, sent2, Role::input, Access::read);
+        use(a2[0], qbuf, r3, sent2, Role::output, Access::write);
+      }
       const OpId part = copy(name + ".partition", CopyKind::d2d, e_ * reduced, true, ph, rs_, {d2}, layer);
       per_tensor_kernels(part, static_cast<std::int64_t>(quant.size()));  // partition_grads: one per param
       Bytes c4 = 0;  // this tensor's offset in the reduced region
@@ -115,6 +136,16 @@ OpId Builder::qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer)
         };
         const auto [v1, s1] = intra_chunks[x];
         const auto [v2, s2] = inter_chunks[x];
+        if (per_tensor) {  // DeepSpeed's calls: the tensor's values, then its scales, in every peer's block
+          chunked(a1[2 * x], 0, l1, x, true, v1, L, Role::input, Access::read);
+          chunked(a1[2 * x], r1, l1, x, true, v1, L, Role::output, Access::write);
+          chunked(a1[2 * x + 1], 0, l1, x, false, s1, L, Role::input, Access::read);
+          chunked(a1[2 * x + 1], r1, l1, x, false, s1, L, Role::output, Access::write);
+          chunked(a2[2 * x], r2, l2, x, true, v2, nodes, Role::input, Access::read);
+          chunked(a2[2 * x], r3, l2, x, true, v2, nodes, Role::output, Access::write);
+          chunked(a2[2 * x + 1], r2, l2, x, false, s2, nodes, Role::input, Access::read);
+          chunked(a2[2 * x + 1], r3, l2, x, false, s2, nodes, Role::output, Access::write);
+        }
         tagged(q, open_.at(i), e_ * at[j], e_ * t.numel(), Role::input, Access::read);
         chunked(q, 0, l1, x, true, v1, L, Role::output, Access::write);
         chunked(q, 0, l1, x, false, s1, L, Role::output, Access::write);
@@ -148,7 +179,11 @@ OpId Builder::qgz_reduce(size_t i, const std::string& name, OpId bwd, int layer)
     }
     ends.push_back(release(qbuf, ph, rs_, {last}));
   }
-  if (!plain.empty()) ends.push_back(zero3_reduce(i, plain, name, bwd, layer));
+  // The bucket's other tensors: zrun reduce-scatters them together; DeepSpeed one reduce_scatter_coalesced([tensor])
+  // each (all_to_all_quant_reduce's fallback for vectors and matrices that do not divide by 2 x world).
+  if (!plain.empty() && p_.runtime != RuntimeKind::deepspeed) ends.push_back(zero3_reduce(i, plain, name, bwd, layer));
+  if (p_.runtime == RuntimeKind::deepspeed)
+    for (size_t j : plain) ends.push_back(zero3_reduce(i, {j}, name + ".t" + std::to_string(j), bwd, layer));
   return ends.back();
 }
 

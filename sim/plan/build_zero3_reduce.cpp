@@ -45,7 +45,11 @@ OpId Builder::zero3_reduce(size_t i, const std::vector<size_t>& members, const s
     part += ceil_div(b.tensors[j].numel(), n);
     elements += b.tensors[j].numel();
   }
-  const bool in_place = b.tensors.size() == 1 && b.tensors[0].numel() % n == 0;
+  // One tensor that divides evenly is reduce-scattered where it lies (reduce_scatter_coalesced: `tensors[0].view(-1)`):
+  // a bucket of one, or (runtime deepspeed) one of qgZ's fallback calls, at its offset in the bucket.
+  const bool in_place = members.size() == 1 && b.tensors[members[0]].numel() % n == 0 &&
+                        (b.tensors.size() == 1 || p_.runtime == RuntimeKind::deepspeed);
+  const Bytes base = in_place ? ce * at[members[0]] : 0;  // where the reduce-scatter's input starts in `flat`
   // The bucket buffer the backward wrote (a cast of part of a bucket, beside qgZ, has none yet).
   const bool uses = open_.count(i) > 0 && (!cast || members.size() == b.tensors.size());
   std::vector<OpId> deps{bwd};
@@ -101,11 +105,12 @@ OpId Builder::zero3_reduce(size_t i, const std::vector<size_t>& members, const s
   OpId done = collective(name + ".reduce_scatter", CollectiveKind::reduce_scatter, world_, ce * part * n, 0,
                          p_.comm_dtype, ph, rs_, deps, layer);
   if (uses) {
-    use(done, flat, 0, ce * part * n, Role::input, Access::read);
-    use(done, flat, 0, ce * part, Role::output, Access::write);
+    use(done, flat, base, ce * part * n, Role::input, Access::read);
+    use(done, flat, base, ce * part, Role::output, Access::write);
     sch_.ops[done].uses.back().rank_stride = ce * part;
   }
   Bytes src_stride = e_ * part;  // where this rank's reduced chunks are: slot r of `flat`, or the cast-back buffer
+  Bytes src_base = base;         // and where slot 0 starts there
   if (cast) {
     const OpId back = alloc("comm_cast_back." + std::to_string(i) + tag(), Tier::gpu, MemCategory::buffers,
                             "comm_cast", e_ * part, ph, rs_, {done}, layer);
@@ -123,13 +128,14 @@ OpId Builder::zero3_reduce(size_t i, const std::vector<size_t>& members, const s
     done = c;
     flat = uses ? back : -1;
     src_stride = 0;
+    src_base = 0;
     temps.push_back(back);
   }
   if (optimizer_offloaded()) {
     std::vector<ReducedChunk> chunks;
     for (size_t j : members) {
       const auto [u, k] = b.members[j];
-      chunks.push_back({u, k, e_ * slot[j], ceil_div(b.tensors[j].numel(), n), layout_.partition[u][k]});
+      chunks.push_back({u, k, src_base + e_ * slot[j], ceil_div(b.tensors[j].numel(), n), layout_.partition[u][k]});
     }
     done = partition_grads_to_cpu(chunks, uses ? flat : -1, src_stride, name, done, layer);
   } else {
@@ -138,7 +144,7 @@ OpId Builder::zero3_reduce(size_t i, const std::vector<size_t>& members, const s
     for (size_t j : members) {
       if (!uses) break;
       const auto [u, k] = b.members[j];
-      use(done, flat, e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), Role::input, Access::read, u, k);
+      use(done, flat, src_base + e_ * slot[j], e_ * ceil_div(b.tensors[j].numel(), n), Role::input, Access::read, u, k);
       sch_.ops[done].uses.back().rank_stride = src_stride;
       use_grad_partition(done, u, k);
     }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
+#include <tuple>
 
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/schedule_builder.hpp"
@@ -66,7 +68,8 @@ TEST(DeepSpeedCalls, UnderDeepSpeedStage3AllReducesAnFp64GradientNormPerSubGroup
   s.zero.sub_group_size = 400'000;
   const Plan p = make_plan(s);
   ASSERT_GT(p.sub_groups.size(), 1u);
-  const auto norm = collectives(make_schedule(s, p), CollectiveKind::all_reduce, Phase::step);
+  const Schedule sch = make_schedule(s, p);
+  const auto norm = collectives(sch, CollectiveKind::all_reduce, Phase::step);
   ASSERT_EQ(norm.size(), p.sub_groups.size());
   for (const Op* op : norm) {
     EXPECT_EQ(op->collective.bytes, 8);
@@ -78,7 +81,8 @@ TEST(DeepSpeedCalls, UnderDeepSpeedStage3AllReducesAnFp64GradientNormPerSubGroup
 TEST(DeepSpeedCalls, UnderDeepSpeedStage3WithTheOptimizerOffloadedTheNormIsFp32) {
   Scenario s = ds(3);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;
-  const auto norm = collectives(build(s), CollectiveKind::all_reduce, Phase::step);
+  const Schedule sch = build(s);
+  const auto norm = collectives(sch, CollectiveKind::all_reduce, Phase::step);
   ASSERT_EQ(norm.size(), 1u);
   EXPECT_EQ(norm[0]->collective.bytes, 4);
   EXPECT_EQ(norm[0]->collective.dtype, DType::fp32);
@@ -121,4 +125,42 @@ TEST(DeepSpeedCalls, UnderDeepSpeedStage0TheFallbackBucketsCloseAfterTheTensorTh
   }
   EXPECT_EQ(sum, p.params);
   EXPECT_EQ(collectives(build(s), CollectiveKind::all_reduce, Phase::backward).size(), p.buckets.size());
+}
+
+// coalesced_collectives.py all_to_all_quant_reduce: per gradient matrix that divides by 2 x world, four
+// all_to_all_single calls (its int4 values, then its fp32 scales, on the intra-node group; the same of the
+// intra-node-reduced slice on the inter-node group); every other tensor its own reduce_scatter_coalesced([tensor]).
+TEST(DeepSpeedCalls, UnderDeepSpeedQgzAllToAllsEachTensorsValuesAndScalesAtBothHops) {
+  Scenario s = ds(3, 2, 4);
+  s.zero.zero_quantized_gradients = true;
+  const Plan p = make_plan(s);
+  ASSERT_TRUE(p.qgz);
+  std::vector<TensorShape> matrices;
+  size_t others = 0;
+  for (const FetchUnit& u : p.units)
+    for (const TensorShape& t : u.tensors) {
+      if (qgz_applies(t.rows, t.cols, p.dp)) matrices.push_back(t);
+      else ++others;
+    }
+  ASSERT_FALSE(matrices.empty());
+  ASSERT_GT(others, 0u);
+  const Schedule sch = make_schedule(s, p);
+  const auto a2a = collectives(sch, CollectiveKind::all_to_all, Phase::backward);
+  ASSERT_EQ(a2a.size(), 4 * matrices.size());
+  std::multiset<std::tuple<std::string, Bytes, DType>> got, want;
+  for (const Op* op : a2a) got.insert({sch.groups[op->collective.group].name, op->collective.bytes, op->collective.dtype});
+  for (const TensorShape& t : matrices) {
+    const QgzSizes q = qgz_sizes(t.rows, t.cols, p.dp, 4);
+    want.insert({"intra_node", q.intra.data, DType::int4});
+    want.insert({"intra_node", q.intra.scales, DType::fp32});
+    want.insert({"inter_node", q.inter.data, DType::int4});
+    want.insert({"inter_node", q.inter.scales, DType::fp32});
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(collectives(sch, CollectiveKind::reduce_scatter, Phase::backward).size(), others);
+  Scenario zrun = s;  // zrun: one all-to-all per hop and bucket, one reduce-scatter of the bucket's other tensors
+  zrun.runtime = RuntimeKind::zrun;
+  const Plan zp = make_plan(zrun);
+  EXPECT_EQ(collectives(make_schedule(zrun, zp), CollectiveKind::all_to_all, Phase::backward).size(),
+            2 * zp.buckets.size());
 }
