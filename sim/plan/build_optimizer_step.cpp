@@ -183,6 +183,8 @@ void Builder::emit_optimizer_step() {
 // params.persistent is fixed, so the tensor is copied into it and the buffer freed.
 void Builder::gather_persistent(const std::vector<OpId>& after) {
   if (persistent_ < 0) return;
+  // runtime deepspeed with one rank and the parameters on the GPU: the partition is the parameter; nothing to gather.
+  if (p_.runtime == RuntimeKind::deepspeed && p_.dp == 1 && p_.param_device == OffloadDevice::none) return;
   const Phase ph = Phase::step;
   for (int u = 0; u < static_cast<int>(p_.units.size()); ++u)
     for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k) {

@@ -497,11 +497,23 @@ void Builder::await_unit(int u, OpId after) {
 // runtime deepspeed (deepspeed_fetch.hpp): fetch_sub_module's call and prefetch batch, each one __all_gather_params
 // call (split by secondary partition in fetch()), issued in the hooks' order; its wait for the module's parameters; a
 // recompute's release of a module gathered again before the recompute (its buffers freed after the compute that last
-// read them, the previous step's).
+// read them, the previous step's). With one rank and the parameters on the GPU DeepSpeed gathers nothing
+// (partition_parameters.py all_gather_coalesced: `num_partitions == 1` -> _no_gather_coalesced, `param.data =
+// ds_tensor.data`): the unit's tensors are read where params.partition holds them.
 void Builder::run_fetch_actions(const FetchStep& st) {
+  const bool no_gather = p_.dp == 1 && p_.param_device == OffloadDevice::none;
   for (const FetchAction& a : st.actions) {
     switch (a.kind) {
       case FetchAction::Kind::gather: {
+        if (no_gather) {
+          for (int u : a.units) {
+            Live l;
+            for (int k = 0; k < static_cast<int>(p_.units[u].tensors.size()); ++k)
+              if (layout_.gathered[u][k] >= 0) l.where.push_back({partition_, e_ * layout_.partition[u][k]});
+            live_[u] = std::move(l);
+          }
+          break;
+        }
         std::vector<Member> members;
         for (int u : a.units) {
           if (live_.count(u)) throw std::logic_error("schedule: " + p_.units[u].name + " gathered twice");

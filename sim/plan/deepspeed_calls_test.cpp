@@ -113,6 +113,7 @@ TEST(DeepSpeedCalls, UnderDeepSpeedStage0Bf16TheBf16OptimizerAllGathersThePartit
 TEST(DeepSpeedCalls, UnderDeepSpeedStage0TheFallbackBucketsCloseAfterTheTensorThatCrossesTheirSize) {
   Scenario s = test::scenario(test::llama2_7b(), 0, 1, 8);
   s.runtime = RuntimeKind::deepspeed;
+  s.training.precision = Precision::fp16;  // the engine's own reduction of the parameters' gradients (no BF16_Optimizer)
   const Plan p = make_plan(s);
   ASSERT_GT(p.buckets.size(), 2u);
   Elements sum = 0;
@@ -163,4 +164,33 @@ TEST(DeepSpeedCalls, UnderDeepSpeedQgzAllToAllsEachTensorsValuesAndScalesAtBothH
   const Plan zp = make_plan(zrun);
   EXPECT_EQ(collectives(make_schedule(zrun, zp), CollectiveKind::all_to_all, Phase::backward).size(),
             2 * zp.buckets.size());
+}
+
+// partition_parameters.py all_gather_coalesced: with one partition (num_partitions == 1) _no_gather_coalesced points
+// each parameter at its partition, which is the whole tensor: no all-gather and no gathered buffer, in the forward,
+// the backward or the step's persistent gather; the gradients are still reduce-scattered (a call on one rank).
+TEST(DeepSpeedCalls, UnderDeepSpeedOneRankGathersNoParameters) {
+  Scenario s = ds(3, 1, 1);
+  s.zero.stage3_param_persistence_threshold = 100'000;
+  const Schedule sch = build(s);
+  for (Phase ph : {Phase::forward, Phase::backward, Phase::step})
+    EXPECT_TRUE(collectives(sch, CollectiveKind::all_gather, ph).empty());
+  for (const Op& op : sch.ops)
+    EXPECT_FALSE(op.kind == OpKind::alloc && (op.mem.detail == "gathered" || op.mem.detail == "prefetch")) << op.name;
+  EXPECT_FALSE(collectives(sch, CollectiveKind::reduce_scatter, Phase::backward).empty());
+}
+
+// bf16_optimizer.py get_grads_for_reduction: BF16_Optimizer gives the engine's fallback its fp32 flat gradient buffer,
+// one tensor, so the whole model is all-reduced in one call (in communication_data_type, bf16 by default) however
+// large it is (the record: Llama 1.3B at stage 0, one all-reduce of 2.43 GB).
+TEST(DeepSpeedCalls, UnderDeepSpeedStage0Bf16AllReducesTheWholeFlatGradientInOneCall) {
+  Scenario s = test::scenario(test::llama2_7b(), 0, 1, 8);
+  s.runtime = RuntimeKind::deepspeed;
+  const Plan p = make_plan(s);
+  ASSERT_EQ(p.buckets.size(), 1u);
+  const Schedule sch = make_schedule(s, p);
+  const auto ar = collectives(sch, CollectiveKind::all_reduce, Phase::backward);
+  ASSERT_EQ(ar.size(), 1u);
+  EXPECT_EQ(ar[0]->collective.bytes, 2 * p.params);
+  EXPECT_EQ(ar[0]->collective.dtype, DType::bf16);
 }

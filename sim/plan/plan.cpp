@@ -5,6 +5,7 @@
 #include "sim/plan/quantization.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -499,8 +500,13 @@ void plan_buckets_and_swaps(const Scenario& s, Plan& p) {
   const ZeroConfig& z = s.zero;
   // Stage 0 uses DeepSpeed's buffered all-reduce fallback (MEMORY_OPT_ALLREDUCE_SIZE elements per
   // buffer), the other stages reduce_bucket_size.
-  p.buckets = p.stage == 0 && p.runtime == RuntimeKind::deepspeed ? make_fallback_buckets(p, kAllreduceFallbackBucket)
-              : make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
+  // Under runtime deepspeed BF16_Optimizer hands the engine its fp32 flat gradient buffer as the one tensor to reduce
+  // (bf16_optimizer.py get_grads_for_reduction: non_expert_gradients, one flat buffer per group): one all-reduce of
+  // the whole model, cast to communication_data_type (engine.py allreduce_bucket).
+  p.buckets = p.stage == 0 && p.runtime == RuntimeKind::deepspeed
+                  ? make_fallback_buckets(p, p.bf16_optimizer ? std::numeric_limits<Elements>::max()
+                                                              : kAllreduceFallbackBucket)
+                  : make_buckets(p, p.stage == 0 ? kAllreduceFallbackBucket : z.reduce_bucket_size);
   if ((p.stage == 1 || p.stage == 2 || p.bf16_optimizer) && p.dp > 1 && p.runtime == RuntimeKind::deepspeed) {
     // all_gather_dp_groups (runtime/utils.py) with torch's all_gather_into_tensor (dist.has_all_gather_into_tensor,
     // any torch DeepSpeed 0.14.5 runs on): all_gather_into_tensor_dp_groups, one all-gather of the whole flat buffer

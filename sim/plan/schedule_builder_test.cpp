@@ -631,7 +631,8 @@ TEST(ScheduleBuilder, Stage3CopiesRunAKernelPerParameterOrPer128CatInputs) {
     }
     EXPECT_EQ(partitions, 2 * static_cast<int>(p.buckets.size())) << "dp " << dp;  // one per micro-step
     EXPECT_GT(interleaves, 0) << "dp " << dp;
-    EXPECT_GT(copy_ins, 0) << "dp " << dp;
+    // One rank under runtime deepspeed gathers nothing (num_partitions == 1: DeepSpeedCalls.UnderDeepSpeedOneRank...).
+    if (dp > 1) EXPECT_GT(copy_ins, 0) << "dp " << dp;
   }
 }
 
