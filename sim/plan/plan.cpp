@@ -367,11 +367,18 @@ void plan_units(const Scenario& s, Plan& p) {
 }
 
 // Each rank's parameter and optimizer partitions, as DeepSpeed pads them per stage.
-void plan_partitions(Plan& p) {
+void plan_partitions(const Scenario& s, Plan& p) {
   switch (p.stage) {
     case 0:
       p.param_partition = p.params;
       p.optimizer_partition = p.params;
+      if (s.runtime == RuntimeKind::deepspeed && s.training.precision == Precision::bf16) {
+        // bf16 at stage 0 runs BF16_Optimizer (engine.py _configure_bf16_optimizer), which partitions its fp32
+        // master and the optimizer state over the data-parallel ranks like ZeRO-1 (bf16_optimizer.py: the flat
+        // bf16 group padded to a multiple of nccl_start_alignment_factor x dp, `partition_size = len(flat) // dp`).
+        const Elements align = 2 * static_cast<Elements>(p.dp);
+        p.optimizer_partition = ceil_div(p.params, align) * align / p.dp;
+      }
       break;
     case 1:
     case 2: {
@@ -514,7 +521,7 @@ Plan make_plan(const Scenario& s) {
   Plan p;
   plan_groups(s, p);
   plan_units(s, p);
-  plan_partitions(p);
+  plan_partitions(s, p);
   plan_placement(s, p);
   plan_warnings(s, p);
   plan_buckets_and_swaps(s, p);
