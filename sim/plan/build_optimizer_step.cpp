@@ -19,6 +19,10 @@ void Builder::optimizer_step() {
                        e_ * p_.optimizer_partition, Phase::step, compute_);
   emit_optimizer_step();
   if (step_grads >= 0) release(step_grads, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+  if (lazy_grad_partition() && grad_partition_ >= 0) {  // dropped with the step (zero_grad: the params' .grad views)
+    release(grad_partition_, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+    grad_partition_ = -1;
+  }
   std::map<int, OpId> last_on;
   for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
     if (sch_.ops[id].kind != OpKind::free) last_on[sch_.ops[id].stream] = id;

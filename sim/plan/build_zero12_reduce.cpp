@@ -261,6 +261,9 @@ OpId Builder::emit_zero12_calls(const std::vector<ReductionCall>& calls, const s
 // (tensor, owner) overlap, run by that owner.
 OpId Builder::copy_grads_in_partition(size_t i, const std::string& name, OpId done, int layer) {
   const Elements P = p_.param_partition;
+  if (grad_partition_ < 0)  // DeepSpeed: `if self.grads_in_partition is None: ... torch.empty(total_size)`
+    grad_partition_ = alloc("grads.partition" + tag(), Tier::gpu, MemCategory::grads, "", e_ * p_.optimizer_partition,
+                            Phase::backward, rs_, {done}, layer);
   Elements at = 0;  // the tensor's first element in the bucket
   OpId last = done;
   int k = 0;

@@ -156,7 +156,7 @@ void Builder::init() {
   // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
   if (p_.stage <= 1)
     grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * whole_flat(), ph, compute_);
-  else if (!optimizer_offloaded())
+  else if (!optimizer_offloaded() && !lazy_grad_partition())
     grad_partition_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
   if (optimizer_offloaded()) {
     if (p_.stage == 3)

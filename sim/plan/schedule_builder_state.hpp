@@ -371,6 +371,11 @@ class Builder {
   std::vector<OpId> ipg_;
   int ipg_next_ = 0;                           // stages 1-2 with two: the one the next bucket fills
   bool deepspeed() const { return s_.runtime == RuntimeKind::deepspeed; }
+  // DeepSpeed at stage 2 (contiguous_gradients, the optimizer on the GPU): grads_in_partition is allocated by the
+  // step's first copy_grads_in_partition and dropped with the step (stage_1_and_2.py), not held for the run.
+  bool lazy_grad_partition() const {
+    return deepspeed() && p_.stage == 2 && s_.zero.contiguous_gradients && !optimizer_offloaded();
+  }
   void open_ipg_buffers();
   void close_ipg_buffers(const std::vector<OpId>& after);
   std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error

@@ -1181,3 +1181,22 @@ TEST(ScheduleBuilder, UnderDeepSpeedStage2FlattensTheGradientPartitionForTheStep
   EXPECT_EQ(flat->mem.bytes, 2 * p.optimizer_partition);
   EXPECT_EQ(frees_of(sch, "grads.step_flat.s0.m0"), 1);
 }
+
+TEST(ScheduleBuilder, UnderDeepSpeedStage2HoldsItsGradientPartitionFromTheFirstCopyToTheStep) {
+  Scenario s = test::scenario(test::small_llama(3), 2, 1, 2);
+  const Schedule sch = build(s, 2);
+  for (int step : {0, 1}) {
+    const std::string name = "grads.partition.s" + std::to_string(step) + ".m0";
+    const Op* a = alloc_named(sch, name);
+    ASSERT_NE(a, nullptr) << name;
+    EXPECT_EQ(a->phase, Phase::backward);
+    const Op& next = sch.ops[a->id + 1];  // the copy into it
+    EXPECT_NE(next.name.find("copy_grads_in_partition"), std::string::npos) << next.name;
+    OpId freed = -1;
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::free && op.mem.buffer == name) freed = op.id;
+    ASSERT_GE(freed, 0) << name;
+    EXPECT_EQ(sch.ops[freed].phase, Phase::step);
+  }
+  EXPECT_EQ(alloc_named(sch, "grads.partition"), nullptr);  // not held for the run
+}
