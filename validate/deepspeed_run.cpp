@@ -11,6 +11,7 @@
 
 #include "sim/common/error.hpp"
 #include "sim/report/human_units.hpp"
+#include "validate/json_input.hpp"
 
 namespace zsim {
 
@@ -21,9 +22,7 @@ namespace {
 
 // --- reading --------------------------------------------------------------------------------------------------
 
-[[noreturn]] void bad(const std::string& source, const std::string& key, const std::string& why) {
-  throw InputError(SourceLocation{source, 0, 0, key}, why);
-}
+using json_input::bad;
 
 // Reads keys of one JSON object, naming the file and the dotted key path in every error.
 class Reader {
