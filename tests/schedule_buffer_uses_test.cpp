@@ -612,7 +612,7 @@ class Stage3World {
 // A tiny model on 8 GPUs whose tensors mostly do not divide by 8 (padded chunks, ranks with short or no chunk).
 Scenario tiny_world8(const std::vector<std::string>& more) {
   return load_scenario(std::string(ZSIM_SOURCE_DIR) + "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                       std::vector<std::string>{"cluster.gpus_per_node=8", "model.hidden=36", "model.ffn_hidden=50",
+                       std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=8", "model.hidden=36", "model.ffn_hidden=50",
                                                 "model.vocab=99", "model.heads=4", "model.kv_heads=2",
                                                 "training.seq_len=16", "training.grad_accum=2"} +
                            more);
@@ -810,7 +810,8 @@ TEST(ScheduleBufferUses, ParamSwapInPoolCarriesEveryPartitionToItsGather) {
        {Case{"0", "0", "cpu"}, Case{"1000000000", "0", "none"}, Case{"0", "700000", "cpu"}}) {
         const Scenario s = load_scenario(
             std::string(ZSIM_SOURCE_DIR) + "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-            {"model.layers=1", "model.hidden=256", "model.ffn_hidden=2048", "model.heads=4", "model.kv_heads=4",
+            {"runtime=zrun", "model.layers=1", "model.hidden=256", "model.ffn_hidden=2048", "model.heads=4",
+             "model.kv_heads=4",
              "model.vocab=99",
              "training.seq_len=16", "training.grad_accum=2", "cluster.host.memory_bytes=1TiB",
              "cluster.nvme.bytes=1TiB", "cluster.nvme.read_GBps=2", "cluster.nvme.write_GBps=1",

@@ -195,7 +195,7 @@ class Zero12World {
 // several owners (reduce_bucket_size 1000) or to hold the model (5e8).
 Scenario tiny_world8(const std::vector<std::string>& more) {
   return load_scenario(std::string(ZSIM_SOURCE_DIR) + "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                       std::vector<std::string>{"cluster.gpus_per_node=8", "model.hidden=36", "model.ffn_hidden=50",
+                       std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=8", "model.hidden=36", "model.ffn_hidden=50",
                                                 "model.vocab=99", "model.heads=4", "model.kv_heads=2",
                                                 "training.seq_len=16", "training.grad_accum=2"} +
                            more);

@@ -75,6 +75,52 @@ TEST(ValidationResults, EveryCommittedRunStaysInsideItsRecordedBand) {
   if (checked == 0) GTEST_SKIP() << "no bands.json under validate/results";
 }
 
+// The DeepSpeed records (validate/results/<gpu>-deepspeed/, runs of validate/deepspeed/harness.py): every run is
+// validated again through `zsim validate` and its peak-allocated error (zsim's GPU peak against the largest rank's
+// steady_peak_allocated) must stay inside the band in deepspeed_bands.json, the error recorded +-0.5 percentage points
+// (`zsim validate --deepspeed-summary DIR --write-bands` writes it, docs/validation.md). A failed run must still be
+// reported failed; a run without a band fails, so that a new run is banded when it is committed.
+TEST(ValidationResults, EveryCommittedDeepSpeedRunStaysInsideItsRecordedBand) {
+  int checked = 0;
+  if (!fs::exists("validate/results")) GTEST_SKIP() << "no validate/results in " << fs::current_path();
+  for (const auto& dir : fs::directory_iterator("validate/results")) {
+    const fs::path bands_file = dir.path() / "deepspeed_bands.json";
+    if (!fs::exists(bands_file)) continue;
+    const nlohmann::json bands = read_json(bands_file);
+    ASSERT_EQ(bands.at("format"), "zsim.deepspeed_bands") << bands_file;
+    for (const auto& run : fs::directory_iterator(dir.path() / "runs")) {
+      if (run.path().extension() != ".json") continue;
+      EXPECT_TRUE(bands.at("runs").contains(run.path().stem().string()))
+          << run.path() << " has no band: `zsim validate --deepspeed-summary " << dir.path().string()
+          << " --write-bands`";
+    }
+    for (const auto& [name, band] : bands.at("runs").items()) {
+      const fs::path run = dir.path() / "runs" / (name + ".json");
+      const std::string what = dir.path().filename().string() + "/" + name;
+      ASSERT_TRUE(fs::exists(run)) << run;
+      const fs::path out = fs::temp_directory_path() / ("zsim-ds-band-" + std::to_string(::getpid()) + ".json");
+      ValidateRequest r;
+      r.run_file = run.string();
+      r.json_file = out.string();
+      std::ostringstream o, e;
+      const int rc = run_validate(r, o, e);
+      const nlohmann::json v = read_json(out);
+      fs::remove(out);
+      if (band.at("status") == "failed") {
+        EXPECT_EQ(rc, kExitRunFailed) << what;
+        EXPECT_EQ(v.at("status"), "failed") << what;
+      } else {
+        ASSERT_EQ(rc, 0) << what << ": " << e.str();
+        const double err = v.at("peak_allocated").at("rel_error").get<double>();
+        EXPECT_GE(err, band.at("min").get<double>()) << what << ": peak allocated error " << err << " left its band";
+        EXPECT_LE(err, band.at("max").get<double>()) << what << ": peak allocated error " << err << " left its band";
+      }
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no deepspeed_bands.json under validate/results";
+}
+
 // The 2-GPU and 4x2 cases run with every rank on one GPU (validate/suite/device_peaks_shared_gpu.sh, under
 // validate/results/<gpu>/world<SIZE>-shared-gpu): their times are not those of 2 or 4 GPUs, but each rank's memory is
 // that world's (hpZ's secondary partitions included), so every tier's peak per rank must stay within 0.1% (measured:

@@ -10,6 +10,7 @@
 #include "sim/engine/host_issue.hpp"
 #include "sim/report/human_units.hpp"
 #include "sim/report/memory_walk.hpp"
+#include "validate/json_input.hpp"
 
 namespace zsim {
 
@@ -18,9 +19,7 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& source, const std::string& key, const std::string& why) {
-  throw InputError(SourceLocation{source, 0, 0, key}, why);
-}
+using json_input::bad;
 
 const json& at(const json& j, const char* key, const std::string& source, const std::string& path) {
   if (!j.is_object() || !j.contains(key)) bad(source, path + key, "missing (is this zrun's --json report?)");

@@ -29,7 +29,7 @@ TEST(Validation, ErrorsAreSignedFractionsOfTheMeasuredValue) {
 // A "measured" run that took 25% longer than zsim predicts for every op and the step, with 25% more memory.
 TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+                                   std::vector<std::string>{"runtime=zrun", "deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
   MeasuredRun m;
@@ -63,7 +63,7 @@ TEST(Validation, ARunSlowerByAQuarterIsPredictedTwentyPercentFastEverywhere) {
 // each kind and group apart.
 TEST(Validation, CollectivesAreBinnedByKindAndSize) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"cluster.gpus_per_node=2"});
+                                   std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
   MeasuredRun m;
@@ -87,7 +87,7 @@ TEST(Validation, CollectivesAreBinnedByKindAndSize) {
 // Each tier per rank: the GPU as walked; a node's CPU bytes over its GPUs; each category's own peak beside zrun's.
 TEST(Validation, MemoryIsComparedPerRankByTierAndCategory) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"cluster.gpus_per_node=2",
+                                   std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=2",
                                                             "cluster.host.memory_bytes=549755813888",
                                                             "deepspeed.zero_optimization.offload_optimizer.device=cpu"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
@@ -112,7 +112,7 @@ TEST(Validation, MemoryIsComparedPerRankByTierAndCategory) {
 // the event is left out.
 TEST(Validation, EachOpsTimingEventCostIsTakenOffItsMeasuredTime) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+                                   std::vector<std::string>{"runtime=zrun", "deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
   const double event_s = 2e-6;
@@ -148,7 +148,7 @@ TEST(Validation, EachOpsTimingEventCostIsTakenOffItsMeasuredTime) {
 // aside: the run's allocations, issued before any step) give twice the first step's; no host model, no time.
 TEST(Validation, ThePredictedHostIssueTimeIsTheFirstStepsOpsAtTheProfilesPrices) {
   Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                             std::vector<std::string>{"cluster.gpus_per_node=2"});
+                             std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   EXPECT_EQ(predicted_host_issue_s(sch, s.cluster), 0);
   s.cluster.efficiency.host_issue = {3, 7, 5, 4, 0.2};
@@ -165,7 +165,7 @@ TEST(Validation, ThePredictedHostIssueTimeIsTheFirstStepsOpsAtTheProfilesPrices)
 // over the ops of step 0: a run whose every op took the host 2 us longer than the model reads 2 us x ops longer.
 TEST(Validation, HostIssuePerOpKindSumsTheModelsAndTheRunsTimesOfEachKindsOps) {
   Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                             std::vector<std::string>{"cluster.gpus_per_node=2"});
+                             std::vector<std::string>{"runtime=zrun", "cluster.gpus_per_node=2"});
   s.cluster.efficiency.host_issue = {3, 7, 5, 4, 0.2};
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
@@ -221,7 +221,7 @@ TEST(Validation, ExposedCommunicationIsCommOutsideCompute) {
 
 TEST(Validation, ARunSlowerByAQuarterHasAQuarterMoreExposedCommunication) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+                                   std::vector<std::string>{"runtime=zrun", "deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
   MeasuredRun m;
@@ -240,7 +240,7 @@ TEST(Validation, ARunSlowerByAQuarterHasAQuarterMoreExposedCommunication) {
 // here) compares each op with itself when the report names its ops, and an op today's schedule lacks is left out.
 TEST(Validation, NamedOpsOfARunAreMatchedByNameWhenTheScheduleGainedOpsSince) {
   const Scenario s = load_scenario(ZSIM_SOURCE_DIR "/runtime/scenarios/tiny-zero3-1xh100.yaml",
-                                   std::vector<std::string>{"deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
+                                   std::vector<std::string>{"runtime=zrun", "deepspeed.zero_optimization.stage=0", "cluster.gpus_per_node=2"});
   const Schedule sch = make_schedule(s, make_plan(s), 2);
   const TimingResult t = simulate(s.cluster, sch);
   MeasuredRun named, unnamed;

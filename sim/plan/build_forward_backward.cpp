@@ -118,7 +118,8 @@ void Builder::forward_backward() {
         use_whole(op, fwd_work[layer], Role::activation, Access::read_write);
       if (st.phase == Phase::backward && !st.recompute && work.count(layer))
         use_whole(op, work[layer], Role::activation, Access::read);
-      if (st.phase == Phase::backward && !st.recompute) use_whole(op, grads, Role::activation, Access::read_write);
+      if (st.phase == Phase::backward && !st.recompute && grads >= 0)
+        use_whole(op, grads, Role::activation, Access::read_write);
     };
     // The last backward step (the embedding's) frees the activation gradients right after its compute.
     const bool last_backward = st.phase == Phase::backward && !st.recompute && i + 1 == p_.trace.size();
@@ -183,7 +184,11 @@ void Builder::forward_backward() {
         fwd_work.erase(layer);
       }
     } else {
-      if (!st.recompute && grads < 0)  // the first backward op writes the first activation gradient
+      if (!st.recompute && grads < 0) open_ipg_buffers();  // DeepSpeed's engine.backward, before the loss's
+      // The first backward op writes the first activation gradient; under DeepSpeed (transformers) the loss's
+      // backward holds its own fp32 gradients (loss_work), and the layers' transients start after it.
+      const bool head_loss = deepspeed() && (U.is_head || in_head(st.unit));
+      if (!st.recompute && grads < 0 && !head_loss)
         grads = alloc("act.grad" + tag(), Tier::gpu, MemCategory::activations, "grad",
                       p_.activations.backward_grad_bytes, st.phase, compute_);
       // The loss backward's transient (transformers: nll_loss's and log_softmax's fp32 gradients) around the head's.
@@ -228,6 +233,8 @@ void Builder::forward_backward() {
   }
   emit_deferred_reductions();
   flush_bucket_free();
+  if (!ipg_.empty()) close_ipg_buffers({reduce_done_.empty() || reduce_done_.back() < last_bwd_ ? last_bwd_
+                                                                                              : reduce_done_.back()});
 }
 
 OpId Builder::alloc_layer_acts(int layer) {

@@ -10,7 +10,19 @@ namespace zsim::build {
 // becomes a dep of the next micro-step's first compute and of the fetches issued before it.
 void Builder::optimizer_step() {
   const OpId first = static_cast<OpId>(sch_.ops.size());
+  // DeepSpeed at stages 1-2 with the optimizer on the GPU (stage_1_and_2.py step): the partition's gradients are
+  // first flattened (flatten_dense_tensors_aligned, training dtype), then converted to fp32 (`.to(fp32)`, the
+  // sub-group's grads.fp32 below): the flat copy lives beside the gradient partition until the update is done.
+  OpId step_grads = -1;
+  if (deepspeed() && (p_.stage == 1 || p_.stage == 2) && !optimizer_offloaded())
+    step_grads = alloc("grads.step_flat" + tag(), Tier::gpu, MemCategory::grads, "step_flat",
+                       e_ * p_.optimizer_partition, Phase::step, compute_);
   emit_optimizer_step();
+  if (step_grads >= 0) release(step_grads, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+  if (lazy_grad_partition() && grad_partition_ >= 0) {  // dropped with the step (zero_grad: the params' .grad views)
+    release(grad_partition_, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+    grad_partition_ = -1;
+  }
   std::map<int, OpId> last_on;
   for (OpId id = first; id < static_cast<OpId>(sch_.ops.size()); ++id)
     if (sch_.ops[id].kind != OpKind::free) last_on[sch_.ops[id].stream] = id;
@@ -41,7 +53,9 @@ void Builder::emit_optimizer_step() {
       // Adam on the GPU: reads fp32 master/m/v + 16-bit grad, writes fp32 master/m/v + 16-bit param.
       // With 16-bit training DeepSpeed first upcasts the sub-group's gradient partition into an fp32
       // copy (the master's .grad), freed after the update.
-      const OpId up = e_ < kFp32 ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
+      // BF16_Optimizer (DeepSpeed, stage 0 with bf16) keeps that fp32 copy for the run (grads.fp32, init).
+      const bool held = deepspeed() && grads_fp32_ >= 0;
+      const OpId up = e_ < kFp32 && !held ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
                                          MemCategory::grads, "fp32", kFp32 * sub, ph, compute_, ready)
                                  : -1;
       // With offloaded params the updated 16-bit weights are written on the GPU, then copied down into the partition

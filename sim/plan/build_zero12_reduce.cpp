@@ -8,10 +8,35 @@ namespace zsim::build {
 // produced (stages 2-3; stages 0-1 reduce in place in the whole gradient buffer).
 void Builder::open_current_bucket(int u) {
   if (p_.stage < 2 || next_reduce_ >= p_.buckets.size() || open_.count(next_reduce_)) return;
+  // DeepSpeed: a bucket that fits fills its ipg buffer (the next of two with overlap_comm); a larger one (a tensor
+  // past reduce_bucket_size) keeps its gradients where autograd put them (stage3.py __add_grad_to_ipg_bucket,
+  // stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads: `param.grad` itself), a buffer of its own here.
+  if (!ipg_.empty() && e_ * p_.buckets[next_reduce_].elements <= sch_.ops[ipg_.front()].mem.bytes) {
+    open_[next_reduce_] = ipg_[static_cast<size_t>(ipg_next_)];
+    ipg_next_ = (ipg_next_ + 1) % static_cast<int>(ipg_.size());
+    return;
+  }
   open_[next_reduce_] = alloc("bucket." + std::to_string(next_reduce_) + tag(), Tier::gpu, MemCategory::buffers,
                               "bucket", e_ * p_.buckets[next_reduce_].elements, Phase::backward, compute_, {},
                               p_.units[u].layer);
   flush_bucket_free();
+}
+
+// DeepSpeed at stages 1-2 (stage_1_and_2.py backward, with contiguous_gradients): `self.ipg_buffer` of
+// reduce_bucket_size elements of the training dtype, a second with overlap_comm, allocated as each backward starts
+// whatever the model's size, and released after the backward's reductions (_release_ipg_buffers in the epilogue).
+void Builder::open_ipg_buffers() {
+  if (!deepspeed() || (p_.stage != 1 && p_.stage != 2) || !s_.zero.contiguous_gradients || !ipg_.empty()) return;
+  for (int k = 0; k < (p_.overlap_comm ? 2 : 1); ++k)
+    ipg_.push_back(alloc("ipg_buffer." + std::to_string(k) + tag(), Tier::gpu, MemCategory::buffers, "bucket",
+                         e_ * s_.zero.reduce_bucket_size, Phase::backward, compute_));
+  ipg_next_ = 0;
+}
+
+void Builder::close_ipg_buffers(const std::vector<OpId>& after) {
+  if (p_.stage != 1 && p_.stage != 2) return;  // stage 3's is held for the run
+  for (OpId b : ipg_) release(b, Phase::backward, compute_, after);
+  ipg_.clear();
 }
 
 // With overlap_comm a bucket's buffer is still being reduced while the next one fills (double
@@ -236,6 +261,9 @@ OpId Builder::emit_zero12_calls(const std::vector<ReductionCall>& calls, const s
 // (tensor, owner) overlap, run by that owner.
 OpId Builder::copy_grads_in_partition(size_t i, const std::string& name, OpId done, int layer) {
   const Elements P = p_.param_partition;
+  if (grad_partition_ < 0)  // DeepSpeed: `if self.grads_in_partition is None: ... torch.empty(total_size)`
+    grad_partition_ = alloc("grads.partition" + tag(), Tier::gpu, MemCategory::grads, "", e_ * p_.optimizer_partition,
+                            Phase::backward, rs_, {done}, layer);
   Elements at = 0;  // the tensor's first element in the bucket
   OpId last = done;
   int k = 0;
@@ -354,7 +382,9 @@ void Builder::emit_reduction(size_t i, int u, OpId bwd) {
   if (optimizer_offloaded() && (p_.stage == 1 || p_.stage == 2)) {
     done = copy_grads_to_cpu(bucket_ordinals_.at(i), name, done, layer, p_.stage == 2 ? open_.at(i) : -1);
   }
-  if (open_.count(i)) {
+  if (open_.count(i) && std::find(ipg_.begin(), ipg_.end(), open_[i]) != ipg_.end()) {
+    open_.erase(i);  // DeepSpeed's ipg buffer: freed with the backward (stages 1-2) or held for the run (stage 3)
+  } else if (open_.count(i)) {
     pending_free_ = {open_[i], done};
     if (!p_.overlap_comm) flush_bucket_free();
     open_.erase(i);

@@ -403,12 +403,14 @@ void plan_units(const Scenario& s, Plan& p) {
 }
 
 // Each rank's parameter and optimizer partitions, as DeepSpeed pads them per stage.
-void plan_partitions(Plan& p) {
+void plan_partitions(const Scenario& s, Plan& p) {
   switch (p.stage) {
     case 0:
       if (p.bf16_optimizer) {
-        // BF16_Optimizer: the flat bf16 group padded to a multiple of 2N (align_dense_tensors with
-        // nccl_start_alignment_factor x dp), 1/N of it each rank's fp32 partition (bf16_optimizer.py _setup_for_real_optimizer).
+        // bf16 at stage 0 runs BF16_Optimizer (engine.py _configure_bf16_optimizer), which partitions its fp32
+        // master and the optimizer state over the data-parallel ranks like ZeRO-1 (bf16_optimizer.py: the flat
+        // bf16 group padded to a multiple of nccl_start_alignment_factor x dp, `partition_size = len(flat) // dp`);
+        // its step all-gathers the bf16 flat buffer from those partitions.
         const Elements align = 2 * static_cast<Elements>(p.dp);
         p.param_partition = ceil_div(p.params, align) * align / p.dp;
         p.optimizer_partition = p.param_partition;
@@ -569,7 +571,7 @@ Plan make_plan(const Scenario& s) {
   Plan p;
   plan_groups(s, p);
   plan_units(s, p);
-  plan_partitions(p);
+  plan_partitions(s, p);
   plan_placement(s, p);
   plan_warnings(s, p);
   plan_buckets_and_swaps(s, p);

@@ -156,7 +156,7 @@ void Builder::init() {
   // optimizer is offloaded: reduced buckets go straight to the fp32 CPU copy).
   if (p_.stage <= 1)
     grads_ = alloc("grads", Tier::gpu, MemCategory::grads, "", e_ * whole_flat(), ph, compute_);
-  else if (!optimizer_offloaded())
+  else if (!optimizer_offloaded() && !lazy_grad_partition())
     grad_partition_ = alloc("grads.partition", Tier::gpu, MemCategory::grads, "", e_ * opt, ph, compute_);
   if (optimizer_offloaded()) {
     if (p_.stage == 3)
@@ -177,6 +177,16 @@ void Builder::init() {
     optimizer_ = alloc("optimizer", Tier::gpu, MemCategory::optimizer, "", p_.optimizer_bytes_per_param * opt, ph,
                        compute_);
   }
+  if (deepspeed() && p_.stage == 3 && s_.zero.contiguous_gradients)
+    // stage3.py __init__: `self.__ipg_bucket_flat_buffer = torch.empty(self.reduce_bucket_size, dtype=self.dtype,
+    // device=...)`, held for the run whatever the model's size; every bucket is copied into it.
+    ipg_.push_back(alloc("ipg_flat_buffer", Tier::gpu, MemCategory::buffers, "bucket",
+                         e_ * s_.zero.reduce_bucket_size, ph, compute_));
+  if (deepspeed() && p_.stage == 0 && s_.training.precision == Precision::bf16)
+    // bf16 at stage 0 runs BF16_Optimizer (engine.py _configure_bf16_optimizer): besides the fp32 master and the
+    // model's own bf16 .grad tensors, a flat fp32 gradient buffer of the whole model (bf16_optimizer.py
+    // fp32_groups_gradients_flat), held for the run; the bf16 gradients are accumulated into it after the backward.
+    grads_fp32_ = alloc("grads.fp32", Tier::gpu, MemCategory::grads, "fp32", kFp32 * p_.params, ph, compute_);
   if (p_.loco) {
     // DeepSpeed keeps, per qgZ gradient matrix, int8 copies of the intra-node error (whole tensor)
     // and of the inter-node error (1/gpus_per_node of it), each with fp32 scales per quant group.

@@ -375,6 +375,19 @@ class Builder {
   std::map<std::pair<int, int>, Bytes> accum_at_;  // (tensor ordinal, owner) -> its place in grads_accum_
   OpId grads_fp32_ = -1;                       // optimizer offload: init alloc of the fp32 gradients (CPU, or NVMe)
   OpId loco_ = -1;                             // LoCo: init alloc of the error-feedback buffers
+  // runtime deepspeed: DeepSpeed's gradient bucket buffers of reduce_bucket_size elements. Stage 3: one flat buffer
+  // for the run (stage3.py __ipg_bucket_flat_buffer); stages 1-2: one (two with overlap_comm) per backward
+  // (stage_1_and_2.py backward: ipg_buffer), their allocs while a backward runs. The buckets' uses point into them.
+  std::vector<OpId> ipg_;
+  int ipg_next_ = 0;                           // stages 1-2 with two: the one the next bucket fills
+  bool deepspeed() const { return s_.runtime == RuntimeKind::deepspeed; }
+  // DeepSpeed at stage 2 (contiguous_gradients, the optimizer on the GPU): grads_in_partition is allocated by the
+  // step's first copy_grads_in_partition and dropped with the step (stage_1_and_2.py), not held for the run.
+  bool lazy_grad_partition() const {
+    return deepspeed() && p_.stage == 2 && s_.zero.contiguous_gradients && !optimizer_offloaded();
+  }
+  void open_ipg_buffers();
+  void close_ipg_buffers(const std::vector<OpId>& after);
   std::map<std::pair<int, int>, Bytes> loco_at_;  // LoCo: (unit, tensor) -> its errors' offset in loco_error
   FlatGradLayout flat_layout_;                       // ZeRO-1/2: DeepSpeed's flat order and partitions
   std::vector<std::vector<int>> bucket_ordinals_;    // ZeRO-1/2: each plan bucket's tensors (model ordinals)

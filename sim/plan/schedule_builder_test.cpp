@@ -194,6 +194,7 @@ TEST(ScheduleBuilder, OverlapCommReducesOnItsOwnStream) {
 TEST(ScheduleBuilder, OverlapCommDoubleBuffersGradientBuckets) {
   for (bool overlap : {false, true}) {
     Scenario s = test::scenario(test::small_llama(3), 3, 1, 8);
+    s.runtime = RuntimeKind::zrun;  // a buffer per bucket (DeepSpeed's stage 3 fills one flat buffer for the run)
     s.zero.overlap_comm = overlap;
     s.zero.reduce_bucket_size = make_plan(s).units[1].params / 3;  // several buckets per layer
     const Schedule sch = build(s);
@@ -979,6 +980,7 @@ TEST(ScheduleBuilder, ActivationGradientsLiveFromAMicroStepsFirstBackwardOpToIts
   for (int stage : {0, 2, 3})
     for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
       Scenario s = test::scenario(test::small_llama(3), stage, 1, 2);
+      s.runtime = RuntimeKind::zrun;  // under DeepSpeed the loss's backward holds its own (loss_work) instead
       s.training.grad_accum = 2;
       s.training.activation_checkpointing = ck;
       s.zero.reduce_bucket_size = 1'000'000;  // buckets close inside units: backward segments and reductions
@@ -1109,4 +1111,97 @@ TEST(ScheduleBuilder, UnderDeepSpeedACheckpointedSdpaLayersForwardHoldsNoWorking
   };
   EXPECT_EQ(forward_work(deepspeed), 0);
   EXPECT_EQ(forward_work(zrun), 3);
+}
+
+// DeepSpeed's own buffers (docs/deepspeed-memory.md), under runtime deepspeed.
+const Op* alloc_named(const Schedule& sch, const std::string& buffer) {
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::alloc && op.mem.buffer == buffer) return &op;
+  return nullptr;
+}
+int frees_of(const Schedule& sch, const std::string& buffer) {
+  int n = 0;
+  for (const Op& op : sch.ops) n += op.kind == OpKind::free && op.mem.buffer == buffer;
+  return n;
+}
+
+TEST(ScheduleBuilder, UnderDeepSpeedStage3HoldsOneFlatBucketBufferOfReduceBucketSizeForTheRun) {
+  Scenario s = test::scenario(test::small_llama(3), 3, 1, 2);
+  s.zero.reduce_bucket_size = 50'000'000;  // larger than the model: DeepSpeed allocates it whole all the same
+  const Schedule sch = build(s, 2);
+  const Op* ipg = alloc_named(sch, "ipg_flat_buffer");
+  ASSERT_NE(ipg, nullptr);
+  EXPECT_EQ(ipg->phase, Phase::init);
+  EXPECT_EQ(ipg->mem.bytes, 2 * 50'000'000);
+  EXPECT_EQ(frees_of(sch, "ipg_flat_buffer"), 0);
+  int buckets = 0;  // no bucket buffer of its own: every bucket fills the flat one
+  for (const Op& op : sch.ops) buckets += op.kind == OpKind::alloc && op.mem.buffer.rfind("bucket.", 0) == 0;
+  EXPECT_EQ(buckets, 0);
+}
+
+TEST(ScheduleBuilder, UnderDeepSpeedStages1And2AllocateOneIpgBufferPerBackwardOrTwoWithOverlapComm) {
+  for (int stage : {1, 2})
+    for (bool overlap : {false, true}) {
+      Scenario s = test::scenario(test::small_llama(3), stage, 1, 2);
+      s.zero.overlap_comm = overlap;
+      s.zero.reduce_bucket_size = 40'000'000;
+      const Schedule sch = build(s, 1);
+      for (int k = 0; k < 2; ++k) {
+        const std::string name = "ipg_buffer." + std::to_string(k) + ".s0.m0";
+        const Op* a = alloc_named(sch, name);
+        if (k == 1 && !overlap) {
+          EXPECT_EQ(a, nullptr) << stage;
+          continue;
+        }
+        ASSERT_NE(a, nullptr) << name << " stage " << stage;
+        EXPECT_EQ(a->phase, Phase::backward);
+        EXPECT_EQ(a->mem.bytes, 2 * 40'000'000);
+        EXPECT_EQ(frees_of(sch, name), 1) << name;
+      }
+    }
+}
+
+TEST(ScheduleBuilder, UnderDeepSpeedBf16Stage0KeepsAWholeFp32GradientBufferAndPartitionsTheOptimizer) {
+  Scenario s = test::scenario(test::small_llama(3), 0, 1, 4);
+  const Plan p = make_plan(s);
+  const Schedule sch = build(s, 1);
+  const Op* g32 = alloc_named(sch, "grads.fp32");
+  ASSERT_NE(g32, nullptr);
+  EXPECT_EQ(g32->mem.bytes, 4 * p.params);
+  const Elements align = 2 * 4;
+  EXPECT_EQ(p.optimizer_partition, (p.params + align - 1) / align * align / 4);
+  EXPECT_EQ(alloc_named(sch, "optimizer")->mem.bytes, 12 * p.optimizer_partition);
+  s.runtime = RuntimeKind::zrun;
+  EXPECT_EQ(make_plan(s).optimizer_partition, p.params);
+  EXPECT_EQ(alloc_named(build(s, 1), "grads.fp32"), nullptr);
+}
+
+TEST(ScheduleBuilder, UnderDeepSpeedStage2FlattensTheGradientPartitionForTheStep) {
+  Scenario s = test::scenario(test::small_llama(3), 2, 1, 2);
+  const Plan p = make_plan(s);
+  const Schedule sch = build(s, 1);
+  const Op* flat = alloc_named(sch, "grads.step_flat.s0.m0");
+  ASSERT_NE(flat, nullptr);
+  EXPECT_EQ(flat->phase, Phase::step);
+  EXPECT_EQ(flat->mem.bytes, 2 * p.optimizer_partition);
+  EXPECT_EQ(frees_of(sch, "grads.step_flat.s0.m0"), 1);
+}
+
+TEST(ScheduleBuilder, UnderDeepSpeedStage2HoldsItsGradientPartitionFromTheFirstCopyToTheStep) {
+  Scenario s = test::scenario(test::small_llama(3), 2, 1, 2);
+  const Schedule sch = build(s, 2);
+  for (int step : {0, 1}) {
+    const std::string name = "grads.partition.s" + std::to_string(step) + ".m0";
+    const Op* a = alloc_named(sch, name);
+    ASSERT_NE(a, nullptr) << name;
+    EXPECT_EQ(a->phase, Phase::backward);
+    const Op& next = sch.ops[a->id + 1];  // the copy into it
+    EXPECT_NE(next.name.find("copy_grads_in_partition"), std::string::npos) << next.name;
+    OpId freed = -1;
+    for (const Op& op : sch.ops)
+      if (op.kind == OpKind::free && op.mem.buffer == name) freed = op.id;
+    ASSERT_GE(freed, 0) << name;
+    EXPECT_EQ(sch.ops[freed].phase, Phase::step);
+  }
+  EXPECT_EQ(alloc_named(sch, "grads.partition"), nullptr);  // not held for the run
 }
