@@ -203,7 +203,8 @@ std::string binding(const AdviseBreakdown& b) {
     Seconds s;
   };
   const Part others[] = {{"exposed communication", b.exposed_comm_s},
-                         {"host / offload (CPU optimizer, PCIe, NVMe)", b.offload_s + b.optimizer_s},
+                         {"exposed offload copies (PCIe, NVMe)", b.offload_s},
+                         {"optimizer step (GPU or CPU Adam)", b.optimizer_s},
                          {"idle (dependency latency)", b.idle_s}};
   const Part* worst = std::max_element(std::begin(others), std::end(others),
                                        [](const Part& x, const Part& y) { return x.s < y.s; });

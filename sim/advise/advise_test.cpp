@@ -123,7 +123,9 @@ TEST_F(Advise, AModelThatFitsNothingSaysWhatIsShortAndExitsNonZero) {
 }
 
 TEST_F(Advise, BadInputGetsTheScenarioErrors) {
-  const fs::path s = file("s.yaml", "model:\n  preset: llama2-13b\ntraining:\n  micro_batch: -1\n");
+  std::string bad = kStage3Only;
+  bad.replace(bad.find("micro_batch: 1"), 14, "micro_batch: -1");
+  const fs::path s = file("s.yaml", bad);
   const CommandRun r = zsim("advise " + s.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("s.yaml:4:"), std::string::npos) << r.err;

@@ -86,14 +86,38 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   };
 
   // Round one: the structures, offload level by level; a structure goes one level further only while it does
-  // not fit with the margin (more offload only slows a configuration that fits).
+  // not fit with the margin (more offload only slows a configuration that fits). Inside a level, micro-batches in
+  // ascending order: a structure whose micro-batch m leaves too little of the GPU is not tried at larger ones (the
+  // activations only grow with it).
+  const Bytes usable = static_cast<Bytes>((1.0 - a.margin) * static_cast<double>(capacity));
+  const auto without_batch = [](AdviseCandidate c) {
+    c.micro_batch = 0;
+    c.grad_accum = 0;
+    return c;
+  };
   std::size_t max_levels = 0;
   for (int stage = 0; stage <= 3; ++stage) max_levels = std::max(max_levels, offload_levels(stage, space.has_nvme).size());
   std::vector<AdviseCandidate> pending = structures_at_level(space, 0);
   for (std::size_t level = 0; level < max_levels && !pending.empty(); ++level) {
-    const std::vector<std::size_t> added = evaluate(pending);
+    std::vector<std::size_t> added;
+    std::vector<AdviseCandidate> blocked;  // structures (micro-batch 0) too large on the GPU at a smaller micro-batch
+    std::vector<std::int64_t> micro;
+    for (const AdviseCandidate& c : pending) micro.push_back(c.micro_batch);
+    std::sort(micro.begin(), micro.end());
+    micro.erase(std::unique(micro.begin(), micro.end()), micro.end());
+    for (const std::int64_t m : micro) {
+      std::vector<AdviseCandidate> batch;
+      for (const AdviseCandidate& c : pending)
+        if (c.micro_batch == m && std::find(blocked.begin(), blocked.end(), without_batch(c)) == blocked.end())
+          batch.push_back(c);
+      for (const std::size_t i : evaluate(batch)) {
+        added.push_back(i);
+        const SweepPoint& p = entries[i].point;
+        if (p.valid && p.gpu_peak_bytes > usable) blocked.push_back(without_batch(entries[i].candidate));
+      }
+    }
     if (level + 1 == max_levels) break;
-    // The misfits of this level, at the next one.
+    // What did not fit at this level (tried or blocked), at the next one.
     std::vector<AdviseCandidate> next;
     for (const AdviseCandidate& c : structures_at_level(space, level + 1)) {
       AdviseCandidate at_level = c;
@@ -101,7 +125,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
       at_level.offload_optimizer = levels[level].optimizer;
       at_level.offload_param = levels[level].param;
       const auto it = std::find_if(added.begin(), added.end(), [&](std::size_t i) { return entries[i].candidate == at_level; });
-      if (it != added.end() && !fits_with_margin(entries[*it].point, capacity, a.margin)) next.push_back(c);
+      if (it == added.end() || !fits_with_margin(entries[*it].point, capacity, a.margin)) next.push_back(c);
     }
     pending = std::move(next);
   }
