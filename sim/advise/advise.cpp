@@ -138,30 +138,36 @@ std::vector<AdviseCandidate> structures_at_level(const AdviseSpace& space, std::
     const auto levels = offload_levels(stage, space.has_nvme);
     if (level >= levels.size()) continue;
     for (const std::int64_t m : micro)
-      for (const bool ckpt : {true, false})
-        for (const ZeroPlusPlus& z : kZeroPlusPlus) {
-          const bool any = z.qwz || z.hpz || z.qgz;
-          if (any && (stage != 3 || space.nodes < 2)) continue;
-          // hpZ's secondary partition is not read back from NVMe (DeepSpeed fails on it).
-          if (z.hpz && levels[level].param == OffloadDevice::nvme) continue;
-          AdviseCandidate c;
-          c.stage = stage;
-          c.micro_batch = m;
-          c.grad_accum = space.batch_per_gpu / m;
-          c.checkpointing = ckpt;
-          c.offload_optimizer = levels[level].optimizer;
-          c.offload_param = levels[level].param;
-          c.qwz = z.qwz;
-          c.hpz = z.hpz;
-          c.qgz = z.qgz;
-          out.push_back(c);
-        }
+      for (const bool ckpt : {true, false}) {
+        AdviseCandidate c;
+        c.stage = stage;
+        c.micro_batch = m;
+        c.grad_accum = space.batch_per_gpu / m;
+        c.checkpointing = ckpt;
+        c.offload_optimizer = levels[level].optimizer;
+        c.offload_param = levels[level].param;
+        out.push_back(c);
+      }
   }
   return out;
 }
 
 std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const AdviseSpace& space, int key) {
   std::vector<AdviseCandidate> out;
+  if (key == 0) {  // ZeRO++: stage 3 on more than one node
+    if (c.stage != 3 || space.nodes < 2) return out;
+    for (const ZeroPlusPlus& z : kZeroPlusPlus) {
+      // hpZ's secondary partition is not read back from NVMe (DeepSpeed fails on it).
+      if (z.hpz && c.offload_param == OffloadDevice::nvme) continue;
+      AdviseCandidate d = c;
+      d.qwz = z.qwz;
+      d.hpz = z.hpz;
+      d.qgz = z.qgz;
+      if (!(d == c)) out.push_back(d);
+    }
+    return out;
+  }
+  --key;
   if (key != 0 && c.stage != 3) return out;
   if (key == 0 && c.stage == 0) return out;  // stage 0 all-reduces through DeepSpeed's own buckets
   const auto& values = key == 0 ? space.reduce_bucket_sizes

@@ -64,13 +64,15 @@ struct OffloadLevel {
 };
 std::vector<OffloadLevel> offload_levels(int stage, bool has_nvme);
 
-// Round one: every structure (stage, micro-batch, checkpointing, ZeRO++) at offload level `level` (the scenario's
-// bucket sizes). Structures with fewer levels than `level` give none.
+// Round one: every structure (stage, micro-batch, checkpointing) at offload level `level`, without ZeRO++ and at
+// the scenario's bucket sizes. Stages with fewer levels than `level` give none.
 std::vector<AdviseCandidate> structures_at_level(const AdviseSpace& space, std::size_t level);
 
-// Round two: `c` with one bucket key changed to each of the space's values (the key's index: 0 reduce, 1 prefetch,
-// 2 max live); none for a key its stage does not read.
+// Round two, one key at a time around the best structures: `c` with key 0 ZeRO++ (none, qwZ, hpZ, qgZ, qwZ+hpZ,
+// all three; stage 3 on more than one node), 1 reduce bucket, 2 prefetch bucket, 3 max live parameters changed to
+// each of the space's values; none for a key its stage does not read.
 std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const AdviseSpace& space, int key);
+inline constexpr int kAdviseVariantKeys = 4;
 
 // A point that fits with the margin: every tier fits and the GPU peak leaves `margin` of the GPU's memory free.
 bool fits_with_margin(const SweepPoint& p, Bytes gpu_capacity, double margin);

@@ -131,11 +131,11 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   }
   const std::size_t structures = entries.size();
 
-  // Round two: the bucket sizes, one key at a time, around the best few structures.
+  // Round two: ZeRO++ and the bucket sizes, one key at a time, around the best few configurations so far.
   {
     std::vector<std::size_t> ranked = rank_entries(entries, capacity, a.margin);
     const std::size_t around = std::min<std::size_t>(3, ranked.size());
-    for (int key = 0; key < 3; ++key) {
+    for (int key = 0; key < kAdviseVariantKeys; ++key) {
       std::vector<AdviseCandidate> variants;
       std::vector<AdviseCandidate> bases;
       ranked = rank_entries(entries, capacity, a.margin);
@@ -179,7 +179,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   out << fmt::format("zsim advise: {} on {} x {} {} (micro-batch x accumulation = {} per GPU kept)\n",
                      base.model.name, base.cluster.nodes, base.cluster.gpus_per_node, base.cluster.gpu.name,
                      space.batch_per_gpu);
-  out << fmt::format("searched {} configurations ({} structures, {} bucket variants), {} fit with {:.0f}% of the GPU "
+  out << fmt::format("searched {} configurations ({} structures, {} ZeRO++ and bucket variants), {} fit with {:.0f}% of the GPU "
                      "free, in {:.1f} s\n\n",
                      entries.size(), structures, entries.size() - structures, fitting, 100 * a.margin, seconds);
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
