@@ -202,9 +202,10 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   }
   std::string own_text;
   if (own.valid && own.fits && own.tokens_per_s > 0)
-    own_text = fmt::format("{:.0f} tokens/s, GPU peak {}: the advice is {:+.1f}%{}", own.tokens_per_s,
-                           human_bytes(own.gpu_peak_bytes), 100.0 * (best.point.tokens_per_s / own.tokens_per_s - 1),
-                           fits_with_margin(own, capacity, a.margin) ? "" : " (yours leaves less than the margin free)");
+    own_text = fmt::format("{:.0f} tokens/s: the advice is {:+.1f}%{}\n   {}", own.tokens_per_s,
+                           100.0 * (best.point.tokens_per_s / own.tokens_per_s - 1),
+                           fits_with_margin(own, capacity, a.margin) ? "" : " (yours leaves less than the margin free)",
+                           binding(breakdown_of(base, own, o)));
   else
     own_text = fmt::format("does not fit ({})", own.rejection.empty() ? own.invalid_reason : own.rejection);
   out << fmt::format("\nyour configuration ({}): {}\n", describe(candidate_of(base)), own_text);
