@@ -256,6 +256,68 @@ std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseE
   return fmt::format("{:.1f}% slower than #1 with {}: {}", loss, differences(e.candidate, best.candidate), binding(b));
 }
 
+std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseCandidate& winner,
+                          const AdviseSpace& space, Bytes gpu_capacity, double margin) {
+  const Bytes usable = static_cast<Bytes>((1.0 - margin) * static_cast<double>(gpu_capacity));
+  std::vector<std::pair<std::string, AdviseCandidate>> neighbours;
+  if (winner.checkpointing) {
+    AdviseCandidate c = winner;
+    c.checkpointing = false;
+    neighbours.emplace_back("no checkpointing", c);
+  }
+  for (std::int64_t m = winner.micro_batch + 1; m <= space.batch_per_gpu; ++m)
+    if (space.batch_per_gpu % m == 0) {
+      AdviseCandidate c = winner;
+      c.micro_batch = m;
+      c.grad_accum = space.batch_per_gpu / m;
+      neighbours.emplace_back(fmt::format("micro-batch {}", m), c);
+      break;
+    }
+  const auto levels = offload_levels(winner.stage, space.has_nvme);
+  for (std::size_t l = 1; l < levels.size(); ++l)
+    if (levels[l].optimizer == winner.offload_optimizer && levels[l].param == winner.offload_param) {
+      AdviseCandidate c = winner;
+      c.offload_optimizer = levels[l - 1].optimizer;
+      c.offload_param = levels[l - 1].param;
+      neighbours.emplace_back(c.offload_optimizer == OffloadDevice::none ? "the optimizer on the GPU" : "less offload", c);
+    }
+  if (winner.stage > 0) {  // the stage below, as the winner otherwise is (its offload where that stage has it)
+    AdviseCandidate c = winner;
+    c.stage = winner.stage - 1;
+    if (c.stage < 3) c.offload_param = OffloadDevice::none;
+    if (c.stage == 0) c.offload_optimizer = OffloadDevice::none;
+    neighbours.emplace_back(fmt::format("stage {}", c.stage), c);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [what, c] : neighbours) {
+    // The neighbour as round one tried it: without round two's choices.
+    AdviseCandidate plain = c;
+    plain.qwz = plain.hpz = plain.qgz = false;
+    plain.reduce_bucket_size = plain.prefetch_bucket_size = plain.max_live_parameters = 0;
+    // Then at smaller micro-batches: a structure too large at one is not tried at larger ones.
+    std::vector<AdviseCandidate> keys{c, plain};
+    for (std::int64_t m = c.micro_batch - 1; m >= 1; --m)
+      if (space.batch_per_gpu % m == 0) {
+        AdviseCandidate smaller = plain;
+        smaller.micro_batch = m;
+        smaller.grad_accum = space.batch_per_gpu / m;
+        keys.push_back(smaller);
+      }
+    for (const AdviseCandidate& k : keys) {
+      const auto it = std::find_if(entries.begin(), entries.end(), [&](const AdviseEntry& e) { return e.candidate == k; });
+      if (it == entries.end() || !it->point.valid || fits_with_margin(it->point, gpu_capacity, margin)) continue;
+      const std::string at = k.micro_batch == c.micro_batch ? "" : fmt::format(" already at micro-batch {}", k.micro_batch);
+      if (it->point.gpu_peak_bytes > usable)
+        parts.push_back(fmt::format("{} needs {} of the GPU's {} usable{}", what, human_bytes(it->point.gpu_peak_bytes),
+                                    human_bytes(usable), at));
+      else
+        parts.push_back(fmt::format("{} overflows{}: {}", what, at, it->point.rejection));
+      break;
+    }
+  }
+  return parts.empty() ? "" : "memory limits it: " + join(parts, "; ");
+}
+
 std::string shortfall(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin) {
   const AdviseEntry* smallest = nullptr;
   for (const AdviseEntry& e : entries)

@@ -103,6 +103,12 @@ std::string binding(const AdviseBreakdown& b);
 // Why `e` wins (rank 0) or loses against `best`: its tokens/s beside the best's, what it changes, what binds.
 std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best);
 
+// What memory kept from the winner: the same configuration without checkpointing, with less offload, or at the next
+// larger micro-batch, where the search tried it and it did not fit ("no checkpointing needs 97.1 GiB of 76.0 GiB
+// usable"); "" when none of them was tried and refused.
+std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseCandidate& winner,
+                          const AdviseSpace& space, Bytes gpu_capacity, double margin);
+
 // Nothing fits: which evaluated point had the smallest GPU peak and how far it is from the memory (margin included).
 std::string shortfall(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin);
 

@@ -185,7 +185,11 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < shown; ++k) {
     const AdviseEntry& e = entries[ranked[k]];
-    const std::string why = reason(e, breakdowns[k], best, k == 0);
+    std::string why = reason(e, breakdowns[k], best, k == 0);
+    if (k == 0) {
+      const std::string limits = memory_limits(entries, e.candidate, space, capacity, a.margin);
+      if (!limits.empty()) why += "\n   " + limits;
+    }
     out << fmt::format("{}. {:>12.0f} tokens/s  {:6.1f} TFLOPS/GPU  step {:.3f} s  GPU peak {}\n   {}\n   {}\n",
                        k + 1, e.point.tokens_per_s, e.point.tflops_per_gpu, e.point.step_s,
                        human_bytes(e.point.gpu_peak_bytes), describe(e.candidate), why);
