@@ -15,12 +15,13 @@ declare -A allowed=(
   [sim/plan]="sim/common sim/scenario sim/schedule"
   [sim/report]="sim/common sim/scenario sim/schedule sim/plan"
   [sim/engine]="sim/common sim/scenario sim/schedule sim/topology sim/report cost_models"
-  [sim/cli]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/sweep cost_models"
+  [sim/advise]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/sweep cost_models"
+  [sim/cli]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/sweep sim/advise cost_models"
   [kernels]=""
-  [validate]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/cli cost_models"
+  [validate]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/advise sim/cli cost_models"
   [runtime]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine cost_models kernels"
   [apps]="sim/cli validate"
-  [bench]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/sweep sim/cli cost_models"
+  [bench]="sim/common sim/scenario sim/schedule sim/topology sim/plan sim/report sim/engine sim/sweep sim/advise sim/cli cost_models"
 )
 # Tests (*_test.cpp, tests/ folders) may include test helpers and the layers below the top: nothing above sim/ from
 # inside it, and cost_models' tests only sim/common.

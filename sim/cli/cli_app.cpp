@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sim/common/atomic_file.hpp"
+#include "sim/cli/advise_command.hpp"
 #include "sim/cli/pipeline.hpp"
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"
@@ -165,7 +166,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                       "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
                       "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
                       "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
-                      "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n";
+                      "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n"
+                      "  zsim advise SCENARIO.yaml [--out ds_config.json] [--json FILE] [--top N]   (the configuration to use)\n";
   for (const Subcommand& x : extra) usage += "  " + x.usage + "\n";
   CLI::App app{usage + "Scenario keys: docs/scenario.md", "zsim"};
   app.add_option("scenario", a.scenario, "scenario YAML file");
@@ -196,6 +198,17 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                                        "CSVs with `zsim sweep merge`");
   sweep->add_option("--steps", a.steps, "optimizer steps simulated per point")->check(CLI::Range(1, 100));
   add_overrides(sweep, a);
+  AdviseArguments advise_args;
+  CLI::App* advise = app.add_subcommand("advise", "search the DeepSpeed configuration (ZeRO stage, batch split, "
+                                                  "checkpointing, offload, ZeRO++, buckets); write the best as a ds_config");
+  advise->add_option("scenario", advise_args.scenario, "scenario YAML file (model, cluster, batch)")->required();
+  advise->add_option("--out", advise_args.out_file, "write the winner as a DeepSpeed ds_config.json to FILE");
+  advise->add_option("--json", advise_args.json_file, "write the answer as JSON to FILE");
+  advise->add_option("--top", advise_args.top, "how many of the best configurations to list")->check(CLI::Range(1, 100));
+  advise->add_option("--threads", advise_args.threads, "worker threads (default: all)");
+  advise->add_option("--margin", advise_args.margin, "fraction of the GPU's memory to leave free")
+      ->check(CLI::Range(0.0, 0.5));
+  add_overrides(advise, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -210,6 +223,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     for (const auto& [sub, run] : extras)
       if (sub->parsed()) return run(out, err);
     if (sweep->parsed()) return run_sweep_command(a, out, err);
+    if (advise->parsed()) {
+      advise_args.overrides = a.overrides;
+      return run_advise(advise_args, out, err);
+    }
     if (a.scenario.empty()) {
       err << "zsim: no scenario given\nrun 'zsim --help' for usage\n";
       return kExitBadInput;

@@ -1,0 +1,119 @@
+// `zsim advise`: the search for a DeepSpeed configuration (issue 41), without the pipeline. The candidates are
+// scenario overrides (the sweep's points); the command line (sim/cli/advise_command.cpp) evaluates them with
+// evaluate_sweep_point on the sweep's thread pool and hands the figures back here to prune, rank and explain.
+// Pure: nothing here plans, simulates or writes files.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/common/units.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/sweep/sweep.hpp"
+
+namespace zsim {
+
+// One configuration: what the search varies. Everything else stays as the scenario has it.
+struct AdviseCandidate {
+  int stage = 3;
+  std::int64_t micro_batch = 1;
+  std::int64_t grad_accum = 1;
+  bool checkpointing = true;
+  OffloadDevice offload_optimizer = OffloadDevice::none;
+  OffloadDevice offload_param = OffloadDevice::none;  // stage 3 only
+  bool qwz = false, hpz = false, qgz = false;         // ZeRO++ (stage 3, more than one node)
+  // 0 = as the scenario has it.
+  Elements reduce_bucket_size = 0;
+  Elements prefetch_bucket_size = 0;   // stage 3
+  Elements max_live_parameters = 0;    // stage 3
+  bool operator==(const AdviseCandidate&) const = default;
+};
+
+// What the search may use: the scenario's world and its target batch.
+struct AdviseSpace {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  bool has_nvme = false;               // cluster.nvme.bytes > 0
+  std::int64_t batch_per_gpu = 1;      // micro_batch x grad_accum to keep (the global batch over the world)
+  std::int64_t max_micro_batch = 64;   // micro-batches considered: the divisors of batch_per_gpu up to this
+  // The values each bucket size takes in the second round (one key at a time, around the best structures).
+  std::vector<Elements> reduce_bucket_sizes{50'000'000, 200'000'000, 500'000'000};
+  std::vector<Elements> prefetch_bucket_sizes{50'000'000, 200'000'000, 500'000'000};
+  std::vector<Elements> max_live_parameters{300'000'000, 1'000'000'000, 3'000'000'000};
+  // The scenario's own values (a candidate's 0): a variant equal to them is the candidate itself.
+  Elements scenario_reduce_bucket_size = 0, scenario_prefetch_bucket_size = 0, scenario_max_live_parameters = 0;
+};
+
+AdviseSpace advise_space(const Scenario& s);
+
+// The scenario's own configuration as a candidate (what the user runs).
+AdviseCandidate candidate_of(const Scenario& s);
+
+// The overrides ("KEY=V", --set syntax) that make the scenario run `c`. `gpus_per_node` is hpZ's partition size.
+std::vector<std::string> candidate_overrides(const AdviseCandidate& c, int gpus_per_node);
+
+// "stage 3, micro-batch 2 x 4, checkpointing, optimizer on cpu, qwZ+hpZ, reduce bucket 2e8" (what differs).
+std::string describe(const AdviseCandidate& c);
+
+// Offload levels, least first: how much leaves the GPU. The search tries a level only for structures whose lower
+// levels do not fit (offloading is slower wherever the GPU holds the states: it moves them over PCIe).
+struct OffloadLevel {
+  OffloadDevice optimizer = OffloadDevice::none;
+  OffloadDevice param = OffloadDevice::none;
+};
+std::vector<OffloadLevel> offload_levels(int stage, bool has_nvme);
+
+// Round one: every structure (stage, micro-batch, checkpointing) at offload level `level`, without ZeRO++ and at
+// the scenario's bucket sizes. Stages with fewer levels than `level` give none.
+std::vector<AdviseCandidate> structures_at_level(const AdviseSpace& space, std::size_t level);
+
+// Round two, one key at a time around the best structures: `c` with key 0 ZeRO++ (none, qwZ, hpZ, qgZ, qwZ+hpZ,
+// all three; stage 3 on more than one node), 1 reduce bucket, 2 prefetch bucket, 3 max live parameters changed to
+// each of the space's values; none for a key its stage does not read.
+std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const AdviseSpace& space, int key);
+inline constexpr int kAdviseVariantKeys = 4;
+
+// A point that fits with the margin: every tier fits and the GPU peak leaves `margin` of the GPU's memory free.
+bool fits_with_margin(const SweepPoint& p, Bytes gpu_capacity, double margin);
+
+struct AdviseEntry {
+  AdviseCandidate candidate;
+  SweepPoint point;
+};
+
+// Fitting entries (with the margin), best first: tokens/s descending, ties in input order.
+std::vector<std::size_t> rank_entries(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin);
+
+// Where a fitting configuration's step goes (the timing report's split) and its memory.
+struct AdviseBreakdown {
+  Seconds step_s = 0;
+  Seconds compute_s = 0;
+  Seconds optimizer_s = 0;
+  Seconds exposed_comm_s = 0;
+  Seconds offload_s = 0;
+  Seconds idle_s = 0;
+  Bytes gpu_peak = 0;
+  Bytes gpu_capacity = 0;
+};
+
+// What binds: "compute 91%", "exposed communication 22%", "host / offload 40%", "memory headroom 3.1 GiB".
+std::string binding(const AdviseBreakdown& b);
+
+// Why `e` wins (rank 0) or loses against `best`: its tokens/s beside the best's, what it changes, what binds.
+std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best);
+
+// What memory kept from the winner: the same configuration without checkpointing, with less offload, or at the next
+// larger micro-batch, where the search tried it and it did not fit ("no checkpointing needs 97.1 GiB of 76.0 GiB
+// usable"); "" when none of them was tried and refused.
+std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseCandidate& winner,
+                          const AdviseSpace& space, Bytes gpu_capacity, double margin);
+
+// Nothing fits: which evaluated point had the smallest GPU peak and how far it is from the memory (margin included).
+std::string shortfall(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin);
+
+// The winner as a DeepSpeed config (DeepSpeed's keys, its zero_optimization block written out in full from the
+// resolved scenario, so that zsim reads it back to the same configuration).
+std::string ds_config_json(const Scenario& resolved);
+
+}  // namespace zsim
