@@ -233,8 +233,7 @@ void Builder::forward_backward() {
   }
   emit_deferred_reductions();
   flush_bucket_free();
-  if (!ipg_.empty()) close_ipg_buffers({reduce_done_.empty() || reduce_done_.back() < last_bwd_ ? last_bwd_
-                                                                                              : reduce_done_.back()});
+  if (!ipg_.empty()) close_ipg_buffers({reduce_done_.empty() ? last_bwd_ : std::max(last_bwd_, reduce_done_.back())});
 }
 
 OpId Builder::alloc_layer_acts(int layer) {

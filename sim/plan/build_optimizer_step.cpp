@@ -18,9 +18,10 @@ void Builder::optimizer_step() {
     step_grads = alloc("grads.step_flat" + tag(), Tier::gpu, MemCategory::grads, "step_flat",
                        e_ * p_.optimizer_partition, Phase::step, compute_);
   emit_optimizer_step();
-  if (step_grads >= 0) release(step_grads, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+  const OpId step_done = static_cast<OpId>(sch_.ops.size()) - 1;
+  if (step_grads >= 0) release(step_grads, Phase::step, compute_, {step_done});
   if (lazy_grad_partition() && grad_partition_ >= 0) {  // dropped with the step (zero_grad: the params' .grad views)
-    release(grad_partition_, Phase::step, compute_, {static_cast<OpId>(sch_.ops.size()) - 1});
+    release(grad_partition_, Phase::step, compute_, {step_done});
     grad_partition_ = -1;
   }
   std::map<int, OpId> last_on;
