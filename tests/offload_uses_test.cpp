@@ -50,7 +50,9 @@ std::vector<Case> cases() {
   return out;
 }
 
-TEST(OffloadUses, EachFp32GradientIsWrittenOncePerStepFromAGpuConversionAndCpuAdamReadsThemAll) {
+// The fp32 gradients come from a cast on the GPU, or (DeepSpeed 0.14.5 at stage 3: a blocking copy_ into the CPU's
+// fp32 gradient) from a d2h of the 16-bit GPU copy that the CPU converts.
+TEST(OffloadUses, EachFp32GradientIsWrittenOncePerStepFromAConversionAndCpuAdamReadsThemAll) {
   int checked = 0;
   for (const Case& c : cases()) {
     Scenario s;
@@ -78,6 +80,7 @@ TEST(OffloadUses, EachFp32GradientIsWrittenOncePerStepFromAGpuConversionAndCpuAd
     std::set<OpId> swapped_in;  // host buffers an nvme_read filled from grads.fp32
     int casts = 0;
     for (const Op& op : sch.ops) {
+      if (op.kind == OpKind::copy && op.copy.cast && op.copy.cast_to == DType::fp64) continue;  // a gradient's norm
       if (op.kind == OpKind::copy && op.copy.cast) {
         ASSERT_EQ(op.uses.size(), 2u) << where << " " << op.name;
         ASSERT_EQ(op.copy.cast_to, DType::fp32) << where << " " << op.name;
@@ -92,8 +95,13 @@ TEST(OffloadUses, EachFp32GradientIsWrittenOncePerStepFromAGpuConversionAndCpuAd
         for (size_t i = 0; i + 1 < op.uses.size(); i += 2) {
           const BufferUse& in = op.uses[i];
           const BufferUse& out = op.uses[i + 1];
-          EXPECT_EQ(in.total_bytes(), out.total_bytes()) << where << " " << op.name << ": a copy between tiers converts";
-          const bool from_gpu_conversion = converted.count({in.alloc, in.offset, in.bytes}) > 0;
+          const bool cpu_conversion = out.alloc == fp32 && op.copy.what == CopyKind::d2h &&
+                                      sch.ops[in.alloc].mem.tier == Tier::gpu &&
+                                      out.total_bytes() == 4 * (in.total_bytes() / p.elem_bytes);
+          if (!cpu_conversion)
+            EXPECT_EQ(in.total_bytes(), out.total_bytes()) << where << " " << op.name << ": a copy between tiers converts";
+          casts += cpu_conversion;
+          const bool from_gpu_conversion = cpu_conversion || converted.count({in.alloc, in.offset, in.bytes}) > 0;
           if (from_gpu_conversion) converted.insert({out.alloc, out.offset, out.bytes});
           if (out.alloc == fp32) {
             EXPECT_EQ(out.access, Access::write) << where << " " << op.name;

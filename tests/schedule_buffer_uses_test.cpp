@@ -228,8 +228,13 @@ TEST(ScheduleBufferUses, EveryStage3CollectiveCopyAndOptimizerOpHasTheUsesItsKin
         for (size_t i = 0; i < op.uses.size(); i += 2) {
           EXPECT_EQ(op.uses[i].role, Role::input) << where;
           EXPECT_EQ(op.uses[i + 1].role, Role::output) << where;
+          // A cast writes its elements in the target dtype (DeepSpeed's step: the flat 16-bit gradients to fp32).
+          if (op.copy.cast)
+            EXPECT_EQ(op.uses[i + 1].total_bytes() * dtype_bits(op.copy.cast_from),
+                      op.uses[i].total_bytes() * dtype_bits(op.copy.cast_to)) << where;
           // A copy-out drops the padding of the last chunk; nothing else reads less than it writes.
-          EXPECT_LE(op.uses[i + 1].total_bytes(), op.uses[i].total_bytes()) << where;
+          else
+            EXPECT_LE(op.uses[i + 1].total_bytes(), op.uses[i].total_bytes()) << where;
         }
       } else if (op.kind == OpKind::compute && op.compute.what == ComputeKind::quantize) {
         // qwZ: the 16-bit partition in; its int8 values (one byte each) and its scales out.

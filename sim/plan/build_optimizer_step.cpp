@@ -56,23 +56,43 @@ void Builder::emit_optimizer_step() {
       // copy (the master's .grad), freed after the update.
       // BF16_Optimizer (DeepSpeed, stage 0 with bf16) keeps that fp32 copy for the run (grads.fp32, init).
       const bool held = deepspeed() && grads_fp32_ >= 0;
-      const OpId up = e_ < kFp32 && !held ? alloc("grads.fp32." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
-                                         MemCategory::grads, "fp32", kFp32 * sub, ph, compute_, ready)
-                                 : -1;
-      // With offloaded params the updated 16-bit weights are written on the GPU, then copied down into the partition
-      // (stage3.py: the fp16 partition on the CPU `.copy_(` the fp32 master on the GPU: a temporary on the GPU).
-      const OpId w16 = p_.param_device != OffloadDevice::none
-                           ? alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_), Tier::gpu,
-                                   MemCategory::buffers, "param_d2h", e_ * sub, ph, compute_, ready)
+      const std::string sg = std::to_string(g) + ".s" + std::to_string(step_);
+      const OpId up = e_ < kFp32 && !held ? alloc("grads.fp32." + sg, Tier::gpu, MemCategory::grads, "fp32",
+                                                  kFp32 * sub, ph, compute_, ready)
+                                          : -1;
+      // Stage 3 under DeepSpeed (stage3.py _prepare_fp32_grad_for_sub_group): `self.flatten(averaged_gradients)`
+      // (torch.cat of the sub-group's 16-bit gradient partitions: a new flat tensor) `.to(fp32)`: the flat copy lives
+      // until the fp32 copy is made.
+      std::vector<OpId> adam_ready = ready;
+      if (up >= 0 && deepspeed() && p_.stage == 3) {
+        const OpId flat = alloc("grads.step_flat." + sg, Tier::gpu, MemCategory::grads, "step_flat", e_ * sub, ph,
+                                compute_, ready);
+        const OpId cat = copy(name + ".flatten", CopyKind::d2d, e_ * sub, true, ph, compute_, {flat, up});
+        const OpId cast = copy(name + ".to_fp32", CopyKind::d2d, kFp32 * sub, true, ph, compute_, {cat});
+        set_cast(cast, p_.dtype, DType::fp32);
+        use(cat, grad_partition_, e_ * sub_first, e_ * sub, Role::input, Access::read);
+        use_whole(cat, flat, Role::output, Access::write);
+        use_whole(cast, flat, Role::input, Access::read);
+        use_whole(cast, up, Role::output, Access::write);
+        release(flat, ph, compute_, {cast});
+        adam_ready = {cast};
+      }
+      // With offloaded params the updated 16-bit weights go down into the partition (stage3.py
+      // `_reassign_or_swap_out_partitioned_parameters`: the CPU fp16 flat `.data.copy_(` the fp32 master on the GPU).
+      // Runtime zrun writes them on the GPU first (a 16-bit temporary); under DeepSpeed the copy is blocking, so torch
+      // converts on the CPU (Copy.cu copy_kernel_cuda): the fp32 master crosses, nothing new on the GPU.
+      const OpId w16 = p_.param_device != OffloadDevice::none && !deepspeed()
+                           ? alloc("params16." + sg, Tier::gpu, MemCategory::buffers, "param_d2h", e_ * sub, ph,
+                                   compute_, ready)
                            : -1;
-      const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, ready, 10.0 * sub,
+      const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, adam_ready, 10.0 * sub,
                                sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
       if (up >= 0) release(up, ph, compute_, {opt});
-      if (w16 >= 0) {
+      if (p_.param_device != OffloadDevice::none) {
         use(opt, grad_partition_, e_ * sub_first, e_ * sub, Role::grad, Access::read);
         use(opt, optimizer_, p_.optimizer_bytes_per_param * sub_first, p_.optimizer_bytes_per_param * sub, Role::state,
             Access::read_write);
-        use_whole(opt, w16, Role::param, Access::write);
+        if (w16 >= 0) use_whole(opt, w16, Role::param, Access::write);
       }
       if (p_.stage == 3 && p_.param_device == OffloadDevice::none) {
         // Stage 3: sub-group g over elements [first, first + sub) of this rank's partition: its 16-bit gradients,
@@ -268,11 +288,16 @@ OpId Builder::write_back_params(const std::string& name, Elements first, Element
   const bool on_nvme = sub_group_on_nvme(first);
   std::vector<OpId> deps{opt};
   if (on_nvme && last_param_write_ >= 0) deps.push_back(last_param_write_);
-  OpId d = copy(name + ".param_d2h", CopyKind::d2h, e_ * sub, s_.zero.offload_param.pin_memory, ph, stream("d2h"),
+  // w16 < 0 (runtime deepspeed): the fp32 master crosses and the CPU converts it (see emit_optimizer_step).
+  const Bytes crossing = w16 >= 0 ? e_ * sub : kFp32 * sub;
+  OpId d = copy(name + ".param_d2h", CopyKind::d2h, crossing, s_.zero.offload_param.pin_memory, ph, stream("d2h"),
                 deps);
   const BufferUse to_host = on_nvme ? BufferUse{param_swap_out_, 0, e_ * sub} : sub_group_params(first, sub);
-  use_copy(sch_.ops[d], whole(sch_.ops[w16], Role::input, Access::read), to_host);
-  release(w16, ph, stream("d2h"), {d});
+  use_copy(sch_.ops[d],
+           w16 >= 0 ? whole(sch_.ops[w16], Role::input, Access::read)
+                    : BufferUse{optimizer_, p_.optimizer_bytes_per_param * first, kFp32 * sub},
+           to_host);
+  if (w16 >= 0) release(w16, ph, stream("d2h"), {d});
   if (on_nvme) {
     d = copy(name + ".param_nvme_write", CopyKind::nvme_write, e_ * sub, true, ph, stream("nvme"), {d});
     use_copy(sch_.ops[d], {param_swap_out_, 0, e_ * sub, Role::input, Access::read}, sub_group_params(first, sub));

@@ -156,31 +156,43 @@ OpId Builder::zero3_reduce(size_t i, const std::vector<size_t>& members, const s
 // Stage 3 with optimizer offload: partition_grads (stage3.py), on the reduction's stream, tensor by tensor. The
 // 16-bit gradient partitions live in host memory (grad_partitions_flat_buffer: pinned with pin_memory, of
 // gradient_accumulation_dtype, which is the training dtype under ZeRO: engine.py get_data_types). At micro-step 0
-// the reduced chunk is copied down into it and back up (`grad_buffer.to(grad_partition.device)`, a GPU copy that
-// partition_grads keeps in the `buffers` it returns: one buffer per bucket here); after, the host partition comes up,
-// the reduced chunk is added on the GPU and the sum goes back down ("adding directly to cpu is very slow"). At the
-// boundary (_offload_grad_partition_at_boundary) the GPU copy is converted to fp32 (`.to(master_weights_and_grads_
-// dtype)`: a transient tensor, one buffer per bucket here reused chunk after chunk) and copied down into the CPU
-// optimizer's fp32 gradients. `src` < 0: ops without uses.
+// the reduced chunk is copied down into it and back up (`grad_buffer.to(grad_partition.device)`); after, the host
+// partition comes up, the reduced chunk is added on the GPU and the sum goes back down ("adding directly to cpu is
+// very slow").
+//
+// Runtime deepspeed (DeepSpeed 0.14.5's partition_grads as it runs): the GPU copy is a new tensor per parameter,
+// dropped when the loop rebinds `grad_buffer` to the next parameter's host slice, so one lives at a time. At the
+// boundary `_constant_buffered_norm2(grad_buffer)` takes its norm in float64, `.double()` of slices of at most
+// 250M elements (one transient a slice), and `fp32_grad_tensor.copy_(grad_buffer)` copies it down into the CPU
+// optimizer's fp32 gradients: a blocking copy, so torch converts on the CPU (Copy.cu copy_kernel_cuda:
+// "For blocking transfers conversions are performed on CPU to avoid allocating extra GPU memory"): no fp32 copy on
+// the GPU. With the optimizer on NVMe the fp32 copies (`grad_buffer.float()`) are kept for the bucket
+// (offload_fp32_gradients) and swapped out together at its end.
+// Runtime zrun: one GPU copy for the bucket, and one fp32 conversion buffer reused chunk after chunk.
+// `src` < 0: ops without uses.
 OpId Builder::partition_grads_to_cpu(const std::vector<ReducedChunk>& chunks, OpId src, Bytes rank_stride, const std::string& name, OpId done, int layer) {
   const Phase ph = Phase::backward;
   const bool pinned = s_.zero.offload_optimizer.pin_memory, uses = src >= 0;
+  const bool per_tensor = deepspeed();  // a GPU copy per parameter, freed before the next one's
   Elements total = 0, widest = 0;
   for (const ReducedChunk& c : chunks) total += c.elements, widest = std::max(widest, c.elements);
-  const OpId gpu16 = alloc("grads.partition16.gpu." + name + tag(), Tier::gpu, MemCategory::buffers, "grad_buffer",
-                           e_ * total, ph, rs_, {done}, layer);
-  // With the optimizer on NVMe the fp32 conversions are kept for the bucket (offload_fp32_gradients) and swapped out
-  // together at its end; on the CPU each is copied down at once and its buffer reused.
+  OpId gpu16 = per_tensor ? -1
+                          : alloc("grads.partition16.gpu." + name + tag(), Tier::gpu, MemCategory::buffers,
+                                  "grad_buffer", e_ * total, ph, rs_, {done}, layer);
   const bool swap = p_.optimizer_device == OffloadDevice::nvme;
-  OpId last = gpu16, fp32 = -1;
-  if (last_micro_)
+  OpId last = per_tensor ? done : gpu16, fp32 = -1;
+  if (last_micro_ && (swap || !per_tensor))
     last = fp32 = alloc("grads.to_fp32." + name + tag(), Tier::gpu, MemCategory::buffers, "offload_cast",
-                        kFp32 * (swap ? total : widest), ph, rs_, {gpu16}, layer);
-  Bytes at = 0;  // the chunk's place in gpu16
+                        kFp32 * (swap ? total : widest), ph, rs_, {last}, layer);
+  Bytes in_bucket = 0;  // the chunk's place in the bucket's 16-bit elements (x e_)
   for (size_t j = 0; j < chunks.size(); ++j) {
     const ReducedChunk& c = chunks[j];
     const Bytes bytes = e_ * c.elements, host = e_ * c.to;
     const std::string piece = name + ".t" + std::to_string(j);
+    if (per_tensor)
+      last = gpu16 = alloc("grads.partition16.gpu." + piece + tag(), Tier::gpu, MemCategory::buffers, "grad_buffer",
+                           bytes, ph, rs_, {last}, layer);
+    const Bytes at = per_tensor ? 0 : in_bucket;  // the chunk's place in gpu16
     auto step = [&](const std::string& what, CopyKind kind, Bytes moved) {
       return last = copy(piece + what, kind, moved, kind == CopyKind::d2d || pinned, ph, rs_, {last}, layer);
     };
@@ -201,23 +213,51 @@ OpId Builder::partition_grads_to_cpu(const std::vector<ReducedChunk>& chunks, Op
         use_copy(sch_.ops[down], on_gpu, on_host);
       }
     }
-    if (last_micro_) {
+    if (last_micro_ && per_tensor) constant_buffered_norm2(uses ? gpu16 : -1, c, piece, last, layer);
+    const BufferUse to_cpu{grads_fp32_, kFp32 * c.to, kFp32 * c.elements, Role::output, Access::write, c.unit, c.tensor};
+    if (last_micro_ && per_tensor && !swap) {
+      // fp32_grad_tensor.copy_(grad_buffer): the 16-bit copy crosses, the CPU converts.
+      const OpId down = step(".d2h", CopyKind::d2h, bytes);
+      if (uses) use_copy(sch_.ops[down], on_gpu, to_cpu);
+    } else if (last_micro_) {
       const OpId cast = step(".to_fp32", CopyKind::d2d, kFp32 * c.elements);
       set_cast(cast, p_.dtype, DType::fp32);
-      const BufferUse temp{fp32, swap ? kFp32 * (at / e_) : 0, kFp32 * c.elements, Role::input, Access::read, c.unit, c.tensor};
+      const BufferUse temp{fp32, swap ? kFp32 * (in_bucket / e_) : 0, kFp32 * c.elements, Role::input, Access::read,
+                           c.unit, c.tensor};
       if (uses) use_copy(sch_.ops[cast], on_gpu, temp);
       if (!swap) {
         const OpId down = step(".d2h", CopyKind::d2h, kFp32 * c.elements);
-        if (uses)
-          use_copy(sch_.ops[down], temp,
-                   {grads_fp32_, kFp32 * c.to, kFp32 * c.elements, Role::output, Access::write, c.unit, c.tensor});
+        if (uses) use_copy(sch_.ops[down], temp, to_cpu);
       }
     }
-    at += bytes;
+    if (per_tensor) last = release(gpu16, ph, rs_, {last});
+    in_bucket += bytes;
   }
   if (swap && last_micro_) last = swap_out_gradients(chunks, total, uses ? fp32 : -1, name, last, layer);
   if (fp32 >= 0) last = release(fp32, ph, rs_, {last});
-  return release(gpu16, ph, rs_, {last});
+  return per_tensor ? last : release(gpu16, ph, rs_, {last});
+}
+
+// stage3.py _constant_buffered_norm2 (DeepSpeed 0.14.5): `part.data.double().norm(2)**2.0` for each slice of at most
+// buffer_size = 250M elements of the GPU copy: a float64 copy of the slice lives while its norm is taken. `gpu16` < 0:
+// ops without uses.
+void Builder::constant_buffered_norm2(OpId gpu16, const ReducedChunk& c, const std::string& piece, OpId& last,
+                                      int layer) {
+  constexpr Elements kNormSliceElements = 250'000'000;  // _constant_buffered_norm2's buffer_size default
+  constexpr Bytes kFp64 = 8;
+  const Phase ph = Phase::backward;
+  int k = 0;
+  for (Elements from = 0; from < c.elements; from += kNormSliceElements, ++k) {
+    const Elements n = std::min(kNormSliceElements, c.elements - from);
+    const std::string slice = piece + ".norm" + std::to_string(k);
+    const OpId d = alloc("grads.norm64." + slice + tag(), Tier::gpu, MemCategory::buffers, "grad_norm", kFp64 * n,
+                         ph, rs_, {last}, layer);
+    last = copy(slice + ".double", CopyKind::d2d, kFp64 * n, true, ph, rs_, {d}, layer);
+    set_cast(last, p_.dtype, DType::fp64);
+    if (gpu16 >= 0) use_copy(sch_.ops[last], {gpu16, e_ * from, e_ * n, Role::input, Access::read, c.unit, c.tensor},
+                             {d, 0, kFp64 * n, Role::output, Access::write, c.unit, c.tensor});
+    last = release(d, ph, rs_, {last});
+  }
 }
 
 // The optimizer on NVMe: _swap_out_offload_fp32_gradients -> the optimizer swapper's swap_out_gradients

@@ -304,6 +304,7 @@ class Builder {
   };
   OpId partition_grads_to_cpu(const std::vector<ReducedChunk>& chunks, OpId src, Bytes rank_stride,
                               const std::string& name, OpId done, int layer);
+  void constant_buffered_norm2(OpId gpu16, const ReducedChunk& c, const std::string& piece, OpId& last, int layer);
   OpId swap_out_gradients(const std::vector<ReducedChunk>& chunks, Elements total, OpId fp32, const std::string& name,
                           OpId after, int layer);
   void use_grad_partition(OpId op, int u, int k);

@@ -545,17 +545,51 @@ Bytes backward_copy_bytes(const Schedule& sch, CopyKind kind) {
 // elements, 16-bit in the host's grad_partitions_flat_buffer): every micro-step copies the partition down and up
 // once in 16 bits (micro-step 0: down, then `.to(device)` back up; later: up, add, down), and the boundary copies it
 // down once more in fp32, converted on the GPU.
-TEST(ScheduleBuilder, Stage3OptimizerOffloadMovesThePartitionDownAndUpIn16BitsEachMicroStepAndDownInFp32Once) {
-  for (int accum : {1, 2, 4}) {
-    Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
-    s.zero.offload_optimizer.device = OffloadDevice::cpu;
-    s.training.grad_accum = accum;
-    const Plan p = make_plan(s);
-    const Schedule sch = make_schedule(s, p, 1);
-    const Bytes E = p.optimizer_partition, e = p.elem_bytes;
-    EXPECT_EQ(backward_copy_bytes(sch, CopyKind::d2h), accum * e * E + 4 * E) << "grad_accum " << accum;
-    EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), accum * e * E) << "grad_accum " << accum;
+// At the boundary the partition goes down once more into the CPU optimizer's fp32 gradients: zrun converts it on the
+// GPU first (fp32 crosses); DeepSpeed 0.14.5's blocking `fp32_grad_tensor.copy_(grad_buffer)` converts on the CPU
+// (16 bits cross).
+TEST(ScheduleBuilder, Stage3OptimizerOffloadMovesThePartitionDownAndUpIn16BitsEachMicroStepAndDownOnceMore) {
+  for (RuntimeKind runtime : {RuntimeKind::zrun, RuntimeKind::deepspeed})
+    for (int accum : {1, 2, 4}) {
+      Scenario s = test::scenario(test::small_llama(2), 3, 1, 8);
+      s.runtime = runtime;
+      s.zero.offload_optimizer.device = OffloadDevice::cpu;
+      s.training.grad_accum = accum;
+      const Plan p = make_plan(s);
+      const Schedule sch = make_schedule(s, p, 1);
+      const Bytes E = p.optimizer_partition, e = p.elem_bytes;
+      const Bytes boundary = runtime == RuntimeKind::zrun ? 4 * E : e * E;
+      EXPECT_EQ(backward_copy_bytes(sch, CopyKind::d2h), accum * e * E + boundary) << "grad_accum " << accum;
+      EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), accum * e * E) << "grad_accum " << accum;
+    }
+}
+
+// DeepSpeed 0.14.5's partition_grads with the optimizer on the CPU: one GPU copy of a parameter's gradient partition
+// at a time, and at the boundary its float64 copy in slices of at most 250M elements (_constant_buffered_norm2); no
+// fp32 copy on the GPU. The most live in these buffers is the widest partition's 2 + 8 bytes an element.
+TEST(ScheduleBuilder, Stage3OptimizerOffloadHoldsOneGradientCopyAndItsFloat64NormSliceAtATime) {
+  Scenario s = test::scenario(test::small_llama(2), 3, 1, 1);
+  s.runtime = RuntimeKind::deepspeed;
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const Plan p = make_plan(s);
+  const Schedule sch = make_schedule(s, p, 1);
+  Elements widest = 0;
+  for (const auto& u : p.units)
+    for (const auto& t : u.tensors) widest = std::max(widest, t.numel());
+  ASSERT_LT(widest, 250'000'000);
+  std::map<std::string, Bytes> live;  // GPU bytes live per buffer detail, replayed in program order
+  std::map<std::string, const MemOp*> open;
+  Bytes most = 0;
+  for (const Op& op : sch.ops) {
+    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || op.mem.tier != Tier::gpu) continue;
+    if (op.kind == OpKind::alloc) open[op.mem.buffer] = &op.mem;
+    const MemOp& m = op.kind == OpKind::alloc ? op.mem : *open.at(op.mem.buffer);
+    live[m.detail] += op.kind == OpKind::alloc ? m.bytes : -m.bytes;
+    EXPECT_EQ(live["offload_cast"], 0);
+    EXPECT_LE(live["grad_buffer"], p.elem_bytes * widest);
+    most = std::max(most, live["grad_buffer"] + live["grad_norm"]);
   }
+  EXPECT_EQ(most, (p.elem_bytes + 8) * widest);
 }
 
 // ZeRO-2 with cpu_offload and one micro-step (stage_1_and_2.py copy_grads_in_partition at the boundary): each
@@ -1204,4 +1238,42 @@ TEST(ScheduleBuilder, UnderDeepSpeedStage2HoldsItsGradientPartitionFromTheFirstC
     EXPECT_EQ(sch.ops[freed].phase, Phase::step);
   }
   EXPECT_EQ(alloc_named(sch, "grads.partition"), nullptr);  // not held for the run
+}
+
+// DeepSpeed 0.14.5's stage-3 step on the GPU (stage3.py _prepare_fp32_grad_for_sub_group): each sub-group's 16-bit
+// gradient partitions are flattened into a new tensor and that is converted to fp32, so the flat copy (2 bytes an
+// element) and the fp32 gradient (4) live at once, the sub-group by sub-group; the flat copy is gone before Adam runs.
+// With the params on the CPU the updated weights go down without a 16-bit copy on the GPU (torch converts a blocking
+// copy on the CPU).
+TEST(ScheduleBuilder, DeepSpeedStage3StepFlattensEachSubGroupBeforeItsFp32Copy) {
+  for (OffloadDevice params : {OffloadDevice::none, OffloadDevice::cpu}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, 1);
+    s.runtime = RuntimeKind::deepspeed;
+    s.zero.offload_param.device = params;
+    const Plan p0 = make_plan(s);
+    s.zero.sub_group_size = p0.optimizer_partition / 3;  // several sub-groups
+    const Plan p = make_plan(s);
+    ASSERT_GE(p.sub_groups.size(), 3u);
+    const Schedule sch = make_schedule(s, p, 1);
+    std::map<std::string, const MemOp*> open;
+    Bytes step_grads = 0, most = 0, flat = 0;
+    for (const Op& op : sch.ops) {
+      if (op.phase != Phase::step) continue;
+      EXPECT_FALSE(op.kind == OpKind::alloc && op.mem.tier == Tier::gpu && op.mem.detail == "param_d2h");
+      if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer) {
+        EXPECT_EQ(flat, 0) << op.name;  // Adam runs on the fp32 copy alone
+        EXPECT_GT(step_grads, 0) << op.name;
+      }
+      if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || op.mem.tier != Tier::gpu) continue;
+      if (op.kind == OpKind::alloc) open[op.mem.buffer] = &op.mem;
+      const MemOp& m = op.kind == OpKind::alloc ? op.mem : *open.at(op.mem.buffer);
+      if (m.category != MemCategory::grads || (m.detail != "step_flat" && m.detail != "fp32")) continue;
+      step_grads += op.kind == OpKind::alloc ? m.bytes : -m.bytes;
+      if (m.detail == "step_flat") flat += op.kind == OpKind::alloc ? m.bytes : -m.bytes;
+      most = std::max(most, step_grads);
+    }
+    const Elements largest = *std::max_element(p.sub_groups.begin(), p.sub_groups.end());
+    EXPECT_EQ(most, (p.elem_bytes + 4) * largest);
+    EXPECT_EQ(step_grads, 0);
+  }
 }

@@ -46,6 +46,9 @@ struct TierMemory {
   std::string peak_op_name;
   MemoryBreakdown at_peak;     // what is live right after peak_op; at_peak.total() == peak
   MemoryBreakdown at_end;      // what is still live after the last op (persistent states)
+  // GPU under runtime deepspeed: what PyTorch's caching allocator reserves from the driver at most while the schedule
+  // runs (reserved_walk.hpp); 0 where not modelled (zrun's arena, CPU and NVMe).
+  Bytes reserved = 0;
 
   bool fits() const { return peak <= capacity; }
   Bytes headroom() const { return capacity - peak; }  // negative: overflow by -headroom()

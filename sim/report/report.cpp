@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/report/human_units.hpp"
+#include "sim/report/reserved_walk.hpp"
 
 namespace zsim {
 
@@ -50,6 +51,8 @@ Report make_report(const Scenario& scenario, const Schedule& schedule) {
              scenario.zero.stage,
              features_of(scenario.zero)};
   r.memory = walk_memory(schedule, capacity_of(scenario));
+  if (scenario.runtime == RuntimeKind::deepspeed)  // PyTorch's caching allocator; zrun allocates from its own arena
+    r.memory.gpu.reserved = walk_reserved(schedule, r.memory.gpu.capacity).peak_reserved;
   r.comm = walk_comm(schedule);
   r.fits = r.memory.fits();
   r.warnings = scenario.warnings;

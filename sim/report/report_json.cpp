@@ -30,6 +30,7 @@ ordered_json tier_json(const TierMemory& t) {
   for (const auto& [name, bytes] : t.at_peak.buffer_detail) j["buffer_detail"][name] = bytes;
   j["peak"] = t.peak;
   j["peak_op"] = op_ref(t.peak_op, t.peak_op_name);
+  if (t.reserved > 0) j["reserved"] = t.reserved;
   j["persistent"] = t.at_end.total();
   j["capacity"] = t.capacity;
   j["headroom"] = t.headroom();

@@ -66,6 +66,10 @@ void memory_table(std::string& s, const MemoryWalk& m) {
                return it == t.at_peak.buffer_detail.end() ? Bytes{0} : it->second;
              }));
   s += row("peak", bytes_of([](const TierMemory& t) { return t.peak; }));
+  if (m.gpu.reserved > 0)
+    s += row("reserved (allocator)", cells([](const TierMemory& t) {
+               return t.reserved > 0 ? human_bytes(t.reserved) : std::string("-");
+             }));
   s += row("capacity", bytes_of([](const TierMemory& t) { return t.capacity; }));
   s += row("headroom", bytes_of([](const TierMemory& t) { return t.headroom(); }));
   s += row("fits", cells([](const TierMemory& t) { return std::string(t.fits() ? "yes" : "NO"); }));
