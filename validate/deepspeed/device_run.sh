@@ -138,11 +138,15 @@ for arg in "$@"; do
 done
 echo "== ${#CASES[@]} case(s): ${CASES[*]}"
 
-# Extensions carried from an earlier run: outputs newer than the freshly copied sources, no stale build lock, so
-# torch's JIT load finds them up to date ("ninja: no work to do") instead of compiling again.
+# Extensions carried from an earlier run (.devcarry/torch_extensions.tar: a tarball keeps the outputs' times, which
+# ninja compares with its logs: an output newer than its recorded deps is rebuilt). The carried DeepSpeed sources are
+# given an old time, so that no input is newer than the outputs, and no stale build lock is left: torch's JIT load
+# then finds them up to date ("ninja: no work to do") instead of compiling again.
+if [ -f "$ROOT/.devcarry/torch_extensions.tar" ]; then
+  tar xf "$ROOT/.devcarry/torch_extensions.tar" -C "$TORCH_EXTENSIONS_DIR" && echo "== carried extensions unpacked"
+fi
+find "$DS_DIR" -type f -exec touch -h -d '2000-01-01 00:00:00' {} + 2>/dev/null
 find "$TORCH_EXTENSIONS_DIR" -name lock -delete 2>/dev/null
-find "$TORCH_EXTENSIONS_DIR" -name '*.o' -exec touch {} + 2>/dev/null
-find "$TORCH_EXTENSIONS_DIR" -name '*.so' -exec touch {} + 2>/dev/null
 
 PREBUILD_OK=1
 if [ "$PREBUILD" = 1 ] && [ ${#CASES[@]} -gt 0 ]; then
@@ -153,6 +157,9 @@ if [ "$PREBUILD" = 1 ] && [ ${#CASES[@]} -gt 0 ]; then
   done
   [ $need_gpu = 1 ] && OPS+=(FusedAdamBuilder)
   [ $need_cpu = 1 ] && OPS+=(CPUAdamBuilder)
+  for c in "${CASES[@]}"; do
+    if grep -q '"zero_quantized_gradients": true' "$HD/cases/$c/ds_config.json"; then OPS+=(QuantizerBuilder); break; fi
+  done
   t0=$(date +%s)
   timeout $(( $(left) - 30 > 30 ? $(left) - 30 : 30 )) "$PY" - "${OPS[@]}" > "$W/prebuild.log" 2>&1 <<'EOF'
 import sys, time, traceback
@@ -207,19 +214,53 @@ printf '%s\n' "${NOT_RUN[@]}" > "$W/not_run.txt"
 
 # Pack: the results, the logs, the dumped sources and the built extensions (to carry next time, no build lock).
 if [ -d "$TORCH_EXTENSIONS_DIR" ]; then
-  mkdir -p "$W/torch_extensions"
-  (cd "$TORCH_EXTENSIONS_DIR" && tar cf - --exclude=lock . ) | (cd "$W/torch_extensions" && tar xf -)
-  # Smaller to carry (the builds use -g); ninja looks at times and commands, not at the objects' contents.
-  find "$W/torch_extensions" \( -name '*.o' -o -name '*.so' \) -exec strip --strip-debug {} + 2>/dev/null
-  find "$W/torch_extensions" -name '*.o' -exec touch {} + 2>/dev/null
-  find "$W/torch_extensions" -name '*.so' -exec touch {} + 2>/dev/null
+  # Smaller to carry (the builds use -g); ninja looks at times and commands, not at the objects' contents, so each
+  # object keeps its time (a newer one would be rebuilt). To carry: copy torch_extensions.tar into .devcarry/.
+  mkdir -p "$W/ext"
+  (cd "$TORCH_EXTENSIONS_DIR" && tar cf - --exclude=lock . ) | (cd "$W/ext" && tar xf -)
+  find "$W/ext" \( -name '*.o' -o -name '*.so' \) -print0 | while IFS= read -r -d '' f; do
+    t=$(stat -c %.9Y "$f"); strip --strip-debug "$f" 2>/dev/null; touch -d "@$t" "$f"
+  done
+  tar cf "$W/torch_extensions.tar" --format=posix -C "$W/ext" . && rm -rf "$W/ext"
 fi
+# Profiles (--profile-steps) travel apart, in tarballs of at most ~15 MiB each (the device returns 8 files of 16 MiB).
+mkdir -p "$WORK/traces"
+find "$W" -name '*.trace.json.gz' | while read -r f; do
+  rel=${f#"$W"/}; mkdir -p "$WORK/traces/$(dirname "$rel")"; mv "$f" "$WORK/traces/$rel"
+done
+part=0; bytes=0; list=$WORK/traces.list.0; : > "$list"
+while read -r f; do
+  sz=$(stat -c %s "$WORK/traces/$f")
+  if [ $bytes -gt 0 ] && [ $((bytes + sz)) -gt $((15 * 1024 * 1024)) ]; then
+    part=$((part + 1)); bytes=0; list=$WORK/traces.list.$part; : > "$list"
+  fi
+  echo "$f" >> "$list"; bytes=$((bytes + sz))
+done < <(cd "$WORK/traces" && find . -name '*.trace.json.gz' | sort)
+for l in "$WORK"/traces.list.*; do
+  [ -s "$l" ] && tar cf "$OUT/deepspeed_traces.${l##*.}.tar" -C "$WORK/traces" -T "$l"
+done
 tar czf "$OUT/deepspeed_results.tgz" -C "$WORK" deepspeed_results
 size=$(stat -c %s "$OUT/deepspeed_results.tgz")
 if [ "$size" -gt $((15 * 1024 * 1024)) ]; then  # the device returns files of up to 16 MiB
-  tar czf "$OUT/deepspeed_extensions.tgz" -C "$W" torch_extensions
-  rm -rf "$W/torch_extensions"
-  tar czf "$OUT/deepspeed_results.tgz" -C "$WORK" deepspeed_results
+  gzip -c "$W/torch_extensions.tar" > "$OUT/deepspeed_extensions.tar.gz"
+  rm -f "$W/torch_extensions.tar"
+  # Profiles (--profile-steps) travel apart, in tarballs of at most ~15 MiB each (the device returns 8 files of 16 MiB).
+mkdir -p "$WORK/traces"
+find "$W" -name '*.trace.json.gz' | while read -r f; do
+  rel=${f#"$W"/}; mkdir -p "$WORK/traces/$(dirname "$rel")"; mv "$f" "$WORK/traces/$rel"
+done
+part=0; bytes=0; list=$WORK/traces.list.0; : > "$list"
+while read -r f; do
+  sz=$(stat -c %s "$WORK/traces/$f")
+  if [ $bytes -gt 0 ] && [ $((bytes + sz)) -gt $((15 * 1024 * 1024)) ]; then
+    part=$((part + 1)); bytes=0; list=$WORK/traces.list.$part; : > "$list"
+  fi
+  echo "$f" >> "$list"; bytes=$((bytes + sz))
+done < <(cd "$WORK/traces" && find . -name '*.trace.json.gz' | sort)
+for l in "$WORK"/traces.list.*; do
+  [ -s "$l" ] && tar cf "$OUT/deepspeed_traces.${l##*.}.tar" -C "$WORK/traces" -T "$l"
+done
+tar czf "$OUT/deepspeed_results.tgz" -C "$WORK" deepspeed_results
   echo "== extensions packed apart: $OUT/deepspeed_extensions.tgz"
 fi
 ls -l "$OUT"

@@ -193,8 +193,9 @@ def case_summary(case, ds, world, case_dir=None):
     }
 
 
-def step_plan(steps, warmup):
-    """Kind of each step: warmup, collectives, memory_history, timed."""
+def step_plan(steps, warmup, phase_steps=0, profile_steps=0):
+    """Kind of each step: warmup, collectives, memory_history, timed; then phase_timed and profiled steps, which come
+    after the `steps` (they time each phase with a synchronisation at its end, and run under torch's profiler)."""
     kinds = []
     for s in range(steps):
         if s < warmup:
@@ -205,7 +206,7 @@ def step_plan(steps, warmup):
             kinds.append("memory_history")
         else:
             kinds.append("timed")
-    return kinds
+    return kinds + ["phase_timed"] * phase_steps + ["profiled"] * profile_steps
 
 
 def median(xs):
@@ -1058,6 +1059,93 @@ def _is_oom(torch, e):
     return isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(e).lower()
 
 
+# DeepSpeed's methods the profiled steps annotate (each call a record_function range named ds.<Class>.<method>), so
+# that the trace attributes the host's time to DeepSpeed's hooks, bookkeeping and optimizer. Looked up by name at
+# call time by DeepSpeed's hooks, so patching the class after initialize reaches them; removed after the profile.
+PROFILED_DEEPSPEED_METHODS = (
+    ("deepspeed.runtime.zero.parameter_offload", "DeepSpeedZeRoOffload",
+     ("pre_sub_module_forward_function", "post_sub_module_forward_function",
+      "pre_sub_module_backward_function", "post_sub_module_backward_function")),
+    ("deepspeed.runtime.zero.partitioned_param_coordinator", "PartitionedParameterCoordinator",
+     ("fetch_sub_module", "release_sub_module", "record_module", "record_parameters")),
+    ("deepspeed.runtime.zero.stage3", "DeepSpeedZeroOptimizer_Stage3",
+     ("reduce_ready_partitions_and_remove_grads", "independent_gradient_partition_epilogue", "step",
+      "_optimizer_step", "unscale_and_clip_grads", "_post_step", "_pre_step", "_prepare_sub_group",
+      "_release_sub_group", "_optimizer_states_and_gradient_swap_in", "_optimizer_states_and_gradient_swap_out",
+      "_reassign_or_swap_out_partitioned_parameters", "_overflow_check_and_loss_scale_update",
+      "_prepare_fp32_grad_for_sub_group", "partition_grads", "__reduce_and_partition_ipg_grads")),
+    ("deepspeed.runtime.zero.stage_1_and_2", "DeepSpeedZeroOptimizer",
+     ("reduce_ready_partitions_and_remove_grads", "reduce_independent_p_g_buckets_and_remove_grads",
+      "reduce_ipg_grads", "independent_gradient_partition_epilogue", "step", "scaled_global_norm",
+      "unscale_and_clip_grads", "get_grad_norm_direct", "_optimizer_step", "update_lp_params",
+      "copy_grads_in_partition", "check_overflow")),
+    ("deepspeed.runtime.bf16_optimizer", "BF16_Optimizer",
+     ("step", "update_hp_grads", "get_grads_for_norm", "update_lp_params", "clear_hp_grads", "backward")),
+    ("deepspeed.runtime.engine", "DeepSpeedEngine",
+     ("forward", "backward", "step", "_take_model_step", "allreduce_gradients")),
+    ("deepspeed.ops.adam.fused_adam", "FusedAdam", ("step",)),
+    ("deepspeed.ops.adam.cpu_adam", "DeepSpeedCPUAdam", ("step",)),
+)
+
+
+def _annotated(torch, label, fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        with torch.autograd.profiler.record_function(label):
+            return fn(*a, **k)
+    wrapper.__zsim_original__ = fn
+    return wrapper
+
+
+def annotate_deepspeed(torch):
+    """Wraps PROFILED_DEEPSPEED_METHODS; returns what to restore."""
+    import importlib
+    patched = []
+    for mod_name, cls_name, methods in PROFILED_DEEPSPEED_METHODS:
+        try:
+            cls = getattr(importlib.import_module(mod_name), cls_name)
+        except Exception:
+            continue
+        for m in methods:
+            attr = m if not m.startswith("__") else f"_{cls_name}{m}"  # name-mangled private methods
+            fn = cls.__dict__.get(attr)
+            if fn is None or not callable(fn):
+                continue
+            setattr(cls, attr, _annotated(torch, f"ds.{cls_name}.{m.strip('_') if m.startswith('__') else m}", fn))
+            patched.append((cls, attr, fn))
+    return patched
+
+
+def start_profiler(torch, engine):
+    from torch.profiler import ProfilerActivity, profile
+    patched = annotate_deepspeed(torch)
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True)
+    prof.__enter__()
+    prof._zsim_patched = patched
+    return prof
+
+
+def stop_profiler(torch, prof, rank_out):
+    """Ends the profile, restores DeepSpeed's methods, writes the Chrome trace (gzipped) beside the rank's JSON."""
+    import gzip
+    import shutil
+    torch.cuda.synchronize()
+    prof.__exit__(None, None, None)
+    for cls, attr, fn in prof._zsim_patched:
+        setattr(cls, attr, fn)
+    out = {"trace": None, "error": None}
+    try:
+        raw = rank_out[:-5] + ".trace.json" if rank_out.endswith(".json") else rank_out + ".trace.json"
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb", compresslevel=6) as g:
+            shutil.copyfileobj(f, g)
+        os.remove(raw)
+        out["trace"] = os.path.basename(raw) + ".gz"
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
 def run_worker(args, res, flush):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -1173,7 +1261,12 @@ def run_worker(args, res, flush):
     flush()
 
     torch.cuda.reset_peak_memory_stats()
-    kinds = step_plan(args.steps, args.warmup)
+    kinds = step_plan(args.steps, args.warmup, args.phase_steps, args.profile_steps)
+    n_batches_needed = len(kinds) * ga
+    while len(batches) < n_batches_needed:  # the phase-timed and profiled steps reuse the batches from the start
+        batches.append(batches[len(batches) % max(1, args.steps * ga)])
+    phase_seconds = []
+    profiler = None
     per_step = []
     points = []
     phase_peaks = {}
@@ -1184,8 +1277,14 @@ def run_worker(args, res, flush):
     for s, kind in enumerate(kinds):
         detailed = kind == "collectives"
         history = kind == "memory_history" and args.memory_history
+        phased = kind == "phase_timed"
+        profiled = kind == "profiled"
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+        if profiled and profiler is None:
+            profiler = start_profiler(torch, engine)
+        annotation = None
+        phase_t = {}
         if detailed:
             REC.reset()
             REC.on = True
@@ -1198,9 +1297,23 @@ def run_worker(args, res, flush):
                 res["peak_live_set"] = {"error": f"{type(e).__name__}: {e}"}
 
         def phase(name, micro):
+            nonlocal annotation
             REC.phase = name
             if history:
                 MARK_FUNCS[name](torch)
+            if phased:
+                torch.cuda.synchronize()
+                now = time.perf_counter()
+                if phase_t.get("open"):
+                    prev, t_prev = phase_t["open"]
+                    phase_t.setdefault(prev, 0.0)
+                    phase_t[prev] += now - t_prev
+                phase_t["open"] = (name, now)
+            if profiled:
+                if annotation is not None:
+                    annotation.__exit__(None, None, None)
+                annotation = torch.autograd.profiler.record_function(f"zsim.{name}")
+                annotation.__enter__()
 
         def point(label, micro):
             torch.cuda.synchronize()
@@ -1232,10 +1345,17 @@ def run_worker(args, res, flush):
             engine.step()
             if detailed:
                 point("after_step", micro)
-        if history:
+        if history or phased or profiled:
             phase("idle", ga)
+        if annotation is not None:
+            annotation.__exit__(None, None, None)
+            annotation = None
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        if phased:
+            phase_seconds.append({"step": s, **{k: v for k, v in phase_t.items() if k != "open"}})
+        if profiled:
+            profiler.step()
         REC.on = False
         REC.phase = "other"
         if detailed:
@@ -1280,10 +1400,16 @@ def run_worker(args, res, flush):
 
     del loss
     torch.cuda.synchronize()
+    if profiler is not None:
+        res["profile"] = stop_profiler(torch, profiler, args.rank_out)
     timed = [p["seconds"] for p in per_step if p["kind"] == "timed"]
     res["timing"] = {"warmup_steps": args.warmup, "timed_steps": [p["step"] for p in per_step if p["kind"] == "timed"],
                      "step_seconds": timed, "median_step_seconds": median(timed),
-                     "all_step_seconds": [p["seconds"] for p in per_step]}
+                     "all_step_seconds": [p["seconds"] for p in per_step],
+                     "step_kinds": [p["kind"] for p in per_step],
+                     "phase_seconds": phase_seconds,
+                     "median_phase_seconds": {k: median([p.get(k) for p in phase_seconds])
+                                              for k in ("forward", "backward", "step")} if phase_seconds else None}
     mem["after_steps"] = _mem(torch)
     mem["stats"] = _stats(torch)
     mem["device"] = _device_memory(torch)
@@ -1508,7 +1634,8 @@ def parent_main(args):
             cmd = [sys.executable, HARNESS_FILE, "--worker", "--case-dir", case_dir, "--rank-out", rank_out,
                    "--steps", str(steps), "--warmup", str(args.warmup), "--seed", str(args.seed),
                    "--inventory", args.inventory, "--gc-reentrant", args.gc_reentrant,
-                   "--history-entries", str(args.history_entries)]
+                   "--history-entries", str(args.history_entries),
+                   "--phase-steps", str(args.phase_steps), "--profile-steps", str(args.profile_steps)]
             if not args.memory_history:
                 cmd.append("--no-memory-history")
             if args.record_init:
@@ -1588,6 +1715,11 @@ def main(argv=None):
     ap.add_argument("--no-memory-history", dest="memory_history", action="store_false",
                     help="skip the allocator-history step (it becomes a timed step's twin, untimed)")
     ap.add_argument("--history-entries", type=int, default=200000)
+    ap.add_argument("--phase-steps", type=int, default=0,
+                    help="steps after the others timing forward, backward and step apart (a synchronisation after each)")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="steps after the others under torch's profiler (CPU and CUDA, DeepSpeed's hooks annotated); "
+                         "the trace is written gzipped beside each rank's JSON (rank<R>.trace.json.gz)")
     ap.add_argument("--record-init", action="store_true", help="also record the collectives of initialize")
     ap.add_argument("--summary", nargs="+", metavar="RESULT", help="print one line per result JSON and exit")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -100,6 +100,11 @@ class CaseTest(unittest.TestCase):
                     h.load_case(d)
                 self.assertIn("case.json: key 'gpu_memory_cap_bytes' must be a positive integer", str(e.exception))
 
+    def test_phase_timed_and_profiled_steps_come_after_the_others(self):
+        self.assertEqual(h.step_plan(6, 3, phase_steps=2, profile_steps=1),
+                         ["warmup"] * 3 + ["collectives", "memory_history", "timed", "phase_timed", "phase_timed",
+                                           "profiled"])
+
     def test_step_plan_and_median(self):
         self.assertEqual(h.step_plan(8, 3), ["warmup"] * 3 + ["collectives", "memory_history"] + ["timed"] * 3)
         self.assertEqual(h.median([3.0, 1.0, 2.0]), 2.0)
