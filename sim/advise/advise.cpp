@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/report/human_units.hpp"
+#include "sim/scenario/scenario_json.hpp"
 
 namespace zsim {
 
@@ -43,11 +44,16 @@ AdviseSpace advise_space(const Scenario& s) {
   AdviseSpace space;
   space.nodes = s.cluster.nodes;
   space.gpus_per_node = s.cluster.gpus_per_node;
+  space.world = s.cluster.nodes * s.cluster.gpus_per_node;
   space.has_nvme = s.cluster.nvme.bytes > 0;
   space.batch_per_gpu = s.training.micro_batch * s.training.grad_accum;
   space.scenario_reduce_bucket_size = s.zero.reduce_bucket_size;
   space.scenario_prefetch_bucket_size = s.zero.stage3_prefetch_bucket_size;
   space.scenario_max_live_parameters = s.zero.stage3_max_live_parameters;
+  // engine.py DeepSpeedEngine.communication_data_type: the config's, else fp16 / bf16 as enabled, else fp32.
+  space.scenario_communication_data_type = s.training.communication_data_type.value_or(s.training.precision);
+  const Precision half = s.training.precision == Precision::fp32 ? Precision::bf16 : s.training.precision;
+  space.communication_data_types = {half, Precision::fp32};
   return space;
 }
 
@@ -63,6 +69,7 @@ AdviseCandidate candidate_of(const Scenario& s) {
   c.qwz = z.zero_quantized_weights;
   c.hpz = z.zero_hpz_partition_size > 1;
   c.qgz = z.zero_quantized_gradients;
+  c.communication_data_type = s.training.communication_data_type;
   return c;
 }
 
@@ -96,6 +103,8 @@ std::vector<std::string> candidate_overrides(const AdviseCandidate& c, int gpus_
     o.push_back(z + "zero_quantized_gradients=false");
   }
   if (c.reduce_bucket_size > 0) o.push_back(fmt::format("{}reduce_bucket_size={}", z, c.reduce_bucket_size));
+  if (c.communication_data_type)
+    o.push_back(fmt::format("deepspeed.communication_data_type={}", to_string(*c.communication_data_type)));
   return o;
 }
 
@@ -112,6 +121,7 @@ std::string describe(const AdviseCandidate& c) {
   if (c.reduce_bucket_size > 0) d += ", reduce bucket " + elements_text(c.reduce_bucket_size);
   if (c.prefetch_bucket_size > 0) d += ", prefetch bucket " + elements_text(c.prefetch_bucket_size);
   if (c.max_live_parameters > 0) d += ", max live " + elements_text(c.max_live_parameters);
+  if (c.communication_data_type) d += fmt::format(", communication {}", to_string(*c.communication_data_type));
   return d;
 }
 
@@ -167,7 +177,20 @@ std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const Adv
     }
     return out;
   }
-  --key;
+  if (key == 1) {  // communication_data_type: the dtype of the gradient reductions
+    // One rank reduces nothing; qgZ across nodes quantizes the gradients whatever the dtype
+    // (stage3.py __avg_scatter_grads: all_to_all_quant_reduce).
+    if (space.world < 2 || (c.qgz && space.nodes > 1)) return out;
+    const Precision current = c.communication_data_type.value_or(space.scenario_communication_data_type);
+    for (const Precision p : space.communication_data_types) {
+      if (p == current) continue;
+      AdviseCandidate d = c;
+      d.communication_data_type = p;
+      out.push_back(d);
+    }
+    return out;
+  }
+  key -= 2;
   if (key != 0 && c.stage != 3) return out;
   if (key == 0 && c.stage == 0) return out;  // stage 0 all-reduces through DeepSpeed's own buckets
   const auto& values = key == 0 ? space.reduce_bucket_sizes
@@ -245,6 +268,9 @@ std::string differences(const AdviseCandidate& c, const AdviseCandidate& best) {
   if (c.reduce_bucket_size != best.reduce_bucket_size) d.push_back("another reduce bucket");
   if (c.prefetch_bucket_size != best.prefetch_bucket_size) d.push_back("another prefetch bucket");
   if (c.max_live_parameters != best.max_live_parameters) d.push_back("another max live");
+  if (c.communication_data_type != best.communication_data_type)
+    d.push_back(c.communication_data_type ? fmt::format("communication {}", to_string(*c.communication_data_type))
+                                          : "the scenario's communication dtype");
   return d.empty() ? "the same choices" : join(d, ", ");
 }
 
@@ -294,6 +320,7 @@ std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseC
     AdviseCandidate plain = c;
     plain.qwz = plain.hpz = plain.qgz = false;
     plain.reduce_bucket_size = plain.prefetch_bucket_size = plain.max_live_parameters = 0;
+    plain.communication_data_type.reset();
     // Then at smaller micro-batches: a structure too large at one is not tried at larger ones.
     std::vector<AdviseCandidate> keys{c, plain};
     for (std::int64_t m = c.micro_batch - 1; m >= 1; --m)
@@ -344,10 +371,7 @@ std::string ds_config_json(const Scenario& s) {
   j["train_batch_size"] = s.training.micro_batch * s.training.grad_accum * s.world_size();
   j["bf16"] = {{"enabled", s.training.precision == Precision::bf16}};
   j["fp16"] = {{"enabled", s.training.precision == Precision::fp16}};
-  if (s.training.communication_data_type) {
-    const Precision p = *s.training.communication_data_type;
-    j["communication_data_type"] = p == Precision::bf16 ? "bf16" : p == Precision::fp16 ? "fp16" : "fp32";
-  }
+  if (s.training.communication_data_type) j["communication_data_type"] = to_string(*s.training.communication_data_type);
   nlohmann::ordered_json zo;
   zo["stage"] = z.stage;
   zo["overlap_comm"] = z.overlap_comm;
@@ -391,7 +415,8 @@ std::string ds_config_json(const Scenario& s) {
     zo["zero_quantized_gradients"] = z.zero_quantized_gradients;
     if (z.zeropp_loco_param.enabled)
       zo["zeropp_loco_param"] = {{"err_beta", z.zeropp_loco_param.err_beta}, {"reset_T", z.zeropp_loco_param.reset_T}};
-    zo["stage3_allgather_sequential"] = z.stage3_allgather_sequential;
+    // Not a key of DeepSpeed 0.14.5's zero_optimization (its pydantic model forbids unknown keys): only when on.
+    if (z.stage3_allgather_sequential) zo["stage3_allgather_sequential"] = true;
     zo["stage3_use_all_reduce_for_fetch_params"] = z.stage3_use_all_reduce_for_fetch_params;
   }
   j["zero_optimization"] = zo;

@@ -27,6 +27,8 @@ struct AdviseCandidate {
   Elements reduce_bucket_size = 0;
   Elements prefetch_bucket_size = 0;   // stage 3
   Elements max_live_parameters = 0;    // stage 3
+  // DeepSpeed's communication_data_type, the dtype of the gradient reductions; unset = as the scenario has it.
+  std::optional<Precision> communication_data_type;
   bool operator==(const AdviseCandidate&) const = default;
 };
 
@@ -34,6 +36,7 @@ struct AdviseCandidate {
 struct AdviseSpace {
   int nodes = 1;
   int gpus_per_node = 1;
+  int world = 1;                       // nodes x gpus_per_node: one rank reduces nothing
   bool has_nvme = false;               // cluster.nvme.bytes > 0
   std::int64_t batch_per_gpu = 1;      // micro_batch x grad_accum to keep (the global batch over the world)
   std::int64_t max_micro_batch = 64;   // micro-batches considered: the divisors of batch_per_gpu up to this
@@ -43,6 +46,11 @@ struct AdviseSpace {
   std::vector<Elements> max_live_parameters{300'000'000, 1'000'000'000, 3'000'000'000};
   // The scenario's own values (a candidate's 0): a variant equal to them is the candidate itself.
   Elements scenario_reduce_bucket_size = 0, scenario_prefetch_bucket_size = 0, scenario_max_live_parameters = 0;
+  // The gradient reductions' dtype as the scenario has it (its communication_data_type, else the training dtype,
+  // DeepSpeed's default) and the values tried: the 16-bit dtype (the training one; bf16 under fp32 training)
+  // and fp32.
+  Precision scenario_communication_data_type = Precision::bf16;
+  std::vector<Precision> communication_data_types{Precision::bf16, Precision::fp32};
 };
 
 AdviseSpace advise_space(const Scenario& s);
@@ -69,10 +77,11 @@ std::vector<OffloadLevel> offload_levels(int stage, bool has_nvme);
 std::vector<AdviseCandidate> structures_at_level(const AdviseSpace& space, std::size_t level);
 
 // Round two, one key at a time around the best structures: `c` with key 0 ZeRO++ (none, qwZ, hpZ, qgZ, qwZ+hpZ,
-// all three; stage 3 on more than one node), 1 reduce bucket, 2 prefetch bucket, 3 max live parameters changed to
+// all three; stage 3 on more than one node), 1 communication_data_type (more than one rank, and not where qgZ
+// quantizes the gradients across nodes), 2 reduce bucket, 3 prefetch bucket, 4 max live parameters changed to
 // each of the space's values; none for a key its stage does not read.
 std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const AdviseSpace& space, int key);
-inline constexpr int kAdviseVariantKeys = 4;
+inline constexpr int kAdviseVariantKeys = 5;
 
 // A point that fits with the margin: every tier fits and the GPU peak leaves `margin` of the GPU's memory free.
 bool fits_with_margin(const SweepPoint& p, Bytes gpu_capacity, double margin);

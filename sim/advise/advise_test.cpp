@@ -2,7 +2,9 @@
 // writes reads back to the same prediction, a model too large says what is short with a non-zero exit, and the
 // list is ordered by tokens/s. Small models on one node, so that each search takes seconds.
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -138,6 +140,83 @@ TEST_F(Advise, TheTopListIsOrderedByTokensPerSecond) {
   ASSERT_GE(j.at("top").size(), 2u);
   for (std::size_t i = 1; i < j["top"].size(); ++i)
     EXPECT_GE(j["top"][i - 1]["tokens_per_s"].get<double>(), j["top"][i]["tokens_per_s"].get<double>());
+}
+
+// The same 13B on 8 A100 with the gradients reduced in fp32 (communication_data_type, as some users set it for
+// accuracy) over a slow NVLink: the reductions are exposed, so halving them pays.
+std::string fp32_reductions() {
+  std::string s = kStage3Only;
+  s.replace(s.find("nvlink_GBps: 300"), 16, "nvlink_GBps: 20");
+  return s + "deepspeed:\n  communication_data_type: fp32\n";
+}
+
+TEST_F(Advise, CommunicationDataTypeIsSearchedAndWrittenIntoTheDsConfig) {
+  const fs::path s = file("s.yaml", fp32_reductions());
+  const fs::path ds = dir_ / "ds_config.json";
+  CommandRun r = zsim("advise " + s.string() + " --out " + ds.string() + " --json " + (dir_ / "a.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json a = nlohmann::json::parse(slurp(dir_ / "a.json"));
+  const nlohmann::json written = nlohmann::json::parse(slurp(ds));
+  EXPECT_EQ(written.value("communication_data_type", ""), "bf16") << written.dump(2);
+  EXPECT_EQ(a["ds_config"], written);
+  const auto& overrides = a["top"][0]["overrides"];
+  EXPECT_NE(std::find(overrides.begin(), overrides.end(), "deepspeed.communication_data_type=bf16"), overrides.end())
+      << overrides.dump();
+  EXPECT_NE(a["top"][0]["configuration"].get<std::string>().find("communication bf16"), std::string::npos);
+  EXPECT_GT(a["top"][0]["tokens_per_s"].get<double>(), a["yours"]["tokens_per_s"].get<double>());
+
+  // Read back: the same model, cluster and training block, the DeepSpeed keys from the written file only.
+  std::string rt = fp32_reductions();
+  rt.erase(rt.find("deepspeed:"));
+  rt.erase(rt.find("  micro_batch: 1\n"), 16);
+  rt.erase(rt.find("  grad_accum: 1\n"), 15);
+  rt.replace(rt.find("activation_checkpointing: full"), 30,
+             "activation_checkpointing: " + a["activation_checkpointing"].get<std::string>());
+  const fs::path rt_file = file("rt.yaml", rt + "deepspeed:\n  ds_config: ds_config.json\n");
+  r = zsim(rt_file.string() + " --json " + (dir_ / "r.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(slurp(dir_ / "r.json"));
+  EXPECT_DOUBLE_EQ(report["time"]["tokens_per_s"].get<double>(), a["top"][0]["tokens_per_s"].get<double>());
+}
+
+// Every key the written zero_optimization block holds is one DeepSpeed 0.14.5 accepts (its DeepSpeedZeroConfig is
+// a pydantic model that forbids unknown keys: runtime/zero/config.py, runtime/config_utils.py).
+TEST_F(Advise, TheDsConfigHoldsOnlyKeysDeepSpeedAccepts) {
+  const std::set<std::string> zero_keys{
+      "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
+      "allgather_partitions", "allgather_bucket_size", "overlap_comm", "offload_param", "offload_optimizer",
+      "sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+      "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_use_all_reduce_for_fetch_params",
+      "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients"};
+  const nlohmann::json j = advise(kStage3Only);
+  ASSERT_EQ(j["ds_config"]["zero_optimization"]["stage"], 3);
+  for (const auto& [key, value] : j["ds_config"]["zero_optimization"].items())
+    EXPECT_TRUE(zero_keys.count(key)) << "zero_optimization." << key << " is not a key of DeepSpeed 0.14.5";
+}
+
+TEST(AdviseVariants, CommunicationDataTypeIsTriedWhereItChangesTraffic) {
+  using namespace zsim;
+  AdviseSpace space;
+  space.nodes = 2;
+  space.gpus_per_node = 8;
+  space.world = 16;
+  space.scenario_communication_data_type = Precision::bf16;
+  AdviseCandidate c;
+  c.stage = 2;
+  const std::vector<AdviseCandidate> v = bucket_variants(c, space, 1);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].communication_data_type, Precision::fp32);
+  EXPECT_NE(candidate_overrides(v[0], 8).back().find("deepspeed.communication_data_type=fp32"), std::string::npos);
+  c.stage = 3;
+  c.qgz = true;  // qgZ across nodes quantizes the gradients: the dtype changes nothing on the wire
+  EXPECT_TRUE(bucket_variants(c, space, 1).empty());
+  space.nodes = 1;  // qgZ inside one node runs the plain reduce-scatter, in the communication dtype
+  space.gpus_per_node = 16;
+  EXPECT_EQ(bucket_variants(c, space, 1).size(), 1u);
+  space.gpus_per_node = 1;
+  space.world = 1;  // one rank reduces nothing
+  c.qgz = false;
+  EXPECT_TRUE(bucket_variants(c, space, 1).empty());
 }
 
 TEST(AdviseRanking, FittingEntriesBestFirstAndMisfitsLeftOut) {

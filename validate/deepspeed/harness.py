@@ -141,6 +141,9 @@ def load_case(case_dir):
         raise ValueError(f"{p}: attention must be sdpa or eager")
     if case["checkpointing"] not in ("full", "none"):
         raise ValueError(f"{p}: checkpointing must be full or none")
+    cap = case.get("gpu_memory_cap_bytes")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0):
+        raise ValueError(f"{p}: key 'gpu_memory_cap_bytes' must be a positive integer (bytes), got {cap!r}")
     ds_path = os.path.join(case_dir, case.get("ds_config", "ds_config.json"))
     cfg_path = os.path.join(case_dir, case.get("model_config", "config.json"))
     ds = read_json(ds_path)
@@ -185,6 +188,7 @@ def case_summary(case, ds, world, case_dir=None):
         "zero_quantized_gradients": bool(z.get("zero_quantized_gradients", False)),
         "expect": case.get("expect", "ok"),
         "note": case.get("note", ""),
+        "gpu_memory_cap_bytes": case.get("gpu_memory_cap_bytes"),
         "ds_config": ds,
     }
 
@@ -1035,6 +1039,22 @@ def _gc_info(model):
     return {"kwargs": None, "use_reentrant": None, "function": None}
 
 
+def apply_gpu_memory_cap(torch, cap_bytes):
+    """case.json's `gpu_memory_cap_bytes`: this process's caching allocator may reserve at most that much of the GPU
+    (torch.cuda.set_per_process_memory_fraction), so that DeepSpeed runs as on a smaller GPU: an allocation beyond it
+    raises torch's out-of-memory error. The CUDA context, NCCL and cuBLAS workspaces lie outside the allocator and
+    the cap. None: no cap. Returns the rank's `gpu_memory_cap` block (bytes, fraction, device_total_bytes)."""
+    if cap_bytes is None:
+        return None
+    device = torch.cuda.current_device()
+    total = int(torch.cuda.get_device_properties(device).total_memory)
+    if cap_bytes > total:
+        raise ValueError(f"gpu_memory_cap_bytes {cap_bytes} exceeds the GPU's {total} bytes")
+    fraction = cap_bytes / total
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return {"bytes": cap_bytes, "fraction": fraction, "device_total_bytes": total}
+
+
 def _is_oom(torch, e):
     return isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(e).lower()
 
@@ -1143,6 +1163,7 @@ def run_worker(args, res, flush):
     torch.manual_seed(args.seed)
     torch.cuda.manual_seed_all(args.seed)
     case_dir, case, ds, _ = load_case(args.case_dir)
+    res["gpu_memory_cap"] = apply_gpu_memory_cap(torch, case.get("gpu_memory_cap_bytes"))
     res["patched_collectives"] = REC.patched
     res["versions"] = _versions(torch)
     flush()

@@ -2,6 +2,7 @@
 """Writes the DeepSpeed validation cases from cases.tsv.
 
     python3 make_cases.py            # (re)write cases/<name>/ and lists/*.txt; remove case folders not in the table
+                                     # (but those another script wrote: case.json's "generator", e.g. advise_cases.py)
     python3 make_cases.py --check    # exit 1 (naming the files) if what is committed differs from what it would write
 
 Each case folder holds what the harness and zsim both read:
@@ -53,6 +54,39 @@ CLUSTER_YAML = """cluster:
   host: {{memory_bytes: 128GiB, cores: 16}}
   links: {{nvlink_GBps: 370, pcie_GBps: 55}}
 """
+
+
+def foreign_cases(cases_dir):
+    """Case folders another script wrote (case.json names a `generator` other than make_cases.py, e.g. the advise
+    cases of advise_cases.py): make_cases neither checks nor removes them."""
+    out = set()
+    if not os.path.isdir(cases_dir):
+        return out
+    for d in os.listdir(cases_dir):
+        p = os.path.join(cases_dir, d, "case.json")
+        if os.path.isfile(p):
+            try:
+                with open(p) as f:
+                    gen = json.load(f).get("generator", "make_cases.py")
+            except (ValueError, AttributeError):
+                continue
+            if gen != "make_cases.py":
+                out.add(d)
+    return out
+
+
+def foreign_lists(lists_dir, foreign):
+    """lists/*.txt (as 'lists/NAME.txt') that name only foreign cases: another script's lists."""
+    out = set()
+    if not os.path.isdir(lists_dir):
+        return out
+    for n in os.listdir(lists_dir):
+        if n.endswith(".txt"):
+            with open(os.path.join(lists_dir, n)) as f:
+                names = [ln.split()[0] for ln in f if ln.strip()]
+            if names and all(x in foreign for x in names):
+                out.add(f"lists/{n}")
+    return out
 
 
 class CaseTableError(ValueError):
@@ -267,13 +301,15 @@ def main(argv=None):
     wanted_cases = {r["name"] for r in rows}
     existing_cases = set()
     cases_dir = os.path.join(root, "cases")
+    foreign = foreign_cases(cases_dir)
     if os.path.isdir(cases_dir):
         existing_cases = {d for d in os.listdir(cases_dir)
-                          if os.path.isfile(os.path.join(cases_dir, d, "case.json"))}
+                          if os.path.isfile(os.path.join(cases_dir, d, "case.json"))} - foreign
     existing_lists = set()
     lists_dir = os.path.join(root, "lists")
     if os.path.isdir(lists_dir):
         existing_lists = {f"lists/{n}" for n in os.listdir(lists_dir) if n.endswith(".txt")}
+        existing_lists -= foreign_lists(lists_dir, foreign)
     stale_cases = sorted(existing_cases - wanted_cases)
     stale_lists = sorted(existing_lists - {p for p in files if p.startswith("lists/")})
     if args.check:

@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,18 @@ class CaseTest(unittest.TestCase):
                 h.load_case(d)
         with self.assertRaises(ValueError):
             h.load_case(ROOT)  # no case.json
+
+    def test_load_case_checks_the_gpu_memory_cap(self):
+        for bad in ("20GiB", 0, -1, True, 1.5):
+            with tempfile.TemporaryDirectory() as d:
+                for name in ("case.json", "config.json", "ds_config.json"):
+                    shutil.copy(os.path.join(SMOKE_W1, name), d)
+                case = h.read_json(os.path.join(d, "case.json"))
+                case["gpu_memory_cap_bytes"] = bad
+                h.write_json_atomic(os.path.join(d, "case.json"), case)
+                with self.assertRaises(ValueError) as e:
+                    h.load_case(d)
+                self.assertIn("case.json: key 'gpu_memory_cap_bytes' must be a positive integer", str(e.exception))
 
     def test_phase_timed_and_profiled_steps_come_after_the_others(self):
         self.assertEqual(h.step_plan(6, 3, phase_steps=2, profile_steps=1),
@@ -650,6 +663,35 @@ class FakeStackRunTest(unittest.TestCase):
         self.assertTrue(any("RuntimeError" in ln for ln in r0["traceback"]))
         self.assertEqual(r1["failure_kind"], "killed")
         self.assertIn("memory", r0)  # memory at the failure
+
+    def capped_case(self, d, cap_bytes):
+        """SMOKE_W1 with case.json's gpu_memory_cap_bytes set, in folder d."""
+        dst = os.path.join(d, "capped")
+        shutil.copytree(SMOKE_W1, dst)
+        case = h.read_json(os.path.join(dst, "case.json"))
+        case["gpu_memory_cap_bytes"] = cap_bytes
+        h.write_json_atomic(os.path.join(dst, "case.json"), case)
+        return dst
+
+    def test_gpu_memory_cap_makes_a_smaller_gpu(self):
+        """The cap is handed to torch's allocator (set_per_process_memory_fraction of the device's total): a run
+        that needs more than the cap fails as out of memory, one under it runs and records the cap."""
+        code, r = self.run_case(SMOKE_W1, "--inventory", "off")
+        self.assertEqual(r["status"], "ok", r.get("error"))
+        m = r["ranks"][0]["memory"]
+        need = max(m["init"]["peak_reserved"], m["peak_reserved"])
+        self.assertIsNone(r["ranks"][0]["gpu_memory_cap"])
+        total = 141 << 30  # the fake H200's total_memory
+        with tempfile.TemporaryDirectory() as d:
+            code, r = self.run_case(self.capped_case(d, 2 * need), "--inventory", "off")
+        self.assertEqual((code, r["status"]), (0, "ok"), r.get("error"))
+        self.assertEqual(r["case"]["gpu_memory_cap_bytes"], 2 * need)
+        self.assertEqual(r["ranks"][0]["gpu_memory_cap"],
+                         {"bytes": 2 * need, "fraction": 2 * need / total, "device_total_bytes": total})
+        with tempfile.TemporaryDirectory() as d:
+            code, r = self.run_case(self.capped_case(d, need // 2), "--inventory", "off")
+        self.assertEqual((code, r["status"], r["failure_kind"]), (1, "failed", "oom"), r.get("error"))
+        self.assertIn("out of memory", r["error"])
 
     def test_timeout(self):
         t0 = time.time()

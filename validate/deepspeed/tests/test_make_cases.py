@@ -164,6 +164,29 @@ class GeneratedFilesTest(unittest.TestCase):
                 self.assertEqual(f.read(), "c1\n")
             self.assertEqual(mc.main(["--root", d, "--check"]), 0)
 
+    def test_leaves_another_generators_cases_and_lists(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "models", "llama-150m"))
+            with open(os.path.join(ROOT, "models", "llama-150m", "config.json")) as f:
+                cfg = f.read()
+            with open(os.path.join(d, "models", "llama-150m", "config.json"), "w") as f:
+                f.write(cfg)
+            with open(os.path.join(d, "cases.tsv"), "w") as f:
+                f.write(table(ROW))
+            os.makedirs(os.path.join(d, "cases", "adv-x"))
+            with open(os.path.join(d, "cases", "adv-x", "case.json"), "w") as f:
+                json.dump({"generator": "advise_cases.py"}, f)
+            os.makedirs(os.path.join(d, "lists"))
+            with open(os.path.join(d, "lists", "advise.txt"), "w") as f:
+                f.write("adv-x\n")
+            with open(os.path.join(d, "lists", "mixed.txt"), "w") as f:  # names a case of the table: make_cases's
+                f.write("adv-x\nc1\n")
+            self.assertEqual(mc.main(["--root", d]), 0)
+            self.assertTrue(os.path.isfile(os.path.join(d, "cases", "adv-x", "case.json")))
+            self.assertTrue(os.path.isfile(os.path.join(d, "lists", "advise.txt")))
+            self.assertFalse(os.path.exists(os.path.join(d, "lists", "mixed.txt")))
+            self.assertEqual(mc.main(["--root", d, "--check"]), 0)
+
 
 if __name__ == "__main__":
     unittest.main()

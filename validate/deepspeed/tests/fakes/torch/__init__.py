@@ -41,6 +41,7 @@ class _Allocator:
         self.recording = False
         self.trace = []
         self.max_entries = None
+        self.limit = None  # torch.cuda.set_per_process_memory_fraction's bytes: reserving beyond them raises OOM
 
     def _frames(self):
         st = traceback.extract_stack()[:-3]
@@ -48,6 +49,9 @@ class _Allocator:
 
     def alloc(self, nbytes):
         size = max(512, (nbytes + 511) // 512 * 512)
+        if self.limit is not None and max(self.reserved, self.allocated + size) > self.limit:
+            raise cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} bytes (fake: the process's "
+                                        f"memory fraction allows {self.limit} bytes)")
         ptr = next(self.next)
         self.allocated += size
         self.reserved = max(self.reserved, self.allocated)
@@ -166,6 +170,13 @@ cuda.memory_allocated = lambda: _ALLOC.allocated
 cuda.memory_reserved = lambda: _ALLOC.reserved
 cuda.max_memory_allocated = lambda: _ALLOC.max_allocated
 cuda.max_memory_reserved = lambda: _ALLOC.max_reserved
+def _set_per_process_memory_fraction(fraction, device=None):
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _ALLOC.limit = int(fraction * cuda.get_device_properties(device).total_memory)
+
+
+cuda.set_per_process_memory_fraction = _set_per_process_memory_fraction
 cuda.mem_get_info = lambda: ((141 << 30) - _ALLOC.reserved - (600 << 20), 141 << 30)
 cuda.nccl = types.SimpleNamespace(version=lambda: (2, 28, 3))
 
