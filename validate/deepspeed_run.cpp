@@ -707,8 +707,11 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
 
   out +=
       "| case | ranks | peak allocated: zsim | DeepSpeed | error | reserved: zsim | DeepSpeed | error | collective "
-      "rows matching (calls / bytes / rows) | not modelled | step: zsim | DeepSpeed |\n";
-  out += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "rows matching (calls / bytes / rows) | not modelled | step: zsim | DeepSpeed | error |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<double> step_abs_errors;
+  double step_worst = 0;
+  std::string step_worst_case;
   std::vector<double> reserved_abs_errors;
   double reserved_worst = 0;
   std::string reserved_worst_case;
@@ -750,14 +753,25 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
     }
     int not_modelled = 0;
     for (const DsNotModelled& n : v.not_modelled) not_modelled += n.call.count;
+    // Step time: one rank per GPU only (ranks sharing one GPU do not time a multi-GPU step).
+    const bool step_timed = v.step_measured_s > 0 && !(v.shared_gpu && v.world > 1);
+    const double step_error = step_timed ? (v.step_predicted_s - v.step_measured_s) / v.step_measured_s : 0;
+    if (step_timed) {
+      step_abs_errors.push_back(std::fabs(step_error));
+      if (std::fabs(step_error) >= std::fabs(step_worst)) {
+        step_worst = step_error;
+        step_worst_case = e.name;
+      }
+    }
     out += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {:.1f} ms | {} |\n", e.name, v.world,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {:.1f} ms | {} | {} |\n", e.name, v.world,
         mib(v.peak_predicted), mib(v.peak_measured_max), pct(v.peak_rel_error),
         v.reserved_predicted > 0 ? mib(v.reserved_predicted) : std::string("not modelled"),
         mib(v.reserved_measured_max), reserved ? pct(reserved_error) : std::string("-"), calls, bytes, v.collectives.size(), not_modelled, v.step_predicted_s * 1e3,
         v.step_measured_s > 0
             ? fmt::format("{:.1f} ms{}", v.step_measured_s * 1e3, v.shared_gpu && v.world > 1 ? " (shared GPU)" : "")
-            : std::string("none"));
+            : std::string("none"),
+        step_timed ? pct(step_error) : std::string("-"));
   }
   if (!failed.empty()) {
     out += "\nFailed runs (recorded as DeepSpeed failed them; nothing to compare):\n\n";
@@ -777,6 +791,13 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
         "Peak reserved over {} ok runs: median |error| {:.1f}%, worst {} ({}; issue 38's target <= 10%: {}).\n",
         reserved_abs_errors.size(), 100 * median_of(reserved_abs_errors), pct(reserved_worst), reserved_worst_case,
         std::fabs(reserved_worst) <= 0.10 ? "met" : "not met");
+  if (!step_abs_errors.empty())
+    out += fmt::format(
+        "Step time over {} runs of one rank per GPU: median |error| {:.1f}% (issue 39's target <= 10%: {}), worst {} "
+        "({}; target <= 20%: {}).\n",
+        step_abs_errors.size(), 100 * median_of(step_abs_errors),
+        median_of(step_abs_errors) <= 0.10 ? "met" : "not met", pct(step_worst), step_worst_case,
+        std::fabs(step_worst) <= 0.20 ? "met" : "not met");
   out += fmt::format(
       "Collectives of the {} multi-rank ok runs: calls equal on every row in {}, bytes within {:.1f}% on "
       "every row in {}.\n",

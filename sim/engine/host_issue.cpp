@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/engine/deepspeed_host.hpp"
 #include "sim/engine/op_work.hpp"
 #include "sim/schedule/stream_waits.hpp"
 #include "sim/schedule/zeroed_allocs.hpp"
@@ -58,6 +59,7 @@ HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records, b
 }
 
 std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c) {
+  if (deepspeed_host_applies(s, c)) return deepspeed_host_issue(s, c);
   std::vector<HostIssue> out(s.ops.size());
   const EfficiencySpec::HostIssue& e = c.efficiency.host_issue;
   if (!e.present()) return out;

@@ -25,7 +25,8 @@ struct HostCalls {
 // of another stream waits for it, `zeroed` whether an alloc fills its buffer with zeros (zeroed_allocs).
 HostCalls host_calls(const Op& op, const Schedule& s, int waits, bool records, bool zeroed = false);
 
-// Every op's host time (all 0 without efficiency.host_issue).
+// Every op's host time (all 0 without efficiency.host_issue). A schedule of runtime deepspeed with
+// efficiency.deepspeed_host takes that model instead (sim/engine/deepspeed_host.hpp).
 std::vector<HostIssue> host_issue(const Schedule& s, const ClusterSpec& c);
 
 }  // namespace zsim

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "sim/engine/comm_order.hpp"
+#include "sim/engine/deepspeed_host.hpp"
 #include "sim/engine/host_issue.hpp"
 #include "sim/engine/op_work.hpp"
 #include "sim/topology/max_min_fair.hpp"
@@ -191,7 +192,7 @@ class Engine {
     }
     head_.assign(s_.streams.size(), 0);
     for (size_t st = 0; st < s_.streams.size(); ++st) head_[st] = p.queue_begin[st];
-    if (c.efficiency.host_issue.present()) init_host_issue(c);
+    if (c.efficiency.host_issue.present() || deepspeed_host_applies(s_, c)) init_host_issue(c);
     busy_.assign(s_.streams.size(), 0);
     if (o.share == SharePolicy::ordered) order_transfers_per_link();
     else link_dependents_begin_.assign(n + 1, 0);

@@ -39,6 +39,10 @@ Schedule Builder::build(int steps, int built_micro_steps) {
   m.params = p_.params;
   m.tokens_per_step = tokens_ * s_.training.grad_accum * p_.dp;
   m.steps = steps;
+  if (s_.runtime == RuntimeKind::deepspeed) {
+    m.framework = "deepspeed";
+    m.zero_stage = p_.stage;
+  }
   // About a dozen ops per trace step (gather, quantize, allocs, compute, bucket reduction).
   sch_.ops.reserve(p_.trace.size() * 12 + 64);
   init();

@@ -333,6 +333,42 @@ struct EfficiencySpec {
   // time): the side kernel gets no SM until the running kernel has dispatched its last blocks, then moves its bytes at
   // efficiency.beside_compute (the slope of the same line). The classes of efficiency.beside_compute; 0 = no wait.
   BesideCompute beside_compute_wait{};
+  // The host's time to run a DeepSpeed + PyTorch eager step (a schedule of runtime deepspeed: ScheduleMeta::framework),
+  // fitted from the profiled micro-runs of validate/deepspeed (list fit; validate/deepspeed/fit_host.py): the Python
+  // thread issues each op's kernels after its share of these, in program order (sim/engine/deepspeed_host.hpp), so a
+  // step is as long as the host or the GPU, whichever binds. Microseconds; all 0 = no such model (the engine then
+  // uses host_issue, or none). Per micro-step: a decoder layer's forward and backward (transformers' modeling code,
+  // Llama family or GPT-2), the rest of the model's forward (embedding, final norm, head and the loss) and backward;
+  // under gradient checkpointing a layer's forward (torch.utils.checkpoint's wrapper) and its recompute; at stage 3
+  // each submodule's hooks (parameter_offload.py's pre/post hooks and the fetch coordinator) in forward (and each
+  // recompute) and backward. Per step: DeepSpeed's optimizer step, fixed and per parameter tensor (stage 3 apart).
+  struct DeepSpeedHost {
+    double llama_forward_layer_us = 0, gpt2_forward_layer_us = 0, forward_fixed_us = 0;
+    double llama_backward_layer_us = 0, gpt2_backward_layer_us = 0, backward_fixed_us = 0;
+    double checkpoint_forward_layer_us = 0, recompute_layer_us = 0;
+    double stage3_forward_module_us = 0, stage3_backward_module_us = 0;
+    double step_fixed_us = 0, step_param_us = 0, stage3_step_param_us = 0;
+    // Each figure beside its key name (cluster.efficiency.deepspeed_host.<name>).
+    std::array<std::pair<double*, const char*>, 13> fields() {
+      return {{{&llama_forward_layer_us, "llama_forward_layer_us"}, {&gpt2_forward_layer_us, "gpt2_forward_layer_us"},
+               {&forward_fixed_us, "forward_fixed_us"}, {&llama_backward_layer_us, "llama_backward_layer_us"},
+               {&gpt2_backward_layer_us, "gpt2_backward_layer_us"}, {&backward_fixed_us, "backward_fixed_us"},
+               {&checkpoint_forward_layer_us, "checkpoint_forward_layer_us"}, {&recompute_layer_us, "recompute_layer_us"},
+               {&stage3_forward_module_us, "stage3_forward_module_us"},
+               {&stage3_backward_module_us, "stage3_backward_module_us"}, {&step_fixed_us, "step_fixed_us"},
+               {&step_param_us, "step_param_us"}, {&stage3_step_param_us, "stage3_step_param_us"}}};
+    }
+    std::array<std::pair<double, const char*>, 13> fields() const {
+      auto f = const_cast<DeepSpeedHost*>(this)->fields();
+      std::array<std::pair<double, const char*>, 13> out{};
+      for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
+      return out;
+    }
+    bool present() const {
+      for (auto [v, name] : fields()) if (v > 0) return true;
+      return false;
+    }
+  } deepspeed_host{};
 };
 
 // The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).

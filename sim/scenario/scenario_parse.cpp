@@ -366,6 +366,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.host_issue.memcpy_us", c.efficiency.host_issue.memcpy_us);
   real("cluster.efficiency.host_issue.event_us", c.efficiency.host_issue.event_us);
   real("cluster.efficiency.host_issue.link_collective_us", c.efficiency.host_issue.link_collective_us);
+  for (auto [v, name] : c.efficiency.deepspeed_host.fields())
+    real(std::string("cluster.efficiency.deepspeed_host.") + name, *v);
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);

@@ -117,6 +117,9 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
                         {host.link_collective_us, "link_collective_us"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1000, std::string("cluster.efficiency.host_issue.") + key,
            "must be in [0, 1000] microseconds (0 = the call costs the host nothing), got " + Check::num(v));
+  for (auto [v, key] : cl.efficiency.deepspeed_host.fields())
+    c.that(std::isfinite(v) && v >= 0 && v <= 1e6, std::string("cluster.efficiency.deepspeed_host.") + key,
+           "must be in [0, 1e6] microseconds (0 = costs the host nothing), got " + Check::num(v));
   for (const auto& [block, name, zero] :
        {std::tuple{&cl.efficiency.beside_compute, "beside_compute", "a fraction in [0, 1] (0 = not measured: the kernel's alone rate)"},
         {&cl.efficiency.compute_beside, "compute_beside",

@@ -154,6 +154,11 @@ struct ScheduleMeta {
   Elements params = 0;      // model parameters (count)
   std::int64_t tokens_per_step = 0;  // global tokens per optimizer step
   int steps = 1;
+  // The framework that runs it: "" zrun (its executor issues the ops as the schedule lists them), "deepspeed"
+  // (DeepSpeed + PyTorch eager running transformers' modeling code: zsim's runtime deepspeed), with its ZeRO stage;
+  // an engine prices the host's time to issue the ops by it (sim/engine/deepspeed_host.hpp).
+  std::string framework;
+  int zero_stage = -1;      // with framework "deepspeed": 0-3
   bool operator==(const ScheduleMeta&) const = default;  // field-wise (serialisation round trip)
 };
 

@@ -150,7 +150,8 @@ std::int64_t opt_integer(const Node& n, const char* k, std::int64_t dflt, std::i
 }
 
 ScheduleMeta read_meta(const Node& n) {
-  n.only_keys({"scenario", "world_size", "nodes", "gpus_per_node", "params", "tokens_per_step", "steps"});
+  n.only_keys({"scenario", "world_size", "nodes", "gpus_per_node", "params", "tokens_per_step", "steps", "framework",
+               "zero_stage"});
   ScheduleMeta m;
   m.scenario = n.has("scenario") ? n.key("scenario").str() : "";
   m.world_size = n.key("world_size").small_int(1);
@@ -159,6 +160,10 @@ ScheduleMeta read_meta(const Node& n) {
   m.params = opt_integer(n, "params", 0, 0);
   m.tokens_per_step = opt_integer(n, "tokens_per_step", 0, 0);
   m.steps = n.has("steps") ? n.key("steps").small_int(1) : 1;
+  m.framework = n.has("framework") ? n.key("framework").str() : "";
+  if (!m.framework.empty() && m.framework != "deepspeed") n.key("framework").fail("framework is \"deepspeed\" or absent (zrun)");
+  m.zero_stage = n.has("zero_stage") ? static_cast<int>(n.key("zero_stage").integer(0)) : -1;
+  if (m.zero_stage > 3) n.key("zero_stage").fail("zero_stage is 0-3");
   if (m.world_size != m.nodes * m.gpus_per_node)
     n.key("world_size").fail("world_size " + std::to_string(m.world_size) + " != nodes x gpus_per_node = " +
                              std::to_string(m.nodes * m.gpus_per_node));
@@ -526,6 +531,10 @@ ordered_json schedule_head_json(const Schedule& s) {
                {"nodes", s.meta.nodes},             {"gpus_per_node", s.meta.gpus_per_node},
                {"params", s.meta.params},           {"tokens_per_step", s.meta.tokens_per_step},
                {"steps", s.meta.steps}};
+  if (!s.meta.framework.empty()) {
+    j["meta"]["framework"] = s.meta.framework;
+    j["meta"]["zero_stage"] = s.meta.zero_stage;
+  }
   if (!s.model.units.empty()) j["model"] = model_to_json(s.model);
   j["streams"] = s.streams;
   j["groups"] = ordered_json::array();

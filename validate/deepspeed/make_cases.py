@@ -48,6 +48,7 @@ STAGE3_DEFAULTS = {
 }
 # The machine the cases run on: one H200 (141 GB), 16 CPU cores, 128 GiB host memory; its ranks share the GPU.
 CLUSTER_YAML = """cluster:
+  profile: h200-deepspeed  # scenarios/hardware/h200-deepspeed.yaml: the host's figures of a DeepSpeed step (issue 39)
   nodes: 1
   gpus_per_node: {world}{world_note}
   gpu: h200-141gb

@@ -1,0 +1,92 @@
+#include "sim/engine/deepspeed_host.hpp"
+
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace zsim {
+
+namespace {
+
+bool gpt2_family(const ScheduleModel& m) { return !m.gated_mlp; }
+
+bool layer_work(const Op& op) {
+  return op.kind == OpKind::compute && op.compute.device == Device::gpu &&
+         (op.compute.what == ComputeKind::forward || op.compute.what == ComputeKind::backward ||
+          op.compute.what == ComputeKind::recompute);
+}
+
+// The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
+double pass_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
+  const bool gpt2 = gpt2_family(m);
+  const bool layer = op.layer >= 0;
+  const double hooks = layer ? kHooksPerLayer : model_level_modules(m);
+  const bool z3 = stage == 3;
+  switch (op.compute.what) {
+    case ComputeKind::forward:
+      if (!layer) return h.forward_fixed_us + (z3 ? hooks * h.stage3_forward_module_us : 0);
+      return (gpt2 ? h.gpt2_forward_layer_us : h.llama_forward_layer_us) +
+             (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + (z3 ? hooks * h.stage3_forward_module_us : 0);
+    case ComputeKind::backward:
+      if (!layer) return h.backward_fixed_us + (z3 ? hooks * h.stage3_backward_module_us : 0);
+      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) +
+             (z3 ? hooks * h.stage3_backward_module_us : 0);
+    case ComputeKind::recompute:
+      return h.recompute_layer_us + (z3 ? hooks * h.stage3_forward_module_us : 0);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
+
+int hf_parameter_tensors(const ScheduleModel& m) {
+  int n = 0;
+  for (const ModelUnit& u : m.units) n += static_cast<int>(u.tensors.size());
+  if (gpt2_family(m)) n -= static_cast<int>(m.layers) * (m.bias ? 4 : 2);  // q, k, v (and their biases) fused
+  return n;
+}
+
+bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c) {
+  return s.meta.framework == "deepspeed" && c.efficiency.deepspeed_host.present();
+}
+
+std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec& c) {
+  std::vector<HostIssue> out(s.ops.size());
+  if (!deepspeed_host_applies(s, c)) return out;
+  const EfficiencySpec::DeepSpeedHost& h = c.efficiency.deepspeed_host;
+  const int stage = s.meta.zero_stage;
+
+  // A pass's figure is split evenly over its ops: (step, micro-step, compute kind, layer) -> the ops. A step ends
+  // where its step phase does (program order: each step's micro-steps, then its step phase).
+  std::map<std::tuple<int, int, int, int>, std::vector<OpId>> passes;
+  int step = 0;
+  bool in_step_phase = false;
+  for (const Op& op : s.ops) {
+    if (in_step_phase && op.phase != Phase::step) ++step;
+    in_step_phase = op.phase == Phase::step;
+    if (layer_work(op))
+      passes[{step, op.micro_step, static_cast<int>(op.compute.what), op.layer}].push_back(op.id);
+  }
+  for (const auto& [key, ids] : passes) {
+    const double us = pass_us(s.ops[ids.front()], s.model, stage, h) / static_cast<double>(ids.size());
+    for (OpId id : ids) out[id] = {us * 1e-6, 0.0};  // the GPU work starts as the host begins the op
+  }
+
+  // The optimizer step's Python, on each step's first optimizer op.
+  const double step_us =
+      h.step_fixed_us + hf_parameter_tensors(s.model) * (stage == 3 ? h.stage3_step_param_us : h.step_param_us);
+  bool in_step = false;
+  for (const Op& op : s.ops) {
+    const bool opt = op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer;
+    if (op.phase != Phase::step) in_step = false;
+    if (opt && !in_step) {
+      out[op.id] = {out[op.id].total_s + step_us * 1e-6, 0.0};
+      in_step = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace zsim

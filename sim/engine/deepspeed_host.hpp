@@ -1,0 +1,49 @@
+// The Python thread's time to run a step of DeepSpeed + PyTorch eager on transformers' modeling code, per op of a
+// schedule built for runtime deepspeed (ScheduleMeta::framework "deepspeed"), priced at the profile's
+// efficiency.deepspeed_host (fitted by validate/deepspeed/fit_host.py from the profiled micro-runs of list fit;
+// docs/deepspeed-time.md). Eager PyTorch launches each kernel as its Python line runs, so the host, not the GPU,
+// binds a step whose kernels are short: the engine starts an op no earlier than the host has begun it and ends its
+// fixed part no earlier than the host has finished it (sim/engine/simulate.cpp, as for efficiency.host_issue). Pure.
+//
+// Where the host's time goes (what DeepSpeed 0.14.5 and transformers 5.17 run, per micro-step):
+//   forward     each decoder layer: {llama,gpt2}_forward_layer_us (+ checkpoint_forward_layer_us under gradient
+//               checkpointing: torch.utils.checkpoint's wrapper), split over the layer's forward ops; the rest of the
+//               model (embedding, final norm, head, the fp32 loss, DeepSpeedEngine.forward): forward_fixed_us over
+//               the ops outside the layers;
+//   backward    the same with {llama,gpt2}_backward_layer_us and backward_fixed_us (autograd's nodes, DeepSpeed's
+//               gradient hooks at stages 1-3);
+//   recompute   recompute_layer_us per layer (the checkpointed forward again, under the unpack hook);
+//   stage 3     each submodule transformers calls runs DeepSpeed's pre- and post-forward hooks (the fetch
+//               coordinator: parameter_offload.py, partitioned_param_coordinator.py) in forward and in each
+//               recompute (stage3_forward_module_us) and its backward hooks (stage3_backward_module_us): 13 per
+//               decoder layer in both families (Llama: the layer, 2 norms, attention, q, k, v, o, MLP, gate, up, down,
+//               act_fn; GPT-2: the block, 2 norms, attention, c_attn, c_proj, 2 dropouts, MLP, c_fc, act, c_proj,
+//               dropout), and the model's own (Llama 6: the causal LM, the model, embedding, rotary embedding, norm,
+//               head; GPT-2 7: the LM head model, the model, wte, wpe, dropout, ln_f, head);
+//   step        step_fixed_us + parameter tensors x step_param_us (stage 3: stage3_step_param_us): DeepSpeed's
+//               optimizer step, its gradient norm over each tensor and the optimizer's Python, on the step's first
+//               optimizer op.
+#pragma once
+#include <vector>
+
+#include "sim/engine/host_issue.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/schedule/schedule.hpp"
+
+namespace zsim {
+
+// Submodules whose hooks DeepSpeed's stage 3 runs: per decoder layer, and the model's own.
+inline constexpr int kHooksPerLayer = 13;
+int model_level_modules(const ScheduleModel& m);
+
+// The parameter tensors DeepSpeed's optimizer walks, as transformers declares them (GPT-2's c_attn is one weight and
+// one bias for q, k and v, which the schedule's units hold apart).
+int hf_parameter_tensors(const ScheduleModel& m);
+
+// Whether the schedule is one the DeepSpeed host model prices (framework "deepspeed" and a profile with figures).
+bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c);
+
+// Every op's host time (all 0 where it does not apply).
+std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec& c);
+
+}  // namespace zsim

@@ -1,0 +1,143 @@
+// The host's time per op under runtime deepspeed (efficiency.deepspeed_host): where each figure lands, and that the
+// engine runs a step as long as the host or the GPU, whichever binds.
+#include "sim/engine/deepspeed_host.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/engine/host_issue.hpp"
+#include "sim/engine/simulate.hpp"
+#include "sim/engine/test_schedules.hpp"
+#include "sim/plan/schedule_builder.hpp"
+#include "sim/plan/test_scenarios.hpp"
+
+namespace zsim {
+namespace {
+
+Scenario deepspeed_scenario(int stage, bool checkpointing = false, int layers = 2) {
+  Scenario sc = test::scenario(test::small_llama(layers), stage, 1, 1);
+  sc.runtime = RuntimeKind::deepspeed;
+  sc.training.activation_checkpointing = checkpointing ? Checkpointing::full : Checkpointing::none;
+  return sc;
+}
+
+EfficiencySpec::DeepSpeedHost figures() {
+  EfficiencySpec::DeepSpeedHost h;
+  h.llama_forward_layer_us = 1000, h.gpt2_forward_layer_us = 700, h.forward_fixed_us = 300;
+  h.llama_backward_layer_us = 2000, h.gpt2_backward_layer_us = 1500, h.backward_fixed_us = 100;
+  h.checkpoint_forward_layer_us = 400, h.recompute_layer_us = 2500;
+  h.stage3_forward_module_us = 50, h.stage3_backward_module_us = 70;
+  h.step_fixed_us = 900, h.step_param_us = 10, h.stage3_step_param_us = 20;
+  return h;
+}
+
+// Sum of the host's seconds over the compute ops of one kind and layer (layer -2: every layer).
+double host_s(const Schedule& s, const std::vector<HostIssue>& h, ComputeKind what, int layer) {
+  double t = 0;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::compute && op.compute.what == what && (layer == -2 || op.layer == layer)) t += h[op.id].total_s;
+  return t;
+}
+
+TEST(DeepSpeedHost, ADeepSpeedScheduleSaysItsFrameworkAndStage) {
+  const Scenario sc = deepspeed_scenario(2);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  EXPECT_EQ(s.meta.framework, "deepspeed");
+  EXPECT_EQ(s.meta.zero_stage, 2);
+  Scenario z = sc;
+  z.runtime = RuntimeKind::zrun;
+  EXPECT_EQ(make_schedule(z, make_plan(z), 1).meta.framework, "");
+}
+
+TEST(DeepSpeedHost, EachLayersForwardAndBackwardCarryTheirFiguresOnce) {
+  const Scenario sc = deepspeed_scenario(2);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  const std::vector<HostIssue> h = host_issue(s, c);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 1000e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 1), 1000e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, -1), 300e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 1), 2000e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::backward, -1), 100e-6, 1e-12);
+  // The step: fixed + 9 tensors per Llama layer + embedding, final norm and head.
+  EXPECT_EQ(hf_parameter_tensors(s.model), 9 * 2 + 3);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::optimizer, -2), (900 + 21 * 10) * 1e-6, 1e-12);
+}
+
+// Each step's passes carry the figures: two steps, twice the host's time, none split across steps.
+TEST(DeepSpeedHost, EveryStepCarriesItsOwnPasses) {
+  const Scenario sc = deepspeed_scenario(2);
+  const Schedule s = make_schedule(sc, make_plan(sc), 2);
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  const std::vector<HostIssue> h = host_issue(s, c);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 2 * 1000e-6, 1e-12);
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::forward && op.layer == 0)
+      EXPECT_NEAR(h[op.id].total_s * 9, 1000e-6, 1e-12) << op.name;  // 9 units in a Llama layer
+}
+
+TEST(DeepSpeedHost, StageThreeAddsEverySubmodulesHooksInForwardAndBackward) {
+  const Scenario sc = deepspeed_scenario(3);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  const std::vector<HostIssue> h = host_issue(s, c);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 13 * 50) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, -1), (300 + 6 * 50) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 0), (2000 + 13 * 70) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::optimizer, -2), (900 + 21 * 20) * 1e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, CheckpointingAddsTheWrapperToTheForwardAndARecomputePerLayer) {
+  const Scenario sc = deepspeed_scenario(1, true);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  const std::vector<HostIssue> h = host_issue(s, c);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 400) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::recompute, 0), 2500e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, AZrunScheduleIsNotPricedByIt) {
+  Scenario sc = deepspeed_scenario(2);
+  sc.runtime = RuntimeKind::zrun;
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  EXPECT_FALSE(deepspeed_host_applies(s, c));
+  for (const HostIssue& x : host_issue(s, c)) EXPECT_EQ(x.total_s, 0);
+}
+
+// Tiny kernels: the step takes at least the host's time; with the host figures at zero it is far shorter.
+TEST(DeepSpeedHost, AStepOfShortKernelsIsAsLongAsTheHost) {
+  const Scenario sc = deepspeed_scenario(2);
+  const Schedule s = make_schedule(sc, make_plan(sc), 2);
+  ClusterSpec c = testing::test_cluster(1, 1);
+  const double gpu_only = simulate(c, s).step_s();
+  c.efficiency.deepspeed_host = figures();
+  const std::vector<HostIssue> h = host_issue(s, c);
+  double host_step = 0;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::compute && op.phase != Phase::init) host_step += h[op.id].total_s;
+  host_step /= 2;  // two steps
+  const double with_host = simulate(c, s).step_s();
+  EXPECT_GE(with_host, host_step * 0.999);
+  EXPECT_LT(gpu_only, host_step);
+  EXPECT_LT(with_host, host_step + gpu_only);
+}
+
+// A GPU-bound step hides the host: the same figures barely lengthen a step whose kernels are long.
+TEST(DeepSpeedHost, LongKernelsHideTheHost) {
+  Scenario sc = deepspeed_scenario(2);
+  sc.training.micro_batch = 16;
+  sc.training.seq_len = 4096;
+  const Schedule s = make_schedule(sc, make_plan(sc), 2);
+  ClusterSpec c = testing::test_cluster(1, 1);
+  const double gpu_only = simulate(c, s).step_s();
+  c.efficiency.deepspeed_host = figures();
+  EXPECT_LT(simulate(c, s).step_s(), gpu_only * 1.05);
+}
+
+}  // namespace
+}  // namespace zsim
