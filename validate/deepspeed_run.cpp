@@ -818,16 +818,25 @@ ordered_json deepspeed_bands_json(const std::vector<DsRecordEntry>& entries, dou
   j["margin"] = band_margin;
   j["what"] =
       "peak_allocated.rel_error of `zsim validate RUN --json` (zsim's GPU peak against the largest rank's "
-      "steady_peak_allocated) must stay in [min, max]";
+      "steady_peak_allocated) must stay in [min, max]; step_time.rel_error, where one rank per GPU timed the step, in "
+      "[step_min, step_max]";
   ordered_json runs = ordered_json::object();
   for (const DsRecordEntry& e : entries) {
     if (!e.validation) {
       runs[e.name] = {{"status", "failed"}};
       continue;
     }
-    const double err = e.validation->peak_rel_error;
+    const DsValidation& v = *e.validation;
+    const double err = v.peak_rel_error;
     runs[e.name] = {
         {"status", "ok"}, {"peak_allocated_rel_error", err}, {"min", err - band_margin}, {"max", err + band_margin}};
+    // Step time, where one rank per GPU timed it (issue 39): the same margin around the error recorded.
+    if (v.step_measured_s > 0 && !(v.shared_gpu && v.world > 1)) {
+      const double step_err = (v.step_predicted_s - v.step_measured_s) / v.step_measured_s;
+      runs[e.name]["step_rel_error"] = step_err;
+      runs[e.name]["step_min"] = step_err - band_margin;
+      runs[e.name]["step_max"] = step_err + band_margin;
+    }
   }
   j["runs"] = runs;
   return j;

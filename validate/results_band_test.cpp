@@ -114,6 +114,11 @@ TEST(ValidationResults, EveryCommittedDeepSpeedRunStaysInsideItsRecordedBand) {
         const double err = v.at("peak_allocated").at("rel_error").get<double>();
         EXPECT_GE(err, band.at("min").get<double>()) << what << ": peak allocated error " << err << " left its band";
         EXPECT_LE(err, band.at("max").get<double>()) << what << ": peak allocated error " << err << " left its band";
+        if (band.contains("step_min")) {  // one rank per GPU timed the step
+          const double step = v.at("step_time").at("rel_error").get<double>();
+          EXPECT_GE(step, band.at("step_min").get<double>()) << what << ": step time error " << step << " left its band";
+          EXPECT_LE(step, band.at("step_max").get<double>()) << what << ": step time error " << step << " left its band";
+        }
       }
       ++checked;
     }
