@@ -6,6 +6,7 @@
 
 #include "sim/engine/host_issue.hpp"
 #include "sim/engine/simulate.hpp"
+#include "sim/engine/timing_report.hpp"
 #include "sim/engine/test_schedules.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/plan/test_scenarios.hpp"
@@ -121,8 +122,13 @@ TEST(DeepSpeedHost, AStepOfShortKernelsIsAsLongAsTheHost) {
   for (const Op& op : s.ops)
     if (op.kind == OpKind::compute && op.phase != Phase::init) host_step += h[op.id].total_s;
   host_step /= 2;  // two steps
-  const double with_host = simulate(c, s).step_s();
+  const TimingResult t = simulate(c, s);
+  const double with_host = t.step_s();
   EXPECT_GE(with_host, host_step * 0.999);
+  // The report says so: the host's time of the step, which binds it.
+  const TimingReport r = summarize(s, t);
+  EXPECT_NEAR(r.host_s, host_step, 1e-9);
+  EXPECT_TRUE(r.host_binds());
   EXPECT_LT(gpu_only, host_step);
   EXPECT_LT(with_host, host_step + gpu_only);
 }
@@ -136,7 +142,9 @@ TEST(DeepSpeedHost, LongKernelsHideTheHost) {
   ClusterSpec c = testing::test_cluster(1, 1);
   const double gpu_only = simulate(c, s).step_s();
   c.efficiency.deepspeed_host = figures();
-  EXPECT_LT(simulate(c, s).step_s(), gpu_only * 1.05);
+  const TimingResult t = simulate(c, s);
+  EXPECT_LT(t.step_s(), gpu_only * 1.05);
+  EXPECT_FALSE(summarize(s, t).host_binds());
 }
 
 }  // namespace

@@ -540,6 +540,8 @@ class Engine {
     const std::vector<HostIssue> h = host_issue(s_, c);
     const size_t n = s_.ops.size();
     host_ = true;
+    r_.host_issue_s.resize(n);
+    for (size_t i = 0; i < n; ++i) r_.host_issue_s[i] = h[i].total_s;
     issue_lead_.assign(n, 0.0);
     issue_end_.assign(n, 0.0);
     std::vector<Seconds> at(p_.steps.size(), 0.0);  // the host's time into each step

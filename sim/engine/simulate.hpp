@@ -35,6 +35,9 @@ struct TimingResult {
   RankLinks links;                    // the simulated rank's links
   std::vector<double> link_bytes;     // bytes each link carried (per rank)
   Seconds makespan_s = 0;
+  // By op id: the host's time to issue it (efficiency.host_issue or, runtime deepspeed, efficiency.deepspeed_host);
+  // empty without a host model.
+  std::vector<Seconds> host_issue_s;
   std::int64_t events = 0;            // event-loop iterations (for ops/s figures)
   int memory_waits = 0;               // GPU allocs that had to wait for frees (SimOptions::limit_gpu_memory)
   int memory_overcommits = 0;         // GPU allocs let through over capacity because nothing else could run

@@ -198,6 +198,9 @@ TimingReport summarize(const Schedule& s, const TimingResult& t, int top_contrib
   const Seconds w1 = t.steps.empty() ? w0 : t.steps.back().end_s;
   split_window(s, t, w0, w1, r);
   throughput(s, t, r);
+  if (!t.host_issue_s.empty() && !t.steps.empty())
+    for (OpId id = t.steps.back().first; id <= t.steps.back().last; ++id)
+      if (t.step_of_op[id] >= 0) r.host_s += t.host_issue_s[id];
   walk_critical_path(s, t, w0, w1, top_contributors, r);
   timed_peaks(s, t, r);
   return r;

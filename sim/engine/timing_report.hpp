@@ -27,6 +27,11 @@ struct TimingReport {
   Seconds exposed_comm_s = 0;  // else a collective (or a stage-3 fetch d2d copy) runs
   Seconds offload_s = 0;       // else a copy (PCIe h2d/d2h, NVMe) runs: exposed offload
   Seconds idle_s = 0;          // nothing runs (latency of a dependency chain, ...)
+  // The host's time to issue the last step's ops (a host model: efficiency.host_issue, or efficiency.deepspeed_host
+  // under runtime deepspeed; 0 without one). Not part of the split above: where it is close to step_s the host
+  // binds the step (host_binds), and the compute above is the GPU waiting for the host's launches.
+  Seconds host_s = 0;
+  bool host_binds() const { return host_s > 0 && host_s >= 0.9 * step_s; }
   std::map<std::string, Seconds> exposed_comm_by_phase;       // "forward", "backward", "step", "init"
   std::map<std::string, Seconds> exposed_comm_by_collective;  // "all_gather", "reduce_scatter", ...
   Seconds comm_busy_s = 0;     // time some collective runs, hidden or not

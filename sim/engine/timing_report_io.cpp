@@ -14,6 +14,10 @@ nlohmann::ordered_json timing_report_json(const TimingReport& r) {
   j["exposed_comm_by_collective"] = r.exposed_comm_by_collective;
   j["offload_s"] = r.offload_s;
   j["idle_s"] = r.idle_s;
+  if (r.host_s > 0) {  // a host model (efficiency.host_issue, efficiency.deepspeed_host)
+    j["host_s"] = r.host_s;
+    j["host_binds"] = r.host_binds();
+  }
   j["comm_busy_s"] = r.comm_busy_s;
   j["offload_busy_s"] = r.offload_busy_s;
   j["model_flops_per_gpu"] = r.model_flops_per_gpu;
@@ -49,6 +53,10 @@ std::string format_timing(const TimingReport& r) {
   for (const auto& [kind, s] : r.exposed_comm_by_collective) o += fmt::format("    {:<14} {}\n", kind, ms(s));
   o += fmt::format("  exposed offload  {}  {}\n", ms(r.offload_s), pct(r.offload_s, r.step_s));
   o += fmt::format("  idle             {}  {}\n", ms(r.idle_s), pct(r.idle_s, r.step_s));
+  if (r.host_s > 0)
+    o += fmt::format("host               {}  {}  the host's time to issue the step{}\n", ms(r.host_s),
+                     pct(r.host_s, r.step_s),
+                     r.host_binds() ? ": the host binds (the GPU waits for its launches)" : "");
   o += fmt::format("throughput         {:.1f} TFLOPS/GPU model ({:.1f} with recomputation), {:.0f} tokens/s\n",
                    r.tflops_per_gpu, r.hardware_tflops_per_gpu, r.tokens_per_s);
   o += fmt::format("timed peak memory  gpu {:.2f} GiB, cpu {:.2f} GiB, nvme {:.2f} GiB per rank\n",

@@ -334,7 +334,7 @@ struct EfficiencySpec {
   // efficiency.beside_compute (the slope of the same line). The classes of efficiency.beside_compute; 0 = no wait.
   BesideCompute beside_compute_wait{};
   // The host's time to run a DeepSpeed + PyTorch eager step (a schedule of runtime deepspeed: ScheduleMeta::framework),
-  // fitted from the profiled micro-runs of validate/deepspeed (list fit; validate/deepspeed/fit_host.py): the Python
+  // fitted from the phase-timed micro-runs of validate/deepspeed (list fit; validate/deepspeed/fit_host.py; one H200: validate/deepspeed/host-h200.yaml): the Python
   // thread issues each op's kernels after its share of these, in program order (sim/engine/deepspeed_host.hpp), so a
   // step is as long as the host or the GPU, whichever binds. Microseconds; all 0 = no such model (the engine then
   // uses host_issue, or none). Per micro-step: a decoder layer's forward and backward (transformers' modeling code,

@@ -145,8 +145,8 @@ def load_samples(dirs, cases_dir):
 PROFILE_HEAD = """# zsim hardware profile: one NVIDIA H200 running DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17 (bf16), the
 # host's figures of a DeepSpeed step (efficiency.deepspeed_host) fitted by validate/deepspeed/fit_host.py from the
 # phase-timed micro-runs of list `fit` (never a validation case): {runs}.
-# Command: python3 validate/deepspeed/fit_host.py {dirs} --profile scenarios/hardware/h200-deepspeed.yaml
-# The GPU's figures are the data sheet's (the h200-141gb preset the cases name). docs/deepspeed-time.md.
+# Command: python3 validate/deepspeed/fit_host.py {dirs} --profile validate/deepspeed/host-h200.yaml
+# make_cases.py writes these figures into every case's scenario (cluster.efficiency.deepspeed_host). docs/deepspeed-time.md.
 # Fit over {n} phase samples: residual rms {rms:.1f}%, worst {worst:+.1f}% ({worst_at}).
 description: "NVIDIA H200 under DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17: the host's figures of a DeepSpeed step, fitted from micro-runs"
 cluster:

@@ -47,14 +47,39 @@ STAGE3_DEFAULTS = {
     "sub_group_size": 1000000000,
 }
 # The machine the cases run on: one H200 (141 GB), 16 CPU cores, 128 GiB host memory; its ranks share the GPU.
+# efficiency.deepspeed_host: the host's figures of a DeepSpeed step on it (issue 39), as fit_host.py fitted them into
+# HOST_FIGURES (a profile-format file; docs/deepspeed-time.md).
 CLUSTER_YAML = """cluster:
-  profile: h200-deepspeed  # scenarios/hardware/h200-deepspeed.yaml: the host's figures of a DeepSpeed step (issue 39)
   nodes: 1
   gpus_per_node: {world}{world_note}
   gpu: h200-141gb
   host: {{memory_bytes: 128GiB, cores: 16}}
   links: {{nvlink_GBps: 370, pcie_GBps: 55}}
+  efficiency:  # validate/deepspeed/host-h200.yaml (fit_host.py): DeepSpeed's host on this machine
+    deepspeed_host: {{{host}}}
 """
+HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
+
+
+def host_figures(path=HOST_FIGURES):
+    """The `deepspeed_host:` block of a fit_host.py profile, as "key: value" pairs in file order (stdlib only)."""
+    pairs, inside = [], False
+    with open(path) as f:
+        for line in f:
+            s = line.split("#", 1)[0].rstrip()
+            if s.strip() == "deepspeed_host:":
+                inside = True
+                continue
+            if inside:
+                if not s.strip():
+                    continue
+                if not line.startswith("      "):
+                    break
+                key, _, value = s.strip().partition(":")
+                pairs.append(f"{key.strip()}: {float(value)}")
+    if not pairs:
+        raise CaseTableError(f"{path}: no deepspeed_host figures (write it with fit_host.py --profile)")
+    return ", ".join(pairs)
 
 
 def foreign_cases(cases_dir):
@@ -258,7 +283,7 @@ def scenario_for(row):
         f"  activation_checkpointing: {row['checkpointing']}",
     ]
     text = "\n".join(lines) + "\n"
-    text += CLUSTER_YAML.format(world=world, world_note=world_note)
+    text += CLUSTER_YAML.format(world=world, world_note=world_note, host=host_figures())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 
