@@ -209,9 +209,10 @@ std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const Adv
   return out;
 }
 
+Bytes gpu_need(const SweepPoint& p) { return std::max(p.gpu_peak_bytes, p.gpu_verdict_bytes); }
+
 bool fits_with_margin(const SweepPoint& p, Bytes gpu_capacity, double margin) {
-  return p.valid && p.fits &&
-         static_cast<double>(p.gpu_peak_bytes) <= (1.0 - margin) * static_cast<double>(gpu_capacity);
+  return p.valid && p.fits && static_cast<double>(gpu_need(p)) <= (1.0 - margin) * static_cast<double>(gpu_capacity);
 }
 
 std::vector<std::size_t> rank_entries(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin) {
@@ -242,9 +243,13 @@ std::string binding(const AdviseBreakdown& b) {
     text = fmt::format("compute binds ({:.0f}% of the step; {} {:.0f}%)", pct(b.compute_s), worst->name, pct(worst->s));
   else
     text = fmt::format("{} binds ({:.0f}% of the step; compute {:.0f}%)", worst->name, pct(worst->s), pct(b.compute_s));
-  const Bytes headroom = b.gpu_capacity - b.gpu_peak;
-  text += fmt::format("; GPU peak {} of {} (headroom {})", human_bytes(b.gpu_peak), human_bytes(b.gpu_capacity),
-                      human_bytes(headroom));
+  if (b.gpu_need > b.gpu_peak)
+    text += fmt::format("; GPU reserved + outside the allocator {} of {} (headroom {}; allocated peak {})",
+                        human_bytes(b.gpu_need), human_bytes(b.gpu_capacity), human_bytes(b.gpu_capacity - b.gpu_need),
+                        human_bytes(b.gpu_peak));
+  else
+    text += fmt::format("; GPU peak {} of {} (headroom {})", human_bytes(b.gpu_peak), human_bytes(b.gpu_capacity),
+                        human_bytes(b.gpu_capacity - b.gpu_peak));
   return text;
 }
 
@@ -334,8 +339,8 @@ std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseC
       const auto it = std::find_if(entries.begin(), entries.end(), [&](const AdviseEntry& e) { return e.candidate == k; });
       if (it == entries.end() || !it->point.valid || fits_with_margin(it->point, gpu_capacity, margin)) continue;
       const std::string at = k.micro_batch == c.micro_batch ? "" : fmt::format(" already at micro-batch {}", k.micro_batch);
-      if (it->point.gpu_peak_bytes > usable)
-        parts.push_back(fmt::format("{} needs {} of the GPU's {} usable{}", what, human_bytes(it->point.gpu_peak_bytes),
+      if (gpu_need(it->point) > usable)
+        parts.push_back(fmt::format("{} needs {} of the GPU's {} usable{}", what, human_bytes(gpu_need(it->point)),
                                     human_bytes(usable), at));
       else
         parts.push_back(fmt::format("{} overflows{}: {}", what, at, it->point.rejection));
@@ -348,10 +353,10 @@ std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseC
 std::string shortfall(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin) {
   const AdviseEntry* smallest = nullptr;
   for (const AdviseEntry& e : entries)
-    if (e.point.valid && (!smallest || e.point.gpu_peak_bytes < smallest->point.gpu_peak_bytes)) smallest = &e;
+    if (e.point.valid && (!smallest || gpu_need(e.point) < gpu_need(smallest->point))) smallest = &e;
   if (!smallest) return "no configuration of the search is a valid scenario";
   const Bytes usable = static_cast<Bytes>((1.0 - margin) * static_cast<double>(gpu_capacity));
-  const Bytes peak = smallest->point.gpu_peak_bytes;
+  const Bytes peak = gpu_need(smallest->point);
   std::string text = fmt::format("no configuration fits: the smallest GPU peak, {}, ", describe(smallest->candidate));
   if (peak > usable)
     text += fmt::format("needs {} of {} ({} with {:.0f}% of it kept free): short by {}", human_bytes(peak),

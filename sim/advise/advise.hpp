@@ -83,7 +83,12 @@ std::vector<AdviseCandidate> structures_at_level(const AdviseSpace& space, std::
 std::vector<AdviseCandidate> bucket_variants(const AdviseCandidate& c, const AdviseSpace& space, int key);
 inline constexpr int kAdviseVariantKeys = 5;
 
-// A point that fits with the margin: every tier fits and the GPU peak leaves `margin` of the GPU's memory free.
+// What a point needs of the GPU: what its verdict read (reserved + outside the allocator under runtime deepspeed),
+// or its allocated peak where that is all it has.
+Bytes gpu_need(const SweepPoint& p);
+
+// A point that fits with the margin: every tier fits and what it needs of the GPU (gpu_need) leaves `margin` of the
+// GPU's memory free.
 bool fits_with_margin(const SweepPoint& p, Bytes gpu_capacity, double margin);
 
 struct AdviseEntry {
@@ -103,6 +108,7 @@ struct AdviseBreakdown {
   Seconds offload_s = 0;
   Seconds idle_s = 0;
   Bytes gpu_peak = 0;
+  Bytes gpu_need = 0;      // reserved + outside the allocator where the point's verdict read it (gpu_need); 0: the peak
   Bytes gpu_capacity = 0;
 };
 

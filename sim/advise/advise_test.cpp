@@ -80,6 +80,30 @@ TEST_F(Advise, TheWinnerFitsWithTheMargin) {
   EXPECT_LE(j["top"][0]["gpu_peak_bytes"].get<double>(), 0.95 * 40.0 * (1ull << 30));
 }
 
+// Issue 38: what can run out under DeepSpeed is the caching allocator's reserved memory plus what lies outside it;
+// every listed configuration leaves the margin free of that, not only of its allocated peak.
+TEST_F(Advise, NoListedConfigurationNeedsMoreThanTheGpuLessTheMarginOfReservedPlusOutside) {
+  std::string text = kStage3Only;
+  const std::string gpu = "  gpu: a100-40gb\n";
+  text.replace(text.find(gpu), gpu.size(), gpu + "  efficiency: {outside_allocator_bytes: 512MiB}\n");
+  const nlohmann::json j = advise(text);
+  ASSERT_FALSE(j.at("top").empty());
+  for (const auto& t : j.at("top")) {
+    EXPECT_GT(t["gpu_need_bytes"].get<double>(), t["gpu_peak_bytes"].get<double>() + 0.5 * (1ull << 30)) << t;
+    EXPECT_LE(t["gpu_need_bytes"].get<double>(), 0.95 * 40.0 * (1ull << 30)) << t;
+  }
+}
+
+TEST(AdviseMargin, ReadsWhatTheVerdictReadNotTheAllocatedPeak) {
+  zsim::SweepPoint p;
+  p.valid = p.fits = true;
+  p.gpu_peak_bytes = 70 * (zsim::Bytes{1} << 30);
+  EXPECT_TRUE(zsim::fits_with_margin(p, 80 * (zsim::Bytes{1} << 30), 0.05));  // the peak alone (a CSV's point)
+  p.gpu_verdict_bytes = 77 * (zsim::Bytes{1} << 30);                           // reserved + outside
+  EXPECT_FALSE(zsim::fits_with_margin(p, 80 * (zsim::Bytes{1} << 30), 0.05));
+  EXPECT_EQ(zsim::gpu_need(p), p.gpu_verdict_bytes);
+}
+
 TEST_F(Advise, StageThreeWinsWhereOnlyItFits) {
   const nlohmann::json j = advise(kStage3Only);
   EXPECT_EQ(j["ds_config"]["zero_optimization"]["stage"], 3);
@@ -147,6 +171,8 @@ TEST_F(Advise, TheTopListIsOrderedByTokensPerSecond) {
 std::string fp32_reductions() {
   std::string s = kStage3Only;
   s.replace(s.find("nvlink_GBps: 300"), 16, "nvlink_GBps: 20");
+  // 80 GB: on 40 the fp32 reductions' buffers leave no configuration the margin of reserved memory free.
+  s.replace(s.find("gpu: a100-40gb"), 14, "gpu: a100-80gb");
   return s + "deepspeed:\n  communication_data_type: fp32\n";
 }
 

@@ -41,6 +41,7 @@ AdviseBreakdown breakdown_of(const Scenario& s, const SweepPoint& p, const Pipel
   b.offload_s = t.offload_s;
   b.idle_s = t.idle_s;
   b.gpu_peak = p.gpu_peak_bytes;
+  b.gpu_need = gpu_need(p);
   b.gpu_capacity = s.cluster.gpu.hbm_bytes;
   return b;
 }
@@ -113,7 +114,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
       for (const std::size_t i : evaluate(batch)) {
         added.push_back(i);
         const SweepPoint& p = entries[i].point;
-        if (p.valid && p.gpu_peak_bytes > usable) blocked.push_back(without_batch(entries[i].candidate));
+        if (p.valid && gpu_need(p) > usable) blocked.push_back(without_batch(entries[i].candidate));
       }
     }
     if (level + 1 == max_levels) break;
@@ -201,6 +202,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     j["tflops_per_gpu"] = e.point.tflops_per_gpu;
     j["step_s"] = e.point.step_s;
     j["gpu_peak_bytes"] = e.point.gpu_peak_bytes;
+    j["gpu_need_bytes"] = gpu_need(e.point);
     j["reason"] = why;
     top.push_back(j);
   }
@@ -231,7 +233,8 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     j["yours"] = {{"configuration", describe(candidate_of(base))},
                   {"fits", own.valid && own.fits},
                   {"tokens_per_s", own.tokens_per_s},
-                  {"gpu_peak_bytes", own.gpu_peak_bytes}};
+                  {"gpu_peak_bytes", own.gpu_peak_bytes},
+                  {"gpu_need_bytes", gpu_need(own)}};
     j["ds_config"] = nlohmann::ordered_json::parse(ds);
     write_file_atomically(a.json_file, j.dump(2) + "\n");
   }

@@ -83,12 +83,17 @@ SweepPoint sweep_point_from(const MemoryWalk& m) {
   p.valid = true;
   p.fits = m.fits();
   p.gpu_peak_bytes = m.gpu.peak;
+  p.gpu_verdict_bytes = m.gpu.verdict_bytes();
   p.cpu_peak_bytes = m.cpu.peak;
   for (const TierMemory* t : {&m.gpu, &m.cpu, &m.nvme}) {
     if (t->fits()) continue;
     p.overflow_tier = to_string(t->tier);
-    p.rejection = fmt::format("{} peak {} > capacity {}", to_string(t->tier), human_bytes(t->peak),
-                              human_bytes(t->capacity));
+    p.rejection = t->reserved > 0
+                      ? fmt::format("gpu reserved {} + outside the allocator {} > capacity {} (allocated peak {})",
+                                    human_bytes(t->reserved), human_bytes(t->outside_allocator),
+                                    human_bytes(t->capacity), human_bytes(t->peak))
+                      : fmt::format("{} peak {} > capacity {}", to_string(t->tier), human_bytes(t->peak),
+                                    human_bytes(t->capacity));
     break;
   }
   return p;
@@ -114,7 +119,7 @@ SweepPoint evaluate_sweep_point(const Scenario& scenario, const PipelineOptions&
   const Plan plan = make_plan(scenario);
   const Schedule schedule = make_schedule(scenario, plan, options.steps);
   check_schedule(schedule);
-  return sweep_point_of_schedule(scenario, schedule, walk_memory(schedule, capacity_of(scenario)), options);
+  return sweep_point_of_schedule(scenario, schedule, walk_memory_of(scenario, schedule), options);
 }
 
 SweepPoint sweep_point_of_schedule(const Scenario& scenario, const Schedule& schedule, const MemoryWalk& memory,

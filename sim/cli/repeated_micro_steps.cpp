@@ -198,6 +198,8 @@ TierMemory fit(Line& l, const TierMemory& a, const TierMemory& b, const TierMemo
   t.peak_op_name = l.same(a.peak_op_name, b.peak_op_name, c.peak_op_name);
   t.at_peak = fit(l, a.at_peak, b.at_peak, c.at_peak);
   t.at_end = fit(l, a.at_end, b.at_end, c.at_end);
+  t.reserved = l.integer(a.reserved, b.reserved, c.reserved);
+  t.outside_allocator = l.same(a.outside_allocator, b.outside_allocator, c.outside_allocator);
   return t;
 }
 

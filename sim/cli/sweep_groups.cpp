@@ -7,6 +7,7 @@
 #include "sim/plan/plan.hpp"
 #include "sim/plan/schedule_builder.hpp"
 #include "sim/report/comm_walk.hpp"
+#include "sim/report/report.hpp"
 
 namespace zsim {
 
@@ -19,6 +20,8 @@ ScheduleKey schedule_key(const Scenario& s) {
   k.nodes = s.cluster.nodes;
   k.gpus_per_node = s.cluster.gpus_per_node;
   k.capacity = capacity_of(s);
+  k.runtime = s.runtime;
+  k.outside_allocator_bytes = s.cluster.efficiency.outside_allocator_bytes;
   return k;
 }
 
@@ -56,7 +59,7 @@ void SweepGroups::build_into(std::promise<std::shared_ptr<const Shared>>& promis
     const Plan plan = make_plan(s);
     shared->schedule = make_schedule(s, plan, options_.steps);
     check_schedule(shared->schedule);
-    shared->memory = walk_memory(shared->schedule, capacity_of(s));
+    shared->memory = walk_memory_of(s, shared->schedule);
     if (shared->memory.fits()) {
       shared->cross_node_bytes_per_gpu = walk_comm(shared->schedule).cross_node_per_gpu.total();
       shared->program.emplace(shared->schedule);

@@ -30,6 +30,8 @@ struct ScheduleKey {
   int nodes = 0;
   int gpus_per_node = 0;
   MemoryCapacity capacity;
+  RuntimeKind runtime = RuntimeKind::deepspeed;  // the schedule's buffers and the allocator walk
+  Bytes outside_allocator_bytes = 0;             // the GPU verdict (walk_memory_of)
   bool operator==(const ScheduleKey&) const = default;
 };
 

@@ -49,9 +49,15 @@ struct TierMemory {
   // GPU under runtime deepspeed: what PyTorch's caching allocator reserves from the driver at most while the schedule
   // runs (reserved_walk.hpp); 0 where not modelled (zrun's arena, CPU and NVMe).
   Bytes reserved = 0;
+  // GPU under runtime deepspeed: what the process holds outside the allocator (the CUDA context, libraries' handles,
+  // NCCL: cluster.efficiency.outside_allocator_bytes); 0 where not modelled.
+  Bytes outside_allocator = 0;
 
-  bool fits() const { return peak <= capacity; }
-  Bytes headroom() const { return capacity - peak; }  // negative: overflow by -headroom()
+  // What the verdict compares with the capacity: what can run out. Where the allocator is modelled (reserved > 0),
+  // its reserved peak plus what lies outside it; else the peak (zrun's arena, CPU, NVMe).
+  Bytes verdict_bytes() const { return reserved > 0 ? reserved + outside_allocator : peak; }
+  bool fits() const { return verdict_bytes() <= capacity; }
+  Bytes headroom() const { return capacity - verdict_bytes(); }  // negative: overflow by -headroom()
 };
 
 // The first op in program order after which some tier holds more than its capacity (ties at one op:

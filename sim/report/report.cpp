@@ -37,6 +37,17 @@ void warn_about_capacity(const TierMemory& t, const char* key, std::vector<std::
 
 }  // namespace
 
+MemoryWalk walk_memory_of(const Scenario& scenario, const Schedule& schedule) {
+  MemoryWalk m = walk_memory(schedule, capacity_of(scenario));
+  if (scenario.runtime != RuntimeKind::deepspeed || m.gpu.peak == 0) return m;  // zrun allocates from its own arena
+  // PyTorch's caching allocator gets what the driver can give: the GPU's memory less what lies outside it.
+  const Bytes outside = scenario.cluster.efficiency.outside_allocator_bytes;
+  const Bytes allocator_bytes = m.gpu.capacity > outside ? m.gpu.capacity - outside : 1;
+  m.gpu.reserved = walk_reserved(schedule, m.gpu.capacity > 0 ? allocator_bytes : 0).peak_reserved;
+  m.gpu.outside_allocator = outside;
+  return m;
+}
+
 Report make_report(const Scenario& scenario, const Schedule& schedule) {
   check_schedule(schedule);
   Report r;
@@ -50,9 +61,7 @@ Report make_report(const Scenario& scenario, const Schedule& schedule) {
              scenario.cluster.gpu.name,
              scenario.zero.stage,
              features_of(scenario.zero)};
-  r.memory = walk_memory(schedule, capacity_of(scenario));
-  if (scenario.runtime == RuntimeKind::deepspeed)  // PyTorch's caching allocator; zrun allocates from its own arena
-    r.memory.gpu.reserved = walk_reserved(schedule, r.memory.gpu.capacity).peak_reserved;
+  r.memory = walk_memory_of(scenario, schedule);
   r.comm = walk_comm(schedule);
   r.fits = r.memory.fits();
   r.warnings = scenario.warnings;

@@ -52,6 +52,13 @@ struct Report {
   std::optional<nlohmann::ordered_json> scenario;
 };
 
+// The memory walk of `schedule` (planned from `scenario`) with the scenario's capacities and, under runtime deepspeed,
+// PyTorch's caching allocator on the GPU tier: its reserved peak (walk_reserved, the allocator allowed the GPU's memory
+// less cluster.efficiency.outside_allocator_bytes) and that outside figure, so that the GPU's fits() / headroom() read
+// reserved + outside, what can actually run out. Under runtime zrun (its own arena) the plain walk. Every fits verdict
+// (report, sweep points, advise) comes from this walk.
+MemoryWalk walk_memory_of(const Scenario& scenario, const Schedule& schedule);
+
 // Walks `schedule` (planned from `scenario`): capacities come from the scenario, everything else from
 // the schedule. Throws std::logic_error if the schedule is structurally broken (see check_schedule).
 Report make_report(const Scenario& scenario, const Schedule& schedule);

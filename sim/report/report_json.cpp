@@ -30,7 +30,11 @@ ordered_json tier_json(const TierMemory& t) {
   for (const auto& [name, bytes] : t.at_peak.buffer_detail) j["buffer_detail"][name] = bytes;
   j["peak"] = t.peak;
   j["peak_op"] = op_ref(t.peak_op, t.peak_op_name);
-  if (t.reserved > 0) j["reserved"] = t.reserved;
+  if (t.reserved > 0) {  // the allocator modelled: the verdict reads reserved + outside_allocator
+    j["reserved"] = t.reserved;
+    j["outside_allocator"] = t.outside_allocator;
+    j["verdict_bytes"] = t.verdict_bytes();
+  }
   j["persistent"] = t.at_end.total();
   j["capacity"] = t.capacity;
   j["headroom"] = t.headroom();

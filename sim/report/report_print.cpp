@@ -66,10 +66,14 @@ void memory_table(std::string& s, const MemoryWalk& m) {
                return it == t.at_peak.buffer_detail.end() ? Bytes{0} : it->second;
              }));
   s += row("peak", bytes_of([](const TierMemory& t) { return t.peak; }));
-  if (m.gpu.reserved > 0)
-    s += row("reserved (allocator)", cells([](const TierMemory& t) {
-               return t.reserved > 0 ? human_bytes(t.reserved) : std::string("-");
-             }));
+  if (m.gpu.reserved > 0) {  // the verdict reads reserved + outside the allocator where the allocator is modelled
+    const auto gpu_only = [](auto value) {
+      return [value](const TierMemory& t) { return t.reserved > 0 ? human_bytes(value(t)) : std::string("-"); };
+    };
+    s += row("reserved (allocator)", cells(gpu_only([](const TierMemory& t) { return t.reserved; })));
+    s += row("outside allocator", cells(gpu_only([](const TierMemory& t) { return t.outside_allocator; })));
+    s += row("reserved + outside", cells(gpu_only([](const TierMemory& t) { return t.verdict_bytes(); })));
+  }
   s += row("capacity", bytes_of([](const TierMemory& t) { return t.capacity; }));
   s += row("headroom", bytes_of([](const TierMemory& t) { return t.headroom(); }));
   s += row("fits", cells([](const TierMemory& t) { return std::string(t.fits() ? "yes" : "NO"); }));
@@ -125,8 +129,14 @@ void copy_table(std::string& s, const CommWalk& c) {
 void verdict(std::string& s, const Report& r, const ReportPrintOptions& options) {
   const MemoryWalk& m = r.memory;
   if (r.fits) {
-    s += fmt::format("FITS: GPU peak {} of {} (headroom {})", human_bytes(m.gpu.peak), human_bytes(m.gpu.capacity),
-                     human_bytes(m.gpu.headroom()));
+    if (m.gpu.reserved > 0)
+      s += fmt::format("FITS: GPU reserved {} + outside the allocator {} = {} of {} (headroom {}; allocated peak {})",
+                       human_bytes(m.gpu.reserved), human_bytes(m.gpu.outside_allocator),
+                       human_bytes(m.gpu.verdict_bytes()), human_bytes(m.gpu.capacity), human_bytes(m.gpu.headroom()),
+                       human_bytes(m.gpu.peak));
+    else
+      s += fmt::format("FITS: GPU peak {} of {} (headroom {})", human_bytes(m.gpu.peak), human_bytes(m.gpu.capacity),
+                       human_bytes(m.gpu.headroom()));
     for (const TierMemory* t : {&m.cpu, &m.nvme})
       if (t->peak > 0)
         s += fmt::format("; {} peak {} of {} per node (headroom {})", tier_name(t->tier), human_bytes(t->peak),
@@ -135,10 +145,16 @@ void verdict(std::string& s, const Report& r, const ReportPrintOptions& options)
   } else {
     s += "DOES NOT FIT:";
     for (const TierMemory* t : {&m.gpu, &m.cpu, &m.nvme})
-      if (!t->fits())
-        s += fmt::format(" {} needs {} of {}{} (over by {});", tier_name(t->tier), human_bytes(t->peak),
-                         human_bytes(t->capacity), t->tier == Tier::gpu ? "" : " per node",
-                         human_bytes(-t->headroom()));
+      if (!t->fits()) {
+        if (t->reserved > 0)
+          s += fmt::format(" GPU needs reserved {} + outside the allocator {} = {} of {} (over by {}; allocated peak {});",
+                           human_bytes(t->reserved), human_bytes(t->outside_allocator), human_bytes(t->verdict_bytes()),
+                           human_bytes(t->capacity), human_bytes(-t->headroom()), human_bytes(t->peak));
+        else
+          s += fmt::format(" {} needs {} of {}{} (over by {});", tier_name(t->tier), human_bytes(t->peak),
+                           human_bytes(t->capacity), t->tier == Tier::gpu ? "" : " per node",
+                           human_bytes(-t->headroom()));
+      }
     if (const auto& o = m.first_overflow)
       s += fmt::format(" first overflow: {} at op #{} '{}' (over by {})", tier_name(o->tier), o->op, o->op_name,
                        human_bytes(o->over_by));

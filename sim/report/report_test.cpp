@@ -39,11 +39,56 @@ TEST(Report, FitsWhenEveryTierHoldsItsPeak) {
 }
 
 TEST(Report, DoesNotFitWhenTheGpuPeakExceedsHbm) {
-  const Report r = make_report(small_scenario(S::kGpuPeak - 1, OffloadDevice::cpu), small_step(Tier::cpu));
+  Scenario sc = small_scenario(S::kGpuPeak - 1, OffloadDevice::cpu);
+  sc.runtime = RuntimeKind::zrun;  // the verdict reads the peak (zrun's arena)
+  const Report r = make_report(sc, small_step(Tier::cpu));
   EXPECT_FALSE(r.fits);
   EXPECT_EQ(r.memory.gpu.headroom(), -1);
   ASSERT_TRUE(r.memory.first_overflow.has_value());
   EXPECT_EQ(r.memory.first_overflow->tier, Tier::gpu);
+}
+
+// Issue 38: what runs out on a GPU under DeepSpeed is what PyTorch's caching allocator reserves plus what the process
+// holds outside it (CUDA context, NCCL), not the allocated peak.
+TEST(Report, UnderDeepSpeedAGpuWhoseAllocatedPeakFitsButReservedPlusOutsideDoesNotDoesNotFit) {
+  Scenario sc = small_scenario(S::kGpuPeak, OffloadDevice::cpu);  // the allocated peak fits exactly
+  ASSERT_EQ(sc.runtime, RuntimeKind::deepspeed);
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.peak, S::kGpuPeak);
+  EXPECT_GT(r.memory.gpu.reserved, S::kGpuPeak);  // whole segments
+  EXPECT_EQ(r.memory.gpu.verdict_bytes(), r.memory.gpu.reserved);
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.memory.gpu.headroom(), S::kGpuPeak - r.memory.gpu.reserved);
+
+  // With room for the reserved peak but not for what lies outside the allocator besides: still no.
+  const Bytes reserved = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu)).memory.gpu.reserved;
+  sc = small_scenario(reserved + 256 * kMiB, OffloadDevice::cpu);
+  sc.cluster.efficiency.outside_allocator_bytes = 512 * kMiB;
+  const Report o = make_report(sc, small_step(Tier::cpu));
+  EXPECT_LE(o.memory.gpu.peak, o.memory.gpu.capacity);
+  EXPECT_EQ(o.memory.gpu.outside_allocator, 512 * kMiB);
+  EXPECT_GT(o.memory.gpu.verdict_bytes(), o.memory.gpu.capacity);
+  EXPECT_FALSE(o.fits);
+
+  // Room for both: fits, with the headroom on reserved + outside.
+  sc = small_scenario(reserved + 512 * kMiB, OffloadDevice::cpu);
+  sc.cluster.efficiency.outside_allocator_bytes = 512 * kMiB;
+  const Report f = make_report(sc, small_step(Tier::cpu));
+  EXPECT_TRUE(f.fits);
+  EXPECT_EQ(f.memory.gpu.reserved, reserved);
+  EXPECT_EQ(f.memory.gpu.headroom(), 0);
+}
+
+TEST(Report, UnderZrunTheGpuVerdictStillReadsTheAllocatedPeak) {
+  Scenario sc = small_scenario(S::kGpuPeak, OffloadDevice::cpu);
+  sc.runtime = RuntimeKind::zrun;
+  sc.cluster.efficiency.outside_allocator_bytes = 512 * kMiB;  // a DeepSpeed figure: zrun's verdict ignores it
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.reserved, 0);
+  EXPECT_EQ(r.memory.gpu.outside_allocator, 0);
+  EXPECT_EQ(r.memory.gpu.verdict_bytes(), S::kGpuPeak);
+  EXPECT_TRUE(r.fits);
+  EXPECT_EQ(r.memory.gpu.headroom(), 0);
 }
 
 TEST(Report, CommIsTheWalkOfTheSchedule) {

@@ -97,6 +97,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.hbm_by_kind.activation_backward", S, Y},
     {"cluster.efficiency.hbm_by_kind.cross_entropy_backward", S, Y},
     {"cluster.efficiency.launch_us", S, Y},
+    {"cluster.efficiency.outside_allocator_bytes", S, Y},
     {"cluster.efficiency.one_rank_collective", M, Y},
     {"cluster.efficiency.one_rank_collective.latency_us", S, Y},
     {"cluster.efficiency.one_rank_collective.GBps", S, Y},

@@ -369,6 +369,13 @@ struct EfficiencySpec {
       return false;
     }
   } deepspeed_host{};
+  // GPU memory a training process holds outside PyTorch's caching allocator (the CUDA context with its modules,
+  // cuBLAS / cuDNN handles, NCCL's communicators and buffers), measured per process (the harness's
+  // memory.device: driver-level used minus the allocator's reserved); 0 = not measured. Under runtime deepspeed
+  // the GPU verdict compares the allocator's reserved peak plus this with the GPU's memory, and the allocator may
+  // reserve only the GPU's memory less this (sim/report: with_allocator). Last, so that the aggregate
+  // initialisations above stay as they are.
+  Bytes outside_allocator_bytes = 0;
 };
 
 // The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).

@@ -66,6 +66,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   if (c.efficiency.cpu_adam_node_params_per_s > 0)  // calibrated profiles only: data-sheet reports keep their fields
     j["cluster"]["efficiency"]["cpu_adam_node_params_per_s"] = c.efficiency.cpu_adam_node_params_per_s;
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
+  if (c.efficiency.outside_allocator_bytes > 0)
+    j["cluster"]["efficiency"]["outside_allocator_bytes"] = c.efficiency.outside_allocator_bytes;
   const auto& host = c.efficiency.host_issue;
   if (host.present())
     j["cluster"]["efficiency"]["host_issue"] = {{"kernel_us", host.kernel_us}, {"gemm_us", host.gemm_us},

@@ -111,6 +111,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
+  c.that(cl.efficiency.outside_allocator_bytes >= 0 &&
+             (cl.gpu.hbm_bytes <= 0 || cl.efficiency.outside_allocator_bytes < cl.gpu.hbm_bytes),
+         "cluster.efficiency.outside_allocator_bytes",
+         "must be >= 0 and less than the GPU's memory (cluster.gpu.hbm_bytes), got " +
+             Check::num(static_cast<double>(cl.efficiency.outside_allocator_bytes)));
   const auto& host = cl.efficiency.host_issue;
   for (auto [v, key] : {std::pair{host.kernel_us, "kernel_us"}, {host.gemm_us, "gemm_us"},
                         {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"},

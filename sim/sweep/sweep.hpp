@@ -25,7 +25,9 @@ struct SweepPoint {
   Seconds step_s = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
-  Bytes gpu_peak_bytes = 0;
+  Bytes gpu_peak_bytes = 0;           // allocated
+  Bytes gpu_verdict_bytes = 0;        // what the GPU's fits verdict read: reserved + outside the allocator (runtime
+                                      // deepspeed) or the peak; 0 where unknown (a point read from a CSV)
   Bytes cpu_peak_bytes = 0;            // per node
   Bytes cross_node_bytes_per_gpu = 0;
 };

@@ -55,10 +55,21 @@ CLUSTER_YAML = """cluster:
   gpu: h200-141gb
   host: {{memory_bytes: 128GiB, cores: 16}}
   links: {{nvlink_GBps: 370, pcie_GBps: 55}}
-  efficiency:  # validate/deepspeed/host-h200.yaml (fit_host.py): DeepSpeed's host on this machine
+  efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
+    outside_allocator_bytes: {outside}
     deepspeed_host: {{{host}}}
 """
 HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
+
+
+def outside_allocator_bytes(path=HOST_FIGURES):
+    """The profile's efficiency.outside_allocator_bytes (0 where it has none)."""
+    with open(path) as f:
+        for line in f:
+            s = line.split("#", 1)[0].strip()
+            if s.startswith("outside_allocator_bytes:"):
+                return int(s.partition(":")[2])
+    return 0
 
 
 def host_figures(path=HOST_FIGURES):
@@ -283,7 +294,8 @@ def scenario_for(row):
         f"  activation_checkpointing: {row['checkpointing']}",
     ]
     text = "\n".join(lines) + "\n"
-    text += CLUSTER_YAML.format(world=world, world_note=world_note, host=host_figures())
+    text += CLUSTER_YAML.format(world=world, world_note=world_note, host=host_figures(),
+                                outside=outside_allocator_bytes())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 
