@@ -10,6 +10,7 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/cli/advise_command.hpp"
 #include "sim/cli/pipeline.hpp"
+#include "sim/cli/runtime_comparison.hpp"
 #include "sim/common/error.hpp"
 #include "sim/scenario/scenario_parse.hpp"
 #include "sim/scenario/yaml_document.hpp"
@@ -36,6 +37,7 @@ struct Arguments {
   int steps = 2;
   int plan_steps = 1;
   unsigned threads = 0;  // 0 = all hardware threads
+  bool both_runtimes = false;  // zsim SCENARIO --both-runtimes
   std::size_t top = 10;
 };
 
@@ -56,6 +58,12 @@ int run_report(const Arguments& a, std::ostream& out, std::ostream& err) {
   if (o.want_trace) write_file_atomically(a.trace_file, r.trace);
   if (o.want_csv) write_file_atomically(a.csv_file, r.csv);
   out << r.terminal;
+  if (a.both_runtimes) {
+    PipelineOptions plain;
+    plain.steps = a.steps;
+    out << format_runtime_comparison(predict_under(s, RuntimeKind::deepspeed, plain),
+                                     predict_under(s, RuntimeKind::zrun, plain));
+  }
   return 0;
 }
 
@@ -163,7 +171,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   Arguments a;
   std::string usage = "zsim: will this model train on this cluster under DeepSpeed ZeRO / ZeRO++, and how?\n"
-                      "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--set KEY=VALUE]...\n"
+                      "  zsim SCENARIO.yaml [--json FILE] [--trace FILE] [--csv FILE] [--steps N] [--both-runtimes] [--set KEY=VALUE]...\n"
                       "  zsim plan SCENARIO.yaml --emit-schedule FILE [--set KEY=VALUE]...\n"
                       "  zsim sweep SCENARIO.yaml --grid KEY=V1,V2,... [--grid ...] [--csv FILE] [--shard K/N]\n"
                       "  zsim sweep merge A.csv B.csv ... [--csv FILE]   (joins --shard runs)\n"
@@ -176,6 +184,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--csv", a.csv_file, "write one CSV row per simulated op to FILE");
   app.add_option("--steps", a.steps, "optimizer steps to simulate (timing reports the steady state)")
       ->check(CLI::Range(1, 100));
+  app.add_flag("--both-runtimes", a.both_runtimes,
+               "also predict the scenario under DeepSpeed and under zrun, side by side (docs/deepspeed-time.md)");
   add_overrides(&app, a);
   CLI::App* plan = app.add_subcommand("plan", "build the plan and emit the schedule as JSON");
   plan->add_option("scenario", a.scenario, "scenario YAML file")->required();

@@ -45,6 +45,24 @@ TEST_F(ZsimCli, BundledScenarioPrintsASummaryAndExitsZero) {
   EXPECT_EQ(r.err, "");
 }
 
+// --both-runtimes: the report, then the scenario under DeepSpeed and under zrun side by side. A DeepSpeed case with
+// the fitted host figures: DeepSpeed's step is the host's and longer than zrun's, which has no such host.
+TEST_F(ZsimCli, BothRuntimesPrintsDeepSpeedBesideZrunWithTheHostThatBinds) {
+  CliRun r = zsim("validate/deepspeed/cases/l150m-z2-w1-mb4-s2048-sdpa/scenario.yaml --both-runtimes");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto table = r.out.find("both runtimes");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  const auto ds = r.out.find("  deepspeed ", table), zr = r.out.find("  zrun ", table);
+  ASSERT_NE(ds, std::string::npos) << r.out;
+  ASSERT_NE(zr, std::string::npos) << r.out;
+  EXPECT_LT(ds, zr);
+  EXPECT_NE(r.out.substr(ds, zr - ds).find("(the host binds)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DeepSpeed's step is "), std::string::npos) << r.out;
+  // Without the flag, no such table.
+  EXPECT_EQ(zsim("validate/deepspeed/cases/l150m-z2-w1-mb4-s2048-sdpa/scenario.yaml").out.find("both runtimes"),
+            std::string::npos);
+}
+
 TEST_F(ZsimCli, JsonFileHoldsTheReportWithTheResolvedScenarioAndTime) {
   fs::path json = file("out.json");
   CliRun r = zsim("scenarios/llama2-70b-zero3-64xh100.yaml --json " + json.string());
