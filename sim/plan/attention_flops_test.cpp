@@ -46,8 +46,10 @@ TEST(AttentionScoresBytes, FlashKeepsNoScoresInHbm) {
   EXPECT_EQ(b.backward, 0);
 }
 
+// zrun's layers (runtime zrun): the scores' bytes are the attention core unit's only memory-bound traffic.
 TEST(AttentionScoresBytes, ScheduleChargesThemToTheAttentionCoreUnitOnly) {
-  const Scenario s = eager_scenario();
+  Scenario s = eager_scenario();
+  s.runtime = RuntimeKind::zrun;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
   const AttentionScoresBytes b = attention_scores_hbm_bytes(s.model, s.training);
   EXPECT_EQ(compute_op(sch, "fwd.L0.attn.o").compute.hbm_bytes, b.forward);

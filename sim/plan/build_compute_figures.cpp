@@ -1,5 +1,6 @@
 // The schedule builder's per-unit compute figures: FLOPs, HBM bytes and fused attention per unit and layer.
 #include "sim/plan/schedule_builder_state.hpp"
+#include "sim/plan/transformers_kernels.hpp"
 
 namespace zsim::build {
 
@@ -40,16 +41,28 @@ Bytes Builder::activation_hbm(int u, bool backward) const {
   return 0;
 }
 
+// Under runtime deepspeed, transformers' eager code: each elementwise op and cast a kernel of its own, and the head's
+// fp32 loss (transformers_kernels.hpp), in place of zrun's fused norms, activations and loss; the embedding's lookup
+// and eager attention's scores as above.
+std::optional<PassBytes> Builder::transformers_hbm(int u) const {
+  if (s_.runtime != RuntimeKind::deepspeed || p_.units[u].is_embedding) return std::nullopt;
+  const std::optional<ModelUnitKind> kind = model_unit_kind(p_.units[u].name);
+  if (!kind) return std::nullopt;
+  const PassBytes per_token = transformers_unit_bytes_per_token(*kind, s_.model, e_);
+  return PassBytes{per_token.forward * tokens_, per_token.backward * tokens_};
+}
+
 Bytes Builder::forward_hbm(int u) const {
-  return unit_hbm(u) + (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0) +
-         (p_.units[u].is_head ? logits_bytes() : 0) + activation_hbm(u, false);
+  const Bytes scores = p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).forward : 0;
+  if (const auto t = transformers_hbm(u)) return t->forward + scores;
+  return unit_hbm(u) + scores + (p_.units[u].is_head ? logits_bytes() : 0) + activation_hbm(u, false);
 }
 
 Bytes Builder::backward_hbm(int u) const {
+  const Bytes scores = p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0;
+  if (const auto t = transformers_hbm(u)) return t->backward + scores;
   const Bytes own = p_.units[u].vectors_only() ? 5 * unit_hbm(u) / 2 : 2 * unit_hbm(u);
-  return own +
-         (p_.units[u].attention_core ? attention_scores_hbm_bytes(s_.model, s_.training).backward : 0) +
-         (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);
+  return own + scores + (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);
 }
 
 Bytes Builder::layer_forward_gemm_hbm(int layer) const {

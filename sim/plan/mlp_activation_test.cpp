@@ -27,8 +27,10 @@ Scenario mlp_scenario(MlpKind mlp, bool checkpointing = false) {
 // Units of T x f elements (tokens 2 x 1024, ffn 1024, bf16): SwiGLU forward reads gate and up and writes act (3);
 // backward the up half reads d(act) and gate and writes d(up) (3), the gate half reads d(act), gate and up and
 // writes d(gate) (4).
+// zrun's fused activation kernels (runtime zrun; runtime deepspeed: transformers_kernels_test.cpp).
 TEST(MlpActivation, SwigluChargesItsKernelsBytesToMlpUpAndMlpGate) {
-  const Scenario s = mlp_scenario(MlpKind::gated);
+  Scenario s = mlp_scenario(MlpKind::gated);
+  s.runtime = RuntimeKind::zrun;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
   const Bytes tf = 2 * 1024 * 1024 * 2;
   EXPECT_EQ(compute_op(sch, "fwd.L0.mlp.up").compute.hbm_bytes, 3 * tf);
@@ -40,7 +42,8 @@ TEST(MlpActivation, SwigluChargesItsKernelsBytesToMlpUpAndMlpGate) {
 
 // GeLU: forward reads up and writes act (2); backward reads d(act) and up and writes d(up) (3); no gate unit.
 TEST(MlpActivation, GeluChargesItsKernelsBytesToMlpUp) {
-  const Scenario s = mlp_scenario(MlpKind::plain);
+  Scenario s = mlp_scenario(MlpKind::plain);
+  s.runtime = RuntimeKind::zrun;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
   const Bytes tf = 2 * 1024 * 1024 * 2;
   EXPECT_EQ(compute_op(sch, "fwd.L1.mlp.up").compute.hbm_bytes, 2 * tf);

@@ -9,6 +9,7 @@
 #include "sim/plan/param_swap_in.hpp"
 #include "sim/plan/quantization.hpp"
 #include "sim/plan/tensor_layout.hpp"
+#include "sim/plan/transformers_kernels.hpp"
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -70,6 +71,7 @@ class Builder {
   // gradient in place.
   Bytes logits_bytes() const { return tokens_ * s_.model.vocab * e_; }
   Bytes activation_hbm(int u, bool backward) const;
+  std::optional<PassBytes> transformers_hbm(int u) const;  // runtime deepspeed: transformers' eager kernels
   Bytes forward_hbm(int u) const;
   Bytes backward_hbm(int u) const;
   // Of those bytes, what eager attention's core GEMMs move (ComputeOp::gemm_hbm_bytes: a GEMM model that prices the

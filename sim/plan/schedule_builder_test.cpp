@@ -673,8 +673,10 @@ TEST(ScheduleBuilder, Stage3CopiesRunAKernelPerParameterOrPer128CatInputs) {
 
 // A fused norm's backward (zrun's norm.cu, apex's FusedRMSNorm) reads x and dy and writes dx, then reads x and dy again
 // for the weight's gradient: five activations of tokens x hidden, against the forward's two (read x, write y).
+// zrun's fused norm (runtime zrun; transformers' eager RMSNorm under runtime deepspeed: transformers_kernels_test.cpp).
 TEST(ScheduleBuilder, ANormsBackwardMovesFiveActivations) {
-  const Scenario s = test::scenario(test::small_llama(2), 0, 1, 1);
+  Scenario s = test::scenario(test::small_llama(2), 0, 1, 1);
+  s.runtime = RuntimeKind::zrun;
   const Schedule sch = build(s);
   const Bytes activation = s.training.micro_batch * s.training.seq_len * s.model.hidden * 2;  // bf16
   int norms = 0;
