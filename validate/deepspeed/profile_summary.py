@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Summarises the harness's profiles (--profile-steps): per phase of the profiled step, the host's wall time, the GPU's
+busy time and its kernels by class, the kernels launched, the top-level torch ops, and DeepSpeed's annotated methods.
+
+    python3 profile_summary.py TRACE.json.gz [...] [--json OUT.json]
+
+A trace is torch's Chrome trace (rank<R>.trace.json.gz beside a rank's JSON). Phases are the harness's
+`zsim.<phase>` ranges; a kernel belongs to the phase whose host range it started in (the GPU runs behind the host, so
+a host-bound phase's kernels all start inside it). Classes by kernel name: gemm (cuBLAS / cuBLASLt / CUTLASS: gemm,
+nvjet, cutlass, xmma, sm90), attn (flash, fmha, attention, cudnn), adam, memcpy (copies and memsets), other (the
+elementwise, norm and loss kernels). The profiler slows the host (about 1.7-2x here): time the phases with
+--phase-steps, read the structure here. Standard library only.
+"""
+import argparse
+import collections
+import gzip
+import json
+import sys
+
+
+def union_us(intervals):
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_s is None or s > cur_e:
+            if cur_s is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_s is not None else 0.0)
+
+
+def kernel_class(event):
+    if event.get("cat") != "kernel":
+        return "memcpy"
+    n = event["name"].lower()
+    if any(k in n for k in ("gemm", "nvjet", "cutlass", "xmma", "sm90")):
+        return "gemm"
+    if any(k in n for k in ("flash", "fmha", "attention", "cudnn")):
+        return "attn"
+    if "adam" in n:
+        return "adam"
+    return "other"
+
+
+def summarize(events):
+    X = [e for e in events if e.get("ph") == "X"]
+    phases = [e for e in X if e.get("cat") == "user_annotation" and e["name"].startswith("zsim.")]
+    kernels = [e for e in X if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    runtime = [e for e in X if e.get("cat") == "cuda_runtime"]
+    ops = sorted((e for e in X if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    ds = [e for e in X if e.get("cat") == "user_annotation" and e["name"].startswith("ds.")]
+    out = {}
+    for p in phases:
+        s, e = p["ts"], p["ts"] + p["dur"]
+        inside = lambda x: s <= x["ts"] < e  # noqa: E731
+        k = [x for x in kernels if inside(x)]
+        top, end = 0, -1.0
+        for x in ops:
+            if inside(x) and x["ts"] >= end:
+                top += 1
+                end = x["ts"] + x["dur"]
+        by_class = collections.Counter()
+        for x in k:
+            by_class[kernel_class(x)] += x["dur"]
+        annotated = collections.Counter()
+        for x in ds:
+            if inside(x):
+                annotated[x["name"]] += x["dur"]
+        out.setdefault(p["name"][len("zsim."):], []).append({
+            "host_ms": p["dur"] / 1e3,
+            "gpu_busy_ms": union_us([(x["ts"], x["ts"] + x["dur"]) for x in k]) / 1e3,
+            "kernels": len(k),
+            "launches": sum(1 for x in runtime if inside(x) and any(w in x["name"] for w in ("Launch", "Memcpy", "Memset"))),
+            "top_level_ops": top,
+            "gpu_ms_by_class": {c: round(v / 1e3, 3) for c, v in sorted(by_class.items())},
+            "deepspeed_ms": {n: round(v / 1e3, 3) for n, v in annotated.most_common(12)},
+        })
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--json", help="write {trace: summary} here")
+    args = ap.parse_args(argv)
+    result = {}
+    for path in args.traces:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            result[path] = summarize(json.load(f)["traceEvents"])
+        for phase, steps in result[path].items():
+            for x in steps:
+                print(f"{path} {phase:9s} host {x['host_ms']:8.2f} ms  GPU busy {x['gpu_busy_ms']:7.2f} ms  "
+                      f"kernels {x['kernels']:5d}  ops {x['top_level_ops']:5d}  {x['gpu_ms_by_class']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""profile_summary.py: phases, GPU busy time and kernel classes from a profiler trace.
+Run: cd validate/deepspeed && python3 -m unittest discover -s tests   (no torch needed)"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import profile_summary as ps  # noqa: E402
+
+
+def X(cat, name, ts, dur):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
+class ProfileSummaryTest(unittest.TestCase):
+    def test_a_phases_kernels_are_those_that_start_inside_it_and_overlaps_count_once(self):
+        events = [X("user_annotation", "zsim.forward", 0, 1000), X("user_annotation", "zsim.backward", 1000, 1000),
+                  X("kernel", "ampere_bf16_gemm", 100, 200), X("kernel", "elementwise_kernel", 200, 200),
+                  X("kernel", "flash_fwd", 900, 300),  # starts in forward, ends in backward: forward's
+                  X("gpu_memcpy", "Memcpy DtoD", 1100, 50),
+                  X("cpu_op", "aten::mm", 10, 50), X("cpu_op", "aten::addmm", 20, 5),  # nested: not top level
+                  X("cpu_op", "aten::mul", 100, 10),
+                  X("user_annotation", "ds.DeepSpeedEngine.forward", 5, 900)]
+        s = ps.summarize(events)
+        f, b = s["forward"][0], s["backward"][0]
+        self.assertEqual(f["kernels"], 3)
+        self.assertAlmostEqual(f["gpu_busy_ms"], (400 - 100 + 300) / 1e3)
+        self.assertEqual(f["gpu_ms_by_class"], {"attn": 0.3, "gemm": 0.2, "other": 0.2})
+        self.assertEqual(f["top_level_ops"], 2)
+        self.assertEqual(f["deepspeed_ms"], {"ds.DeepSpeedEngine.forward": 0.9})
+        self.assertEqual(b["gpu_ms_by_class"], {"memcpy": 0.05})
+
+
+if __name__ == "__main__":
+    unittest.main()
