@@ -244,24 +244,8 @@ size=$(stat -c %s "$OUT/deepspeed_results.tgz")
 if [ "$size" -gt $((15 * 1024 * 1024)) ]; then  # the device returns files of up to 16 MiB
   gzip -c "$W/torch_extensions.tar" > "$OUT/deepspeed_extensions.tar.gz"
   rm -f "$W/torch_extensions.tar"
-  # Profiles (--profile-steps) travel apart, in tarballs of at most ~15 MiB each (the device returns 8 files of 16 MiB).
-mkdir -p "$WORK/traces"
-find "$W" -name '*.trace.json.gz' | while read -r f; do
-  rel=${f#"$W"/}; mkdir -p "$WORK/traces/$(dirname "$rel")"; mv "$f" "$WORK/traces/$rel"
-done
-part=0; bytes=0; list=$WORK/traces.list.0; : > "$list"
-while read -r f; do
-  sz=$(stat -c %s "$WORK/traces/$f")
-  if [ $bytes -gt 0 ] && [ $((bytes + sz)) -gt $((15 * 1024 * 1024)) ]; then
-    part=$((part + 1)); bytes=0; list=$WORK/traces.list.$part; : > "$list"
-  fi
-  echo "$f" >> "$list"; bytes=$((bytes + sz))
-done < <(cd "$WORK/traces" && find . -name '*.trace.json.gz' | sort)
-for l in "$WORK"/traces.list.*; do
-  [ -s "$l" ] && tar cf "$OUT/deepspeed_traces.${l##*.}.tar" -C "$WORK/traces" -T "$l"
-done
-tar czf "$OUT/deepspeed_results.tgz" -C "$WORK" deepspeed_results
-  echo "== extensions packed apart: $OUT/deepspeed_extensions.tgz"
+  tar czf "$OUT/deepspeed_results.tgz" -C "$WORK" deepspeed_results
+  echo "== extensions packed apart: $OUT/deepspeed_extensions.tar.gz"
 fi
 ls -l "$OUT"
 
