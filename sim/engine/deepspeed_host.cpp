@@ -1,8 +1,11 @@
 #include "sim/engine/deepspeed_host.hpp"
 
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
+
+#include "sim/engine/simulate.hpp"
 
 namespace zsim {
 
@@ -58,17 +61,13 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
   const EfficiencySpec::DeepSpeedHost& h = c.efficiency.deepspeed_host;
   const int stage = s.meta.zero_stage;
 
-  // A pass's figure is split evenly over its ops: (step, micro-step, compute kind, layer) -> the ops. A step ends
-  // where its step phase does (program order: each step's micro-steps, then its step phase).
+  // A pass's figure is split evenly over its ops: (step, micro-step, compute kind, layer) -> the ops; steps as the
+  // engine segments them (find_steps).
+  const std::vector<int> step_of = find_steps(s, nullptr);
   std::map<std::tuple<int, int, int, int>, std::vector<OpId>> passes;
-  int step = 0;
-  bool in_step_phase = false;
-  for (const Op& op : s.ops) {
-    if (in_step_phase && op.phase != Phase::step) ++step;
-    in_step_phase = op.phase == Phase::step;
+  for (const Op& op : s.ops)
     if (layer_work(op))
-      passes[{step, op.micro_step, static_cast<int>(op.compute.what), op.layer}].push_back(op.id);
-  }
+      passes[{step_of[op.id], op.micro_step, static_cast<int>(op.compute.what), op.layer}].push_back(op.id);
   for (const auto& [key, ids] : passes) {
     const double us = pass_us(s.ops[ids.front()], s.model, stage, h) / static_cast<double>(ids.size());
     for (OpId id : ids) out[id] = {us * 1e-6, 0.0};  // the GPU work starts as the host begins the op
@@ -77,15 +76,11 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
   // The optimizer step's Python, on each step's first optimizer op.
   const double step_us =
       h.step_fixed_us + hf_parameter_tensors(s.model) * (stage == 3 ? h.stage3_step_param_us : h.step_param_us);
-  bool in_step = false;
-  for (const Op& op : s.ops) {
-    const bool opt = op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer;
-    if (op.phase != Phase::step) in_step = false;
-    if (opt && !in_step) {
+  std::set<int> stepped;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] >= 0 &&
+        stepped.insert(step_of[op.id]).second)
       out[op.id] = {out[op.id].total_s + step_us * 1e-6, 0.0};
-      in_step = true;
-    }
-  }
   return out;
 }
 
