@@ -679,6 +679,27 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// One figure's errors over the runs: their median |error| and the worst, with its case.
+struct ErrorTally {
+  std::vector<double> abs_errors;
+  double worst = 0;
+  std::string worst_case;
+  void add(const std::string& name, double error) {
+    abs_errors.push_back(std::fabs(error));
+    if (std::fabs(error) >= std::fabs(worst)) {
+      worst = error;
+      worst_case = name;
+    }
+  }
+  double median() const { return median_of(abs_errors); }
+};
+
+// The step time's error where one rank per GPU timed it (ranks sharing one GPU do not time a multi-GPU step).
+std::optional<double> one_rank_step_error(const DsValidation& v) {
+  if (!(v.step_measured_s > 0) || (v.shared_gpu && v.world > 1)) return std::nullopt;
+  return (v.step_predicted_s - v.step_measured_s) / v.step_measured_s;
+}
+
 }  // namespace
 
 std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries, const std::string& record_dir,
@@ -709,15 +730,7 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
       "| case | ranks | peak allocated: zsim | DeepSpeed | error | reserved: zsim | DeepSpeed | error | collective "
       "rows matching (calls / bytes / rows) | not modelled | step: zsim | DeepSpeed | error |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  std::vector<double> step_abs_errors;
-  double step_worst = 0;
-  std::string step_worst_case;
-  std::vector<double> reserved_abs_errors;
-  double reserved_worst = 0;
-  std::string reserved_worst_case;
-  std::vector<double> abs_errors;
-  double worst = 0;
-  std::string worst_case;
+  ErrorTally peak, reserved_tally, step;
   int multi = 0, multi_bytes = 0, multi_calls = 0;
   std::vector<const DsRecordEntry*> failed;
   for (const DsRecordEntry& e : entries) {
@@ -736,33 +749,15 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
       multi_calls += calls == static_cast<int>(v.collectives.size());
       multi_bytes += bytes == static_cast<int>(v.collectives.size());
     }
-    abs_errors.push_back(std::fabs(v.peak_rel_error));
-    if (std::fabs(v.peak_rel_error) >= std::fabs(worst)) {
-      worst = v.peak_rel_error;
-      worst_case = e.name;
-    }
+    peak.add(e.name, v.peak_rel_error);
     const bool reserved = v.reserved_predicted > 0 && v.reserved_measured_max > 0;
     const double reserved_error =
         reserved ? (double(v.reserved_predicted) - double(v.reserved_measured_max)) / double(v.reserved_measured_max) : 0;
-    if (reserved) {
-      reserved_abs_errors.push_back(std::fabs(reserved_error));
-      if (std::fabs(reserved_error) >= std::fabs(reserved_worst)) {
-        reserved_worst = reserved_error;
-        reserved_worst_case = e.name;
-      }
-    }
+    if (reserved) reserved_tally.add(e.name, reserved_error);
     int not_modelled = 0;
     for (const DsNotModelled& n : v.not_modelled) not_modelled += n.call.count;
-    // Step time: one rank per GPU only (ranks sharing one GPU do not time a multi-GPU step).
-    const bool step_timed = v.step_measured_s > 0 && !(v.shared_gpu && v.world > 1);
-    const double step_error = step_timed ? (v.step_predicted_s - v.step_measured_s) / v.step_measured_s : 0;
-    if (step_timed) {
-      step_abs_errors.push_back(std::fabs(step_error));
-      if (std::fabs(step_error) >= std::fabs(step_worst)) {
-        step_worst = step_error;
-        step_worst_case = e.name;
-      }
-    }
+    const std::optional<double> step_error = one_rank_step_error(v);
+    if (step_error) step.add(e.name, *step_error);
     out += fmt::format(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {:.1f} ms | {} | {} |\n", e.name, v.world,
         mib(v.peak_predicted), mib(v.peak_measured_max), pct(v.peak_rel_error),
@@ -771,7 +766,7 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
         v.step_measured_s > 0
             ? fmt::format("{:.1f} ms{}", v.step_measured_s * 1e3, v.shared_gpu && v.world > 1 ? " (shared GPU)" : "")
             : std::string("none"),
-        step_timed ? pct(step_error) : std::string("-"));
+        step_error ? pct(*step_error) : std::string("-"));
   }
   if (!failed.empty()) {
     out += "\nFailed runs (recorded as DeepSpeed failed them; nothing to compare):\n\n";
@@ -780,30 +775,29 @@ std::string deepspeed_summary_markdown(const std::vector<DsRecordEntry>& entries
       out += fmt::format("| {} | {} | {} | {} |\n", e->name, e->run.failure_kind, e->run.error,
                          e->run.as_expected ? "yes" : "no");
   }
-  const double med = median_of(abs_errors);
   out += fmt::format(
       "\nPeak allocated over {} ok runs: median |error| {:.1f}% (issue 38's target <= 3%: {}), worst "
       "{} ({}; target <= 8%: {}).\n",
-      abs_errors.size(), 100 * med, med <= 0.03 ? "met" : "not met", pct(worst), worst_case,
-      std::fabs(worst) <= 0.08 ? "met" : "not met");
-  if (!reserved_abs_errors.empty())
+      peak.abs_errors.size(), 100 * peak.median(), peak.median() <= 0.03 ? "met" : "not met", pct(peak.worst),
+      peak.worst_case, std::fabs(peak.worst) <= 0.08 ? "met" : "not met");
+  if (!reserved_tally.abs_errors.empty())
     out += fmt::format(
         "Peak reserved over {} ok runs: median |error| {:.1f}%, worst {} ({}; issue 38's target <= 10%: {}).\n",
-        reserved_abs_errors.size(), 100 * median_of(reserved_abs_errors), pct(reserved_worst), reserved_worst_case,
-        std::fabs(reserved_worst) <= 0.10 ? "met" : "not met");
-  if (!step_abs_errors.empty())
+        reserved_tally.abs_errors.size(), 100 * reserved_tally.median(), pct(reserved_tally.worst),
+        reserved_tally.worst_case, std::fabs(reserved_tally.worst) <= 0.10 ? "met" : "not met");
+  if (!step.abs_errors.empty())
     out += fmt::format(
         "Step time over {} runs of one rank per GPU: median |error| {:.1f}% (issue 39's target <= 10%: {}), worst {} "
         "({}; target <= 20%: {}).\n",
-        step_abs_errors.size(), 100 * median_of(step_abs_errors),
-        median_of(step_abs_errors) <= 0.10 ? "met" : "not met", pct(step_worst), step_worst_case,
-        std::fabs(step_worst) <= 0.20 ? "met" : "not met");
+        step.abs_errors.size(), 100 * step.median(), step.median() <= 0.10 ? "met" : "not met", pct(step.worst),
+        step.worst_case, std::fabs(step.worst) <= 0.20 ? "met" : "not met");
   out += fmt::format(
       "Collectives of the {} multi-rank ok runs: calls equal on every row in {}, bytes within {:.1f}% on "
       "every row in {}.\n",
       multi, multi_calls, 100 * kCollectiveBytesTolerance, multi_bytes);
   out += fmt::format(
-      "\nBands ({}): each ok run's peak-allocated error as recorded here, +-{:.1f} percentage points; CI "
+      "\nBands ({}): each ok run's peak-allocated error (and, one rank per GPU, its step-time error) as recorded here, "
+      "+-{:.1f} percentage points; CI "
       "(`validation_results_test`, validate/results_band_test.cpp) validates every run again and fails "
       "when one leaves its band. After a deliberate model change: `zsim validate --deepspeed-summary {} "
       "--write-bands`, and commit summary.md and the bands with the reason.\n",
@@ -831,11 +825,10 @@ ordered_json deepspeed_bands_json(const std::vector<DsRecordEntry>& entries, dou
     runs[e.name] = {
         {"status", "ok"}, {"peak_allocated_rel_error", err}, {"min", err - band_margin}, {"max", err + band_margin}};
     // Step time, where one rank per GPU timed it (issue 39): the same margin around the error recorded.
-    if (v.step_measured_s > 0 && !(v.shared_gpu && v.world > 1)) {
-      const double step_err = (v.step_predicted_s - v.step_measured_s) / v.step_measured_s;
-      runs[e.name]["step_rel_error"] = step_err;
-      runs[e.name]["step_min"] = step_err - band_margin;
-      runs[e.name]["step_max"] = step_err + band_margin;
+    if (const std::optional<double> step = one_rank_step_error(v)) {
+      runs[e.name]["step_rel_error"] = *step;
+      runs[e.name]["step_min"] = *step - band_margin;
+      runs[e.name]["step_max"] = *step + band_margin;
     }
   }
   j["runs"] = runs;
