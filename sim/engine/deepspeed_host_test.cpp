@@ -31,6 +31,19 @@ EfficiencySpec::DeepSpeedHost figures() {
   return h;
 }
 
+// A scenario's schedule and each op's host time under figures().
+struct Priced {
+  Schedule s;
+  std::vector<HostIssue> h;
+};
+Priced priced(const Scenario& sc, int steps = 1) {
+  Priced p{make_schedule(sc, make_plan(sc), steps), {}};
+  ClusterSpec c = sc.cluster;
+  c.efficiency.deepspeed_host = figures();
+  p.h = host_issue(p.s, c);
+  return p;
+}
+
 // Sum of the host's seconds over the compute ops of one kind and layer (layer -2: every layer).
 double host_s(const Schedule& s, const std::vector<HostIssue>& h, ComputeKind what, int layer) {
   double t = 0;
@@ -51,10 +64,7 @@ TEST(DeepSpeedHost, ADeepSpeedScheduleSaysItsFrameworkAndStage) {
 
 TEST(DeepSpeedHost, EachLayersForwardAndBackwardCarryTheirFiguresOnce) {
   const Scenario sc = deepspeed_scenario(2);
-  const Schedule s = make_schedule(sc, make_plan(sc), 1);
-  ClusterSpec c = sc.cluster;
-  c.efficiency.deepspeed_host = figures();
-  const std::vector<HostIssue> h = host_issue(s, c);
+  const auto [s, h] = priced(sc);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 1000e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 1), 1000e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, -1), 300e-6, 1e-12);
@@ -68,10 +78,7 @@ TEST(DeepSpeedHost, EachLayersForwardAndBackwardCarryTheirFiguresOnce) {
 // Each step's passes carry the figures: two steps, twice the host's time, none split across steps.
 TEST(DeepSpeedHost, EveryStepCarriesItsOwnPasses) {
   const Scenario sc = deepspeed_scenario(2);
-  const Schedule s = make_schedule(sc, make_plan(sc), 2);
-  ClusterSpec c = sc.cluster;
-  c.efficiency.deepspeed_host = figures();
-  const std::vector<HostIssue> h = host_issue(s, c);
+  const auto [s, h] = priced(sc, 2);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 2 * 1000e-6, 1e-12);
   for (const Op& op : s.ops)
     if (op.kind == OpKind::compute && op.compute.what == ComputeKind::forward && op.layer == 0)
@@ -80,10 +87,7 @@ TEST(DeepSpeedHost, EveryStepCarriesItsOwnPasses) {
 
 TEST(DeepSpeedHost, StageThreeAddsEverySubmodulesHooksInForwardAndBackward) {
   const Scenario sc = deepspeed_scenario(3);
-  const Schedule s = make_schedule(sc, make_plan(sc), 1);
-  ClusterSpec c = sc.cluster;
-  c.efficiency.deepspeed_host = figures();
-  const std::vector<HostIssue> h = host_issue(s, c);
+  const auto [s, h] = priced(sc);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 13 * 50) * 1e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, -1), (300 + 6 * 50) * 1e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 0), (2000 + 13 * 70) * 1e-6, 1e-12);
@@ -92,10 +96,7 @@ TEST(DeepSpeedHost, StageThreeAddsEverySubmodulesHooksInForwardAndBackward) {
 
 TEST(DeepSpeedHost, CheckpointingAddsTheWrapperToTheForwardAndARecomputePerLayer) {
   const Scenario sc = deepspeed_scenario(1, true);
-  const Schedule s = make_schedule(sc, make_plan(sc), 1);
-  ClusterSpec c = sc.cluster;
-  c.efficiency.deepspeed_host = figures();
-  const std::vector<HostIssue> h = host_issue(s, c);
+  const auto [s, h] = priced(sc);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 400) * 1e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::recompute, 0), 2500e-6, 1e-12);
 }

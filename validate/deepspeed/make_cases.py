@@ -14,6 +14,7 @@ Each case folder holds what the harness and zsim both read:
 Standard library only (no torch): the unit tests run it on any machine.
 """
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -62,32 +63,35 @@ CLUSTER_YAML = """cluster:
 HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
 
 
+@functools.lru_cache(maxsize=None)
+def _profile_lines(path):
+    """The profile's lines without comments (read once per path: every case's scenario copies its figures)."""
+    with open(path) as f:
+        return tuple((line.split("#", 1)[0].rstrip(), line) for line in f)
+
+
 def outside_allocator_bytes(path=HOST_FIGURES):
     """The profile's efficiency.outside_allocator_bytes (0 where it has none)."""
-    with open(path) as f:
-        for line in f:
-            s = line.split("#", 1)[0].strip()
-            if s.startswith("outside_allocator_bytes:"):
-                return int(s.partition(":")[2])
+    for s, _ in _profile_lines(path):
+        if s.strip().startswith("outside_allocator_bytes:"):
+            return int(s.strip().partition(":")[2])
     return 0
 
 
 def host_figures(path=HOST_FIGURES):
     """The `deepspeed_host:` block of a fit_host.py profile, as "key: value" pairs in file order (stdlib only)."""
     pairs, inside = [], False
-    with open(path) as f:
-        for line in f:
-            s = line.split("#", 1)[0].rstrip()
-            if s.strip() == "deepspeed_host:":
-                inside = True
+    for s, line in _profile_lines(path):
+        if s.strip() == "deepspeed_host:":
+            inside = True
+            continue
+        if inside:
+            if not s.strip():
                 continue
-            if inside:
-                if not s.strip():
-                    continue
-                if not line.startswith("      "):
-                    break
-                key, _, value = s.strip().partition(":")
-                pairs.append(f"{key.strip()}: {float(value)}")
+            if not line.startswith("      "):
+                break
+            key, _, value = s.strip().partition(":")
+            pairs.append(f"{key.strip()}: {float(value)}")
     if not pairs:
         raise CaseTableError(f"{path}: no deepspeed_host figures (write it with fit_host.py --profile)")
     return ", ".join(pairs)
