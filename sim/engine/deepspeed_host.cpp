@@ -19,23 +19,32 @@ bool layer_work(const Op& op) {
           op.compute.what == ComputeKind::recompute);
 }
 
+// Stage 3's forward hooks per submodule in a forward or a recompute: a checkpointed layer's forward (no autograd) and a
+// recompute each have their own figure (not given: the forward's); the model's own modules (layer -1) the forward's.
+double stage3_forward_hooks_us(ComputeKind what, bool layer, bool checkpointing,
+                               const EfficiencySpec::DeepSpeedHost& h) {
+  if (what == ComputeKind::recompute) return h.effective_stage3_recompute_module_us();
+  if (layer && checkpointing) return h.effective_stage3_checkpoint_forward_module_us();
+  return h.stage3_forward_module_us;
+}
+
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
 double pass_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
   const bool gpt2 = gpt2_family(m);
   const bool layer = op.layer >= 0;
   const double hooks = layer ? kHooksPerLayer : model_level_modules(m);
   const bool z3 = stage == 3;
+  const double z3_forward_us = z3 ? hooks * stage3_forward_hooks_us(op.compute.what, layer, m.checkpointing, h) : 0;
+  const double z3_backward_us = z3 ? hooks * h.stage3_backward_module_us : 0;
   switch (op.compute.what) {
     case ComputeKind::forward:
-      if (!layer) return h.forward_fixed_us + (z3 ? hooks * h.stage3_forward_module_us : 0);
+      if (!layer) return h.forward_fixed_us + z3_forward_us;
       return (gpt2 ? h.gpt2_forward_layer_us : h.llama_forward_layer_us) +
-             (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + (z3 ? hooks * h.stage3_forward_module_us : 0);
+             (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + z3_forward_us;
     case ComputeKind::backward:
-      if (!layer) return h.backward_fixed_us + (z3 ? hooks * h.stage3_backward_module_us : 0);
-      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) +
-             (z3 ? hooks * h.stage3_backward_module_us : 0);
-    case ComputeKind::recompute:
-      return h.recompute_layer_us + (z3 ? hooks * h.stage3_forward_module_us : 0);
+      if (!layer) return h.backward_fixed_us + z3_backward_us;
+      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + z3_backward_us;
+    case ComputeKind::recompute: return h.recompute_layer_us + z3_forward_us;
     default: return 0;
   }
 }

@@ -14,12 +14,18 @@
 //               gradient hooks at stages 1-3);
 //   recompute   recompute_layer_us per layer (the checkpointed forward again, under the unpack hook);
 //   stage 3     each submodule transformers calls runs DeepSpeed's pre- and post-forward hooks (the fetch
-//               coordinator: parameter_offload.py, partitioned_param_coordinator.py) in forward and in each
-//               recompute (stage3_forward_module_us) and its backward hooks (stage3_backward_module_us): 13 per
+//               coordinator: parameter_offload.py, partitioned_param_coordinator.py) in forward
+//               (stage3_forward_module_us) and its backward hooks (stage3_backward_module_us): 13 per
 //               decoder layer in both families (Llama: the layer, 2 norms, attention, q, k, v, o, MLP, gate, up, down,
 //               act_fn; GPT-2: the block, 2 norms, attention, c_attn, c_proj, 2 dropouts, MLP, c_fc, act, c_proj,
 //               dropout), and the model's own (Llama 6: the causal LM, the model, embedding, rotary embedding, norm,
 //               head; GPT-2 7: the LM head model, the model, wte, wpe, dropout, ln_f, head);
+//               under gradient checkpointing a layer's 13 in its forward, which reentrant torch.utils.checkpoint
+//               runs under torch.no_grad (the autograd Functions DeepSpeed's backward hooks wrap each output in record
+//               no node: parameter_offload.py's _pre_backward_module_hook, _post_backward_module_hook), are
+//               stage3_checkpoint_forward_module_us each, and in its recompute (with autograd, in backward)
+//               stage3_recompute_module_us; either, not given, is stage3_forward_module_us (the model's own modules
+//               keep stage3_forward_module_us);
 //   step        step_fixed_us + parameter tensors x step_param_us (stage 3: stage3_step_param_us): DeepSpeed's
 //               optimizer step, its gradient norm over each tensor and the optimizer's Python, on the step's first
 //               optimizer op.

@@ -2,6 +2,9 @@
 // engine runs a step as long as the host or the GPU, whichever binds.
 #include "sim/engine/deepspeed_host.hpp"
 
+#include <set>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "sim/engine/host_issue.hpp"
@@ -31,15 +34,15 @@ EfficiencySpec::DeepSpeedHost figures() {
   return h;
 }
 
-// A scenario's schedule and each op's host time under figures().
+// A scenario's schedule and each op's host time under the figures given (figures() by default).
 struct Priced {
   Schedule s;
   std::vector<HostIssue> h;
 };
-Priced priced(const Scenario& sc, int steps = 1) {
+Priced priced(const Scenario& sc, int steps = 1, const EfficiencySpec::DeepSpeedHost& with = figures()) {
   Priced p{make_schedule(sc, make_plan(sc), steps), {}};
   ClusterSpec c = sc.cluster;
-  c.efficiency.deepspeed_host = figures();
+  c.efficiency.deepspeed_host = with;
   p.h = host_issue(p.s, c);
   return p;
 }
@@ -99,6 +102,53 @@ TEST(DeepSpeedHost, CheckpointingAddsTheWrapperToTheForwardAndARecomputePerLayer
   const auto [s, h] = priced(sc);
   EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 400) * 1e-6, 1e-12);
   EXPECT_NEAR(host_s(s, h, ComputeKind::recompute, 0), 2500e-6, 1e-12);
+}
+
+// Each op's host time under one figure set and under another differ exactly on the ops of the passes named.
+using PassOf = std::pair<ComputeKind, bool>;  // compute kind, inside a decoder layer
+std::set<PassOf> passes_that_differ(const Scenario& sc, const EfficiencySpec::DeepSpeedHost& a,
+                                    const EfficiencySpec::DeepSpeedHost& b) {
+  const Priced pa = priced(sc, 1, a), pb = priced(sc, 1, b);
+  std::set<PassOf> out;
+  for (const Op& op : pa.s.ops)
+    if (pa.h[op.id].total_s != pb.h[op.id].total_s) out.insert({op.compute.what, op.layer >= 0});
+  return out;
+}
+
+TEST(DeepSpeedHost, StageThreeUnderCheckpointingPricesItsLayersHooksAtTheForwardsFigureWhenNotGivenApart) {
+  const Scenario sc = deepspeed_scenario(3, true);
+  const EfficiencySpec::DeepSpeedHost h = figures();
+  EXPECT_EQ(h.effective_stage3_checkpoint_forward_module_us(), h.stage3_forward_module_us);
+  EXPECT_EQ(h.effective_stage3_recompute_module_us(), h.stage3_forward_module_us);
+  const auto [s, host] = priced(sc);
+  EXPECT_NEAR(host_s(s, host, ComputeKind::forward, 0), (1000 + 400 + 13 * 50) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, host, ComputeKind::recompute, 0), (2500 + 13 * 50) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, host, ComputeKind::forward, -1), (300 + 6 * 50) * 1e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, TheCheckpointedForwardsFigurePricesTheLayersForwardHooksAndNothingElse) {
+  const Scenario sc = deepspeed_scenario(3, true);
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.stage3_checkpoint_forward_module_us = 20;
+  EXPECT_EQ(passes_that_differ(sc, figures(), h), (std::set<PassOf>{{ComputeKind::forward, true}}));
+  const auto [s, host] = priced(sc, 1, h);
+  EXPECT_NEAR(host_s(s, host, ComputeKind::forward, 0), (1000 + 400 + 13 * 20) * 1e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, TheRecomputesFigurePricesTheRecomputesHooksAndNothingElse) {
+  const Scenario sc = deepspeed_scenario(3, true);
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.stage3_recompute_module_us = 90;
+  EXPECT_EQ(passes_that_differ(sc, figures(), h), (std::set<PassOf>{{ComputeKind::recompute, true}}));
+  const auto [s, host] = priced(sc, 1, h);
+  EXPECT_NEAR(host_s(s, host, ComputeKind::recompute, 0), (2500 + 13 * 90) * 1e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, TheCheckpointingFiguresOfStageThreeChangeNothingWithoutCheckpointingOrBelowStageThree) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.stage3_checkpoint_forward_module_us = 20, h.stage3_recompute_module_us = 90;
+  EXPECT_TRUE(passes_that_differ(deepspeed_scenario(3, false), figures(), h).empty());
+  EXPECT_TRUE(passes_that_differ(deepspeed_scenario(2, true), figures(), h).empty());
 }
 
 TEST(DeepSpeedHost, AZrunScheduleIsNotPricedByIt) {

@@ -159,6 +159,20 @@ TEST(ScenarioErrors, ACpuAdamRateForAThreadCountItCannotHoldIsAnUnknownKey) {
   expect_override_error("cluster.efficiency.cpu_adam_measured.ranks_2.threads_6", "1e9", "unknown key 'threads_6'");
 }
 
+TEST(ScenarioErrors, ANegativeStageThreeRecomputeHostFigureNamesItsLine) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    deepspeed_host:\n"
+                    "      stage3_forward_module_us: 270\n      stage3_recompute_module_us: -5\n");
+  EXPECT_ERROR_AT(e, 7, 35, "cluster.efficiency.deepspeed_host.stage3_recompute_module_us",
+                  "must be in [0, 1e6] microseconds");
+}
+
+TEST(ScenarioErrors, AStageThreeCheckpointedForwardHostFigureThatIsNotANumberNamesItsLine) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    deepspeed_host:\n"
+                    "      stage3_checkpoint_forward_module_us: fast\n");
+  EXPECT_ERROR_AT(e, 6, 44, "cluster.efficiency.deepspeed_host.stage3_checkpoint_forward_module_us",
+                  "expected a number, got 'fast'");
+}
+
 TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
   auto e = error_of(kBase, {"model.heads=48"});
   ASSERT_TRUE(e);

@@ -75,8 +75,11 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
                                                 {"event_us", host.event_us}};
   if (host.present() && host.link_collective_us > 0)
     j["cluster"]["efficiency"]["host_issue"]["link_collective_us"] = host.link_collective_us;
-  if (c.efficiency.deepspeed_host.present())
+  if (c.efficiency.deepspeed_host.present()) {
     for (auto [v, key] : c.efficiency.deepspeed_host.fields()) j["cluster"]["efficiency"]["deepspeed_host"][key] = v;
+    for (auto [v, key] : c.efficiency.deepspeed_host.optional_fields())
+      if (v) j["cluster"]["efficiency"]["deepspeed_host"][key] = *v;  // as given (absent: stage3_forward_module_us)
+  }
   for (auto [block, name] : {std::pair{&c.efficiency.beside_compute, "beside_compute"},
                              {&c.efficiency.compute_beside, "compute_beside"},
                              {&c.efficiency.beside_compute_wait, "beside_compute_wait"}})

@@ -369,6 +369,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.host_issue.link_collective_us", c.efficiency.host_issue.link_collective_us);
   for (auto [v, name] : c.efficiency.deepspeed_host.fields())
     real(std::string("cluster.efficiency.deepspeed_host.") + name, *v);
+  for (auto [v, name] : c.efficiency.deepspeed_host.optional_fields())
+    if (auto given = f.get_real(std::string("cluster.efficiency.deepspeed_host.") + name)) *v = *given;
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);

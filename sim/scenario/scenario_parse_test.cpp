@@ -166,6 +166,27 @@ TEST(ScenarioParse, TheFlashAttentionEfficienciesAreWrittenOnlyWhereGiven) {
   EXPECT_FALSE(scenario_to_json(forward_only)["cluster"]["efficiency"]["flash_attention"].contains("backward"));
 }
 
+// Stage 3's checkpointing figures of DeepSpeed's host are optional: absent, they stay unset (the forward's figure
+// prices them) and the JSON has no such key; given, they are read and echoed as given.
+TEST(ScenarioParse, TheStageThreeCheckpointingHostFiguresAreReadAndWrittenOnlyWhereGiven) {
+  const std::string host = "cluster.efficiency.deepspeed_host.";
+  const Scenario without = parse(kBase, {host + "stage3_forward_module_us=270"});
+  const auto& h = without.cluster.efficiency.deepspeed_host;
+  EXPECT_FALSE(h.stage3_checkpoint_forward_module_us.has_value());
+  EXPECT_FALSE(h.stage3_recompute_module_us.has_value());
+  const auto j = scenario_to_json(without)["cluster"]["efficiency"]["deepspeed_host"];
+  EXPECT_FALSE(j.contains("stage3_checkpoint_forward_module_us"));
+  EXPECT_FALSE(j.contains("stage3_recompute_module_us"));
+  const Scenario with = parse(kBase, {host + "stage3_forward_module_us=270",
+                                      host + "stage3_checkpoint_forward_module_us=120",
+                                      host + "stage3_recompute_module_us=0"});
+  EXPECT_EQ(with.cluster.efficiency.deepspeed_host.stage3_checkpoint_forward_module_us, 120.0);
+  EXPECT_EQ(with.cluster.efficiency.deepspeed_host.stage3_recompute_module_us, 0.0);  // given 0: costs nothing
+  const auto jw = scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"];
+  EXPECT_DOUBLE_EQ(jw["stage3_checkpoint_forward_module_us"].get<double>(), 120);
+  EXPECT_DOUBLE_EQ(jw["stage3_recompute_module_us"].get<double>(), 0);
+}
+
 TEST(ScenarioParse, AGpuPresetInTheScenarioReplacesTheProfilesGpu) {
   Scenario s = parse(R"(model: {preset: llama2-7b}
 cluster: {profile: test-hgx, gpu: h200-141gb}

@@ -125,6 +125,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   for (auto [v, key] : cl.efficiency.deepspeed_host.fields())
     c.that(std::isfinite(v) && v >= 0 && v <= 1e6, std::string("cluster.efficiency.deepspeed_host.") + key,
            "must be in [0, 1e6] microseconds (0 = costs the host nothing), got " + Check::num(v));
+  for (auto [v, key] : cl.efficiency.deepspeed_host.optional_fields())
+    if (v)
+      c.that(std::isfinite(*v) && *v >= 0 && *v <= 1e6, std::string("cluster.efficiency.deepspeed_host.") + key,
+             "must be in [0, 1e6] microseconds (0 = costs the host nothing; absent = stage3_forward_module_us), got " +
+                 Check::num(*v));
   for (const auto& [block, name, zero] :
        {std::tuple{&cl.efficiency.beside_compute, "beside_compute", "a fraction in [0, 1] (0 = not measured: the kernel's alone rate)"},
         {&cl.efficiency.compute_beside, "compute_beside",

@@ -1,37 +1,55 @@
 #!/usr/bin/env python3
 """Fits zsim's DeepSpeed host model (efficiency.deepspeed_host) from the harness's phase-timed micro-runs.
 
-    python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json]
+    python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
 Each RESULTS_DIR holds harness results (<case>.json) of list `fit` (cases.tsv: models of their own, never a
 validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a synchronisation
 after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a third of the
 time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
-zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from):
+zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from; M = the model's own modules,
+6 Llama / 7 GPT-2):
 
   forward   = forward_fixed + L x {llama,gpt2}_forward_layer + [ckpt] L x checkpoint_forward_layer
-              + [stage 3] (13 L + model modules) x stage3_forward_module
+              + [stage 3] (13 L + M) x stage3_forward_module                        (no checkpointing)
+              + [stage 3, ckpt] 13 L x stage3_checkpoint_forward_module + M x stage3_forward_module
   backward  = backward_fixed + L x {llama,gpt2}_backward_layer + [ckpt] L x recompute_layer
-              + [stage 3] (13 L + model modules) x stage3_backward_module + [stage 3, ckpt] 13 L x stage3_forward_module
+              + [stage 3] (13 L + M) x stage3_backward_module + [stage 3, ckpt] 13 L x stage3_recompute_module
   step      = step_fixed + P x (stage 3 ? stage3_step_param : step_param)
 
 fitted together by least squares (every phase of every run one sample; a run repeated in several results
-directories counts each time), figures that come out negative dropped and the rest fitted again. Runs with CPU
-offload are left out (their phases wait for PCIe and CPU Adam, which other figures price). Writes the profile
-(cluster.efficiency.deepspeed_host.*, each figure with its samples and the fit's residuals) and a report of every
-sample's fit. Standard library only.
+directories counts each time), figures that come out negative dropped and the rest fitted again. A figure no run
+samples (its column all zero: e.g. no run at stage 3 with checkpointing) is not fitted and is left out of the
+profile, so zsim prices it at its default (0; the two stage-3 checkpointing figures: stage3_forward_module_us).
+Runs with CPU offload are left out (their phases wait for PCIe and CPU Adam, which other figures price).
+
+Scaled to free-running steps: a phase-timed step's three phases sum to ~5-15% more than a free-running step of the
+same run, because the synchronisation after each phase waits for the GPU's tail (the kernels the host queued last,
+which in a free-running step overlap the next phase's Python) and adds the synchronisation's own cost. zsim is
+validated against free-running steps, and a host-bound free-running step is the host's time, so by default each
+run's phase medians are multiplied by (median of its free-running timed steps, timing.step_seconds) / (the sum of
+its three phase medians), so that they sum to its free-running step; each run's ratio is printed, and a run without
+free-running steps is left out (said so). --raw-phases fits the phases as timed (the fit before the scaling).
+
+Writes the profile (cluster.efficiency.deepspeed_host.*, each figure with its samples and the fit's residuals) and a
+report of every sample's fit. Standard library only.
 """
 import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOOKS_PER_LAYER = 13
 FIGURES = ["forward_fixed_us", "llama_forward_layer_us", "gpt2_forward_layer_us", "checkpoint_forward_layer_us",
-           "stage3_forward_module_us", "backward_fixed_us", "llama_backward_layer_us", "gpt2_backward_layer_us",
-           "recompute_layer_us", "stage3_backward_module_us", "step_fixed_us", "step_param_us", "stage3_step_param_us"]
+           "stage3_forward_module_us", "stage3_checkpoint_forward_module_us", "backward_fixed_us",
+           "llama_backward_layer_us", "gpt2_backward_layer_us", "recompute_layer_us", "stage3_backward_module_us",
+           "stage3_recompute_module_us", "step_fixed_us", "step_param_us", "stage3_step_param_us"]
+# What zsim prices a figure at when the profile leaves it out (sim/scenario/scenario.hpp, DeepSpeedHost).
+DEFAULT_WHEN_LEFT_OUT = {"stage3_checkpoint_forward_module_us": "stage3_forward_module_us",
+                         "stage3_recompute_module_us": "stage3_forward_module_us"}
 
 
 def structure(case_dir):
@@ -49,7 +67,7 @@ def structure(case_dir):
     return {
         "layers": layers,
         "gpt2": gpt2,
-        "modules": HOOKS_PER_LAYER * layers + (7 if gpt2 else 6),
+        "model_modules": 7 if gpt2 else 6,
         # transformers' parameter tensors: GPT-2 12 a block (+ wte, wpe, ln_f's two); Llama 9 a layer (+ embedding,
         # norm, head unless tied)
         "params": 12 * layers + 4 if gpt2 else 9 * layers + 2 + (0 if tied else 1),
@@ -62,18 +80,23 @@ def structure(case_dir):
 def features(st, phase):
     """The sample's row over FIGURES for one phase."""
     z3, ck, L = st["stage"] == 3, st["ckpt"], st["layers"]
+    layer_modules, model_modules = HOOKS_PER_LAYER * L, st["model_modules"]
     row = dict.fromkeys(FIGURES, 0.0)
     if phase == "forward":
         row["forward_fixed_us"] = 1
         row["gpt2_forward_layer_us" if st["gpt2"] else "llama_forward_layer_us"] = L
         row["checkpoint_forward_layer_us"] = L if ck else 0
-        row["stage3_forward_module_us"] = st["modules"] if z3 else 0
+        if z3 and ck:  # the checkpointed layers run without autograd; the model's own modules as ever
+            row["stage3_checkpoint_forward_module_us"] = layer_modules
+            row["stage3_forward_module_us"] = model_modules
+        elif z3:
+            row["stage3_forward_module_us"] = layer_modules + model_modules
     elif phase == "backward":
         row["backward_fixed_us"] = 1
         row["gpt2_backward_layer_us" if st["gpt2"] else "llama_backward_layer_us"] = L
         row["recompute_layer_us"] = L if ck else 0
-        row["stage3_backward_module_us"] = st["modules"] if z3 else 0
-        row["stage3_forward_module_us"] = HOOKS_PER_LAYER * L if (z3 and ck) else 0
+        row["stage3_backward_module_us"] = layer_modules + model_modules if z3 else 0
+        row["stage3_recompute_module_us"] = layer_modules if (z3 and ck) else 0
     else:
         row["step_fixed_us"] = 1
         row["stage3_step_param_us" if z3 else "step_param_us"] = st["params"]
@@ -105,11 +128,16 @@ def solve(rows, ys, active):
     return out
 
 
+def sampled(samples):
+    """By figure: whether any sample's row counts it (a figure no sample counts is not fitted: 0, left out)."""
+    return [any(s["row"][i] for s in samples) for i in range(len(FIGURES))]
+
+
 def fit(samples):
-    """Non-negative figures: fit, drop the negative ones, fit again."""
+    """Non-negative figures: fit, drop the negative ones, fit again. A figure no sample counts stays 0."""
     rows = [s["row"] for s in samples]
     ys = [s["measured_us"] for s in samples]
-    active = [any(r[i] for r in rows) for i in range(len(FIGURES))]
+    active = sampled(samples)
     while True:
         x = solve(rows, ys, active)
         neg = [i for i, v in enumerate(x) if active[i] and v < 0]
@@ -119,7 +147,23 @@ def fit(samples):
             active[i] = False
 
 
-def load_samples(dirs, cases_dir):
+PHASES = ("forward", "backward", "step")
+
+
+def free_running_ratio(timing):
+    """The run's median free-running step over the sum of its three phase medians (None: not both measured)."""
+    phases = timing.get("median_phase_seconds") or {}
+    steps = timing.get("step_seconds") or []
+    phase_sum = sum(phases.get(ph) or 0 for ph in PHASES)
+    if not steps or not all(phases.get(ph) for ph in PHASES):
+        return None
+    return statistics.median(steps) / phase_sum
+
+
+def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
+    """Every phase of every usable run, a sample. Unless raw_phases, each run's phases are scaled to its free-running
+    step (free_running_ratio) and a run without one is left out. `runs`, a list, gets each run's
+    {"run", "case", "ratio"} (ratio None: left out for want of free-running steps)."""
     samples = []
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "*.json"))):
@@ -135,17 +179,23 @@ def load_samples(dirs, cases_dir):
             st = structure(case_dir)
             if st["offload"]:
                 continue
-            for ph in ("forward", "backward", "step"):
+            scale = 1.0 if raw_phases else free_running_ratio(timing)
+            if runs is not None and not raw_phases:
+                runs.append({"run": os.path.relpath(path), "case": name, "ratio": scale})
+            if scale is None:
+                continue
+            for ph in PHASES:
                 if phases.get(ph):
-                    samples.append({"run": os.path.relpath(path), "case": name, "phase": ph,
-                                    "measured_us": phases[ph] * 1e6, "row": features(st, ph)})
+                    samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
+                                    "measured_us": phases[ph] * scale * 1e6, "row": features(st, ph)})
     return samples
 
 
 PROFILE_HEAD = """# zsim hardware profile: one NVIDIA H200 running DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17 (bf16), the
 # host's figures of a DeepSpeed step (efficiency.deepspeed_host) fitted by validate/deepspeed/fit_host.py from the
 # phase-timed micro-runs of list `fit` (never a validation case): {runs}.
-# Command: python3 validate/deepspeed/fit_host.py {dirs} --profile validate/deepspeed/host-h200.yaml
+# {scaling}
+# Command: python3 validate/deepspeed/fit_host.py {dirs} --profile validate/deepspeed/host-h200.yaml{flags}
 # make_cases.py writes these figures into every case's scenario (cluster.efficiency.deepspeed_host). docs/deepspeed-time.md.
 # Fit over {n} phase samples: residual rms {rms:.1f}%, worst {worst:+.1f}% ({worst_at}).
 description: "NVIDIA H200 under DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17: the host's figures of a DeepSpeed step, fitted from micro-runs"
@@ -165,16 +215,64 @@ PROFILE_TAIL = """    # GPU memory a DeepSpeed process holds outside PyTorch's c
 """
 
 
+def print_ratios(runs):
+    """Each run's free-running step over its phases' sum, the factor its phases were scaled by."""
+    print("free-running step / sum of the phase medians, per run (the phases' scale; --raw-phases: 1):")
+    for r in runs:
+        said = f"{r['ratio']:.3f}" if r["ratio"] is not None else "no free-running steps: left out"
+        print(f"  {r['run']:70s} {said}")
+
+
+def figure_note(name, col, samples, value):
+    """The profile's comment on one figure: its samples and their residual rms (or why it is not there)."""
+    used = [s for s in samples if s["row"][col]]
+    if not used:
+        return f"no sample: left out (zsim: {DEFAULT_WHEN_LEFT_OUT.get(name, '0')})"
+    rms_percent = (sum(s["residual"] ** 2 for s in used) / len(used)) ** 0.5 * 100
+    note = f"{len(used)} samples; their residual rms {rms_percent:.1f}%"
+    return note + ("; fitted negative, dropped (0)" if value == 0 else "")
+
+
+def print_figures(x, samples):
+    """Each figure fitted with its samples' count, or why it is not."""
+    for col, (name, v) in enumerate(zip(FIGURES, x)):
+        used = sum(1 for s in samples if s["row"][col])
+        if used:
+            print(f"{name:36s} {v:10.1f} us   ({used} samples)")
+        else:
+            print(f"{name:36s} {'-':>10s}      ({figure_note(name, col, samples, v)})")
+
+
+def profile_text(x, samples, args, fit_summary):
+    """The hardware profile: the fitted figures with their notes; a figure no sample counts is left out (zsim's
+    default prices it)."""
+    scaling = ("Phases as timed (--raw-phases)." if args.raw_phases else
+               "Each run's phases scaled to its free-running step (median step_seconds / the phase medians' sum).")
+    text = PROFILE_HEAD.format(runs=", ".join(sorted({s["case"] for s in samples})),
+                               dirs=" ".join(os.path.relpath(d) for d in args.dirs), scaling=scaling,
+                               flags=" --raw-phases" if args.raw_phases else "", **fit_summary)
+    for col, (name, v) in enumerate(zip(FIGURES, x)):
+        if any(s["row"][col] for s in samples):
+            text += f"      {name}: {v:.1f}  # {figure_note(name, col, samples, v)}\n"
+    return text + PROFILE_TAIL
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of list fit, phase-timed")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"), help="the case folders (default: cases/)")
     ap.add_argument("--profile", help="write the hardware profile here")
     ap.add_argument("--report", help="write every sample's fit here (JSON)")
+    ap.add_argument("--raw-phases", action="store_true",
+                    help="fit the phases as timed, not scaled to each run's free-running step")
     args = ap.parse_args(argv)
-    samples = load_samples(args.dirs, args.cases)
-    if len(samples) < len(FIGURES):
-        print(f"fit_host: {len(samples)} samples, fewer than the {len(FIGURES)} figures", file=sys.stderr)
+    runs = []
+    samples = load_samples(args.dirs, args.cases, raw_phases=args.raw_phases, runs=runs)
+    if runs:
+        print_ratios(runs)
+    figures = sum(sampled(samples)) if samples else 0
+    if len(samples) < max(figures, 1):
+        print(f"fit_host: {len(samples)} samples, fewer than the {figures} figures they count", file=sys.stderr)
         return 2
     x = fit(samples)
     for s in samples:
@@ -183,31 +281,21 @@ def main(argv=None):
     res = [s["residual"] for s in samples]
     rms = (sum(r * r for r in res) / len(res)) ** 0.5 * 100
     worst = max(samples, key=lambda s: abs(s["residual"]))
-    runs = sorted({s["case"] for s in samples})
-    for name, v in zip(FIGURES, x):
-        used = [s for s, r in zip(samples, (s["row"][FIGURES.index(name)] for s in samples)) if r]
-        print(f"{name:30s} {v:10.1f} us   ({len(used)} samples)")
-    print(f"fit over {len(samples)} phase samples of {len(runs)} cases: residual rms {rms:.1f}%, worst "
-          f"{worst['residual'] * 100:+.1f}% ({worst['case']} {worst['phase']})")
+    cases = sorted({s["case"] for s in samples})
+    print_figures(x, samples)
+    phases = "phases as timed" if args.raw_phases else "phases scaled to free-running steps"
+    print(f"fit over {len(samples)} phase samples of {len(cases)} cases ({phases}): residual rms {rms:.1f}%, "
+          f"worst {worst['residual'] * 100:+.1f}% ({worst['case']} {worst['phase']})")
     if args.profile:
-        text = PROFILE_HEAD.format(runs=", ".join(runs), dirs=" ".join(os.path.relpath(d) for d in args.dirs),
-                                   n=len(samples), rms=rms, worst=worst["residual"] * 100,
-                                   worst_at=f"{worst['case']} {worst['phase']}")
-        for name, v in zip(FIGURES, x):
-            col = FIGURES.index(name)
-            used = [s for s in samples if s["row"][col]]
-            note = (f"{len(used)} samples; their residual rms "
-                    f"{(sum(s['residual'] ** 2 for s in used) / len(used)) ** 0.5 * 100:.1f}%" if used
-                    else "no sample: not fitted")
-            if used and v == 0:
-                note += "; fitted negative, dropped (0)"
-            text += f"      {name}: {v:.1f}  # {note}\n"
-        text += PROFILE_TAIL
+        summary = {"n": len(samples), "rms": rms, "worst": worst["residual"] * 100,
+                   "worst_at": f"{worst['case']} {worst['phase']}"}
         with open(args.profile, "w") as f:
-            f.write(text)
+            f.write(profile_text(x, samples, args, summary))
     if args.report:
+        fitted = [name for name, used in zip(FIGURES, sampled(samples)) if used]
         with open(args.report, "w") as f:
-            json.dump({"figures_us": dict(zip(FIGURES, x)), "residual_rms_percent": rms,
+            json.dump({"figures_us": {k: v for k, v in zip(FIGURES, x) if k in fitted}, "phases": phases,
+                       "residual_rms_percent": rms,
                        "samples": [{k: v for k, v in s.items() if k != "row"} for s in samples]}, f, indent=1)
             f.write("\n")
     return 0

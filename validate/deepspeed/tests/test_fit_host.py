@@ -1,5 +1,7 @@
 """fit_host.py: the host figures come back from phases made with them, and what the fit leaves out.
 Run: cd validate/deepspeed && python3 -m unittest discover -s tests   (no torch needed)"""
+import contextlib
+import io
 import json
 import os
 import sys
@@ -14,35 +16,128 @@ import fit_host as fh  # noqa: E402
 import make_cases as mc  # noqa: E402
 
 TRUE = {"forward_fixed_us": 3000, "llama_forward_layer_us": 1500, "gpt2_forward_layer_us": 1000,
-        "checkpoint_forward_layer_us": 900, "stage3_forward_module_us": 270, "backward_fixed_us": 500,
-        "llama_backward_layer_us": 3500, "gpt2_backward_layer_us": 2300, "recompute_layer_us": 2900,
-        "stage3_backward_module_us": 310, "step_fixed_us": 2600, "step_param_us": 43, "stage3_step_param_us": 96}
+        "checkpoint_forward_layer_us": 900, "stage3_forward_module_us": 270,
+        "stage3_checkpoint_forward_module_us": 180, "backward_fixed_us": 500, "llama_backward_layer_us": 3500,
+        "gpt2_backward_layer_us": 2300, "recompute_layer_us": 2900, "stage3_backward_module_us": 310,
+        "stage3_recompute_module_us": 220, "step_fixed_us": 2600, "step_param_us": 43, "stage3_step_param_us": 96}
+CHECKPOINTING_AT_STAGE_3 = ["stage3_checkpoint_forward_module_us", "stage3_recompute_module_us"]
 FIT_CASES = [r["name"] for r in mc.parse_table(open(os.path.join(ROOT, "cases.tsv")).read()) if "fit" in r["lists"]]
+CASES = os.path.join(ROOT, "cases")
 
 
-def write_runs(folder, cases, figures, scale=1.0):
-    """A harness result per case whose phase medians are the host model at `figures` (times `scale`)."""
+def host_phases_s(name, figures):
+    """The host model's seconds of each phase of a case at `figures`."""
+    st = fh.structure(os.path.join(CASES, name))
+    return {ph: sum(a * figures[k] for a, k in zip(fh.features(st, ph), fh.FIGURES)) * 1e-6 for ph in fh.PHASES}
+
+
+def write_runs(folder, cases, figures, phase_excess=1.0, free_running=True):
+    """A harness result per case whose free-running steps have the host model's step at `figures` as their median and
+    whose phase medians are the host model's phases times `phase_excess` (what the synchronisations add)."""
     for name in cases:
-        st = fh.structure(os.path.join(ROOT, "cases", name))
-        phases = {ph: scale * sum(a * figures[k] for a, k in zip(fh.features(st, ph), fh.FIGURES)) * 1e-6
-                  for ph in ("forward", "backward", "step")}
+        model = host_phases_s(name, figures)
+        step = sum(model.values())
+        timing = {"median_phase_seconds": {ph: v * phase_excess for ph, v in model.items()}}
+        if free_running:
+            timing["step_seconds"] = [step * 1.03, step * 0.98, step, step * 1.2, step * 0.9]
         with open(os.path.join(folder, name + ".json"), "w") as f:
-            json.dump({"case": {"name": name}, "ranks": [{"timing": {"median_phase_seconds": phases}}]}, f)
+            json.dump({"case": {"name": name}, "ranks": [{"timing": timing}]}, f)
+
+
+def fitted(folder, **kw):
+    return dict(zip(fh.FIGURES, fh.fit(fh.load_samples([folder], CASES, **kw))))
+
+
+def run_main(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = fh.main(argv)
+    return rc, out.getvalue()
 
 
 class FitHostTest(unittest.TestCase):
     def test_the_figures_come_back_from_phases_made_with_them(self):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE)
-            samples = fh.load_samples([d], os.path.join(ROOT, "cases"))
-            got = dict(zip(fh.FIGURES, fh.fit(samples)))
+            got = fitted(d)
         for k, v in TRUE.items():
             self.assertAlmostEqual(got[k], v, delta=1e-6 * v, msg=k)
+
+    def test_phases_longer_than_the_free_running_step_are_scaled_down_to_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, FIT_CASES, TRUE, phase_excess=1.1)
+            got = fitted(d)
+        for k, v in TRUE.items():
+            self.assertAlmostEqual(got[k], v, delta=1e-6 * v, msg=k)
+
+    def test_raw_phases_fits_the_phases_as_timed(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, FIT_CASES, TRUE, phase_excess=1.1)
+            got = fitted(d, raw_phases=True)
+        for k, v in TRUE.items():
+            self.assertAlmostEqual(got[k], 1.1 * v, delta=1e-6 * v, msg=k)
+
+    def test_each_runs_ratio_is_its_median_free_running_step_over_its_phases_sum_and_is_printed(self):
+        name = "fitA-z2-w1-mb2-s2048-sdpa-ckpt"
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, [name], TRUE, phase_excess=1.25)
+            runs = []
+            samples = fh.load_samples([d], CASES, runs=runs)
+            _, printed = run_main([d])
+        self.assertEqual([r["case"] for r in runs], [name])
+        self.assertAlmostEqual(runs[0]["ratio"], 1 / 1.25, places=12)
+        self.assertTrue(all(s["phase_scale"] == runs[0]["ratio"] for s in samples))
+        self.assertRegex(printed, rf"{name}\.json +{1 / 1.25:.3f}\n")
+
+    def test_a_run_without_free_running_steps_is_left_out_unless_phases_are_raw(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, FIT_CASES[:1], TRUE, free_running=False)
+            runs = []
+            self.assertEqual(fh.load_samples([d], CASES, runs=runs), [])
+            self.assertIsNone(runs[0]["ratio"])
+            self.assertEqual(len(fh.load_samples([d], CASES, raw_phases=True)), 3)
+
+    def test_stage3_with_checkpointing_counts_its_layers_hooks_apart_from_the_models_own(self):
+        name = "fitA-z3-w1-mb2-s2048-sdpa-ckpt"
+        st = fh.structure(os.path.join(CASES, name))
+        forward = dict(zip(fh.FIGURES, fh.features(st, "forward")))
+        backward = dict(zip(fh.FIGURES, fh.features(st, "backward")))
+        layer_modules = fh.HOOKS_PER_LAYER * st["layers"]
+        self.assertEqual(forward["stage3_checkpoint_forward_module_us"], layer_modules)
+        self.assertEqual(forward["stage3_forward_module_us"], st["model_modules"])
+        self.assertEqual(backward["stage3_recompute_module_us"], layer_modules)
+        self.assertEqual(backward["stage3_forward_module_us"], 0)
+        self.assertEqual(backward["stage3_backward_module_us"], layer_modules + st["model_modules"])
+
+    def test_stage3_without_checkpointing_counts_every_modules_hooks_at_the_forwards_figure(self):
+        st = fh.structure(os.path.join(CASES, "fitA-z3-w1-mb2-s2048-sdpa"))
+        forward = dict(zip(fh.FIGURES, fh.features(st, "forward")))
+        backward = dict(zip(fh.FIGURES, fh.features(st, "backward")))
+        self.assertEqual(forward["stage3_forward_module_us"], fh.HOOKS_PER_LAYER * st["layers"] + st["model_modules"])
+        for k in CHECKPOINTING_AT_STAGE_3:
+            self.assertEqual(forward[k], 0, k)
+            self.assertEqual(backward[k], 0, k)
+
+    def test_a_figure_no_run_samples_is_not_fitted_and_left_out_of_the_profile(self):
+        no_z3_ckpt = [c for c in FIT_CASES if not ("-z3-" in c and "-ckpt" in c)]
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, no_z3_ckpt, TRUE)
+            got = fitted(d)
+            profile = os.path.join(d, "host.yaml")
+            rc, printed = run_main([d, "--profile", profile])
+            pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
+        self.assertEqual(rc, 0)
+        for k in CHECKPOINTING_AT_STAGE_3:
+            self.assertEqual(got[k], 0.0, k)
+            self.assertNotIn(k, pairs)
+            self.assertRegex(printed, k + r" .*no sample: left out \(zsim: stage3_forward_module_us\)")
+        for k in set(TRUE) - set(CHECKPOINTING_AT_STAGE_3):
+            self.assertAlmostEqual(float(pairs[k]), TRUE[k], delta=0.1, msg=k)
 
     def test_offloaded_runs_are_left_out(self):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE)
-            cases = {s["case"] for s in fh.load_samples([d], os.path.join(ROOT, "cases"))}
+            cases = {s["case"] for s in fh.load_samples([d], CASES)}
         self.assertTrue(any("off" in c for c in FIT_CASES))
         self.assertFalse(any("off" in c for c in cases))
 
@@ -50,7 +145,7 @@ class FitHostTest(unittest.TestCase):
         figures = dict(TRUE, backward_fixed_us=-800)
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, figures)
-            got = dict(zip(fh.FIGURES, fh.fit(fh.load_samples([d], os.path.join(ROOT, "cases")))))
+            got = fitted(d)
         self.assertEqual(got["backward_fixed_us"], 0.0)
         self.assertTrue(all(v >= 0 for v in got.values()))
 
@@ -58,7 +153,7 @@ class FitHostTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE)
             profile = os.path.join(d, "host.yaml")
-            self.assertEqual(fh.main([d, "--profile", profile]), 0)
+            self.assertEqual(run_main([d, "--profile", profile])[0], 0)
             pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
         self.assertEqual(set(pairs), set(fh.FIGURES))
         self.assertAlmostEqual(float(pairs["llama_forward_layer_us"]), 1500, delta=0.1)
