@@ -1,5 +1,6 @@
 // The schedule builder's optimizer step: the GPU or CPU optimizer over sub-groups, NVMe state swaps, the
 // 16-bit weights written back, and stage 3's persistent-parameter gather.
+#include "sim/plan/deepspeed_step_kernels.hpp"
 #include "sim/plan/schedule_builder_state.hpp"
 
 namespace zsim::build {
@@ -85,8 +86,12 @@ void Builder::emit_optimizer_step() {
                            ? alloc("params16." + sg, Tier::gpu, MemCategory::buffers, "param_d2h", e_ * sub, ph,
                                    compute_, ready)
                            : -1;
+      // Under DeepSpeed the step's Python also runs its gradient norm, flatten, cast, unscale and write-back as
+      // kernels of their own (deepspeed_step_kernels.hpp), on the compute stream around Adam: priced with it.
+      const Bytes deepspeed_extra =
+          deepspeed() ? deepspeed_step_extra_bytes_per_param({p_.stage, p_.bf16_optimizer, false}, e_) : 0;
       const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, adam_ready, 10.0 * sub,
-                               sub * (2 * p_.optimizer_bytes_per_param + 2 * e_), sub);
+                               sub * (2 * p_.optimizer_bytes_per_param + 2 * e_ + deepspeed_extra), sub);
       if (up >= 0) release(up, ph, compute_, {opt});
       if (p_.param_device != OffloadDevice::none) {
         use(opt, grad_partition_, e_ * sub_first, e_ * sub, Role::grad, Access::read);

@@ -40,6 +40,17 @@ PassBytes gpt2(ModelUnitKind kind, const ModelSpec& m, Bytes e) {
 
 }  // namespace
 
+AttentionScoresBytes transformers_eager_scores_bytes(const ModelSpec& m, const TrainingSpec& t) {
+  if (m.attention != Attention::eager) return {};
+  const Bytes e = bytes_per_element(t.precision);
+  const Bytes n = m.heads * t.seq_len * t.seq_len * t.micro_batch;
+  const bool llama_family = m.mlp == MlpKind::gated;
+  const Bytes dropout = m.attention_dropout > 0 ? 2 * e + 1 : 0;
+  const Bytes forward = (llama_family ? 8 * e + 8 : 8 * e) + dropout;
+  const Bytes backward = (llama_family ? 8 * e + 12 : 9 * e) + dropout;
+  return {forward * n, backward * n, 2 * e * n, 4 * e * n};
+}
+
 PassBytes transformers_unit_bytes_per_token(ModelUnitKind kind, const ModelSpec& m, Bytes e) {
   if (kind == ModelUnitKind::head) return {(e + 4 + 8) * m.vocab, (4 + 12 + 4 + e) * m.vocab};
   return m.mlp == MlpKind::gated ? llama(kind, m, e) : gpt2(kind, m, e);

@@ -21,8 +21,21 @@
 //   up        gelu_new: pow, three muls, two adds, tanh, and its product: 18e x f; backward 36e x f
 // Both: the head's loss, logits.float() e + 4, log_softmax 8 (forward 14 at bf16 x V); backward nll_loss's zeroed
 // gradient 4, log_softmax's 12, the cast back 4 + e (22 x V).
+//
+// Eager attention's s x s scores (eager_attention_forward of both files), per N = heads x s^2 x b elements, in place of
+// the fused softmax zrun runs (attention_flops.hpp attention_scores_hbm_bytes):
+//   Llama     forward: Q K^T writes e, `* scaling` 2e, `+ attention_mask` 2e, softmax(dtype=fp32) e + 4, `.to(e)`
+//             4 + e, P V reads e = 8e + 8; backward: dP written e, P read for dV e, `.to`'s gradient e + 4,
+//             softmax's backward (its fp32 output and the fp32 gradient read, the gradient in e written) 8 + e,
+//             `* scaling`'s 2e, dS read for dQ and dK 2e = 8e + 12;
+//   GPT-2     the softmax in the training dtype (`.type(value.dtype)` a no-op): forward 8e, backward 9e (softmax's
+//             backward reads its output and the gradient and writes e: 3e);
+//   either    attention_dropout > 0 adds dropout's kernel, (2e + 1) each way (a 1-byte mask); at 0 torch returns
+//             its input (ATen Dropout.cpp), no kernel. The 4-D mask's own read (b x s^2, broadcast over heads) is
+//             left out. Of these the GEMMs' operand share is zrun's (2eN forward, 4eN backward).
 #pragma once
 #include "sim/common/units.hpp"
+#include "sim/plan/attention_flops.hpp"
 #include "sim/plan/kernel_launches.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -35,5 +48,8 @@ struct PassBytes {
 
 // Per token of one unit; multiply by the micro-batch's tokens.
 PassBytes transformers_unit_bytes_per_token(ModelUnitKind kind, const ModelSpec& m, Bytes dtype_bytes);
+
+// One layer's eager attention scores per micro-batch under transformers' code (0 for flash / SDPA).
+AttentionScoresBytes transformers_eager_scores_bytes(const ModelSpec& m, const TrainingSpec& t);
 
 }  // namespace zsim
