@@ -88,13 +88,25 @@ class GeneratedFilesTest(unittest.TestCase):
     def test_scenario(self):
         text = mc.scenario_for(self.row(attention="eager", checkpointing="none"))
         for line in ("  hf_config: config.json", "  attention: eager", "  micro_batch: 2", "  seq_len: 2048",
-                     "  activation_checkpointing: none", "  precision: bf16", "  gpus_per_node: 4", "  nodes: 1",
-                     "  gpu: h200-141gb", "  ds_config: ds_config.json", "  links: {nvlink_GBps"):
+                     "  activation_checkpointing: none", "  precision: bf16", "  gpu: h200-141gb",
+                     "  ds_config: ds_config.json", "  links: {nvlink_GBps"):
             self.assertIn(line, text)
         self.assertIn("attention: flash", mc.scenario_for(self.row(attention="sdpa")))
         # Only keys docs/scenario.md lists, at the nesting it expects.
         tops = [ln.split(":")[0] for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
         self.assertEqual(tops, ["model", "training", "cluster", "deepspeed"])
+
+    def test_ranks_sharing_a_gpu_are_one_node(self):
+        text = mc.scenario_for(self.row(zero="hpz2"))
+        self.assertIn("  nodes: 1\n", text)
+        self.assertIn("  gpus_per_node: 4", text)
+
+    def test_qgz_sees_each_rank_sharing_a_gpu_as_a_node(self):
+        # DeepSpeed 0.14.5's qgZ takes a node's size from the GPUs a process sees: one when the ranks share it.
+        text = mc.scenario_for(self.row(zero="qgz"))
+        self.assertIn("  nodes: 4\n", text)
+        self.assertIn("  gpus_per_node: 1", text)
+        self.assertIn("ib_GBps", text)
 
     def test_committed_cases_are_up_to_date(self):
         self.assertEqual(mc.main(["--check"]), 0)
