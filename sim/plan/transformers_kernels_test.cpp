@@ -68,5 +68,49 @@ TEST(TransformersKernels, Gpt2sLayerNormIsFusedAndItsGeluIsEightOps) {
   EXPECT_EQ(transformers_unit_bytes_per_token(ModelUnitKind::attn_q, m, 2).forward, 0);
 }
 
+
+// Eager attention's scores as transformers runs them: Llama's softmax in fp32 and its cast back (8e + 8 forward,
+// 8e + 12 backward per score at bf16: 24 and 28 bytes), GPT-2's in the training dtype (8e, 9e), dropout's kernel only
+// above p = 0.
+TEST(TransformersKernels, EagerScoresCarryTheScaleTheMaskAndTheSoftmaxsCasts) {
+  TrainingSpec t;
+  t.micro_batch = 2;
+  t.seq_len = 64;
+  ModelSpec m = test::small_llama(2);
+  m.attention = Attention::eager;
+  const Bytes n = m.heads * 64 * 64 * 2;
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).forward, 24 * n);
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).backward, 28 * n);
+  m.mlp = MlpKind::plain;
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).forward, 16 * n);
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).backward, 18 * n);
+  m.attention_dropout = 0.1;
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).forward, (16 + 5) * n);
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).backward, (18 + 5) * n);
+}
+
+TEST(TransformersKernels, FlashAttentionKeepsNoScores) {
+  TrainingSpec t;
+  const ModelSpec m = test::small_llama(2);
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).forward, 0);
+  EXPECT_EQ(transformers_eager_scores_bytes(m, t).backward, 0);
+}
+
+// The schedule's attention core: transformers' scores under runtime deepspeed, zrun's fused softmax under zrun.
+TEST(TransformersKernels, TheAttentionCoreCarriesTransformersScoresUnderDeepSpeedOnly) {
+  Scenario ds = test::scenario(test::small_llama(2), 2, 1, 1);
+  ds.model.attention = Attention::eager;
+  ds.runtime = RuntimeKind::deepspeed;
+  Scenario zr = ds;
+  zr.runtime = RuntimeKind::zrun;
+  const Schedule a = make_schedule(ds, make_plan(ds), 1), b = make_schedule(zr, make_plan(zr), 1);
+  const Bytes tokens = ds.training.micro_batch * ds.training.seq_len;
+  const Bytes own = transformers_unit_bytes_per_token(ModelUnitKind::attn_o, ds.model, 2).forward * tokens;
+  EXPECT_EQ(compute_op(a, "fwd.L0.attn.o").compute.hbm_bytes,
+            own + transformers_eager_scores_bytes(ds.model, ds.training).forward);
+  EXPECT_GE(compute_op(b, "fwd.L0.attn.o").compute.hbm_bytes, attention_scores_hbm_bytes(ds.model, ds.training).forward);
+  EXPECT_LT(compute_op(b, "fwd.L0.attn.o").compute.hbm_bytes, compute_op(a, "fwd.L0.attn.o").compute.hbm_bytes);
+}
+
 }  // namespace
 }  // namespace zsim
