@@ -20,10 +20,11 @@
 //               act_fn; GPT-2: the block, 2 norms, attention, c_attn, c_proj, 2 dropouts, MLP, c_fc, act, c_proj,
 //               dropout), and the model's own (Llama 6: the causal LM, the model, embedding, rotary embedding, norm,
 //               head; GPT-2 7: the LM head model, the model, wte, wpe, dropout, ln_f, head);
-//               under gradient checkpointing a layer's 13 in its forward, which reentrant torch.utils.checkpoint
-//               runs under torch.no_grad (the autograd Functions DeepSpeed's backward hooks wrap each output in record
-//               no node: parameter_offload.py's _pre_backward_module_hook, _post_backward_module_hook), are
-//               stage3_checkpoint_forward_module_us each, and in its recompute (with autograd, in backward)
+//               under gradient checkpointing a layer's 13 in its checkpointed forward (transformers 5.17's default
+//               is non-reentrant: modeling_utils.py gradient_checkpointing_enable, use_reentrant False; with
+//               use_reentrant True it runs under torch.no_grad, where the autograd Functions DeepSpeed's backward
+//               hooks wrap each output in record no node), measured cheaper than a plain forward's and fitted apart,
+//               are stage3_checkpoint_forward_module_us each, and in its recompute (with autograd, in backward)
 //               stage3_recompute_module_us; either, not given, is stage3_forward_module_us (the model's own modules
 //               keep stage3_forward_module_us);
 //   step        step_fixed_us + parameter tensors x step_param_us (stage 3: stage3_step_param_us): DeepSpeed's
