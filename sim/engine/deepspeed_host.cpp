@@ -19,7 +19,7 @@ bool layer_work(const Op& op) {
           op.compute.what == ComputeKind::recompute);
 }
 
-// Stage 3's forward hooks per submodule in a forward or a recompute: a checkpointed layer's forward (no autograd) and a
+// Stage 3's forward hooks per submodule in a forward or a recompute: a checkpointed layer's forward and a
 // recompute each have their own figure (not given: the forward's); the model's own modules (layer -1) the forward's.
 double stage3_forward_hooks_us(ComputeKind what, bool layer, bool checkpointing,
                                const EfficiencySpec::DeepSpeedHost& h) {
