@@ -63,6 +63,20 @@ TEST_F(ZsimCli, BothRuntimesPrintsDeepSpeedBesideZrunWithTheHostThatBinds) {
             std::string::npos);
 }
 
+// Every committed DeepSpeed case's scenario is one zsim accepts (make_cases.py writes them; a topology zsim rejects,
+// e.g. hpZ's partition across one-GPU nodes, would otherwise surface only when its run is validated).
+TEST_F(ZsimCli, EveryDeepSpeedCaseScenarioLoadsAndPlans) {
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator("validate/deepspeed/cases")) {
+    const fs::path scenario = entry.path() / "scenario.yaml";
+    if (!fs::exists(scenario)) continue;
+    ++cases;
+    const CliRun r = zsim(scenario.string());
+    EXPECT_EQ(r.exit_code, 0) << scenario << ": " << r.err;
+  }
+  EXPECT_GT(cases, 0);
+}
+
 TEST_F(ZsimCli, JsonFileHoldsTheReportWithTheResolvedScenarioAndTime) {
   fs::path json = file("out.json");
   CliRun r = zsim("scenarios/llama2-70b-zero3-64xh100.yaml --json " + json.string());

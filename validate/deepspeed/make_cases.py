@@ -280,10 +280,13 @@ def scenario_for(row):
     world = row["world"]
     world_note = "  # the harness's ranks; with 2+ they share one H200" if world > 1 else ""
     nodes, gpus_per_node, ib = 1, world, ""
-    if world > 1 and ("zero_quantized_gradients", True) in parse_zero_tokens(row["zero"]):
+    zero = dict(parse_zero_tokens(row["zero"]))
+    if world > 1 and zero.get("zero_quantized_gradients") and "zero_hpz_partition_size" not in zero:
         # qgZ reads a node's size from the GPUs a process sees (DeepSpeed 0.14.5, coalesced_collectives.py
         # all_to_all_quant_reduce: local_world_size = get_accelerator().device_count()): 1 when the ranks share one
-        # GPU, so each rank is a node of its own and the gradients take both of qgZ's all-to-all hops.
+        # GPU, so each rank is a node of its own and the gradients take both of qgZ's all-to-all hops. With hpZ too
+        # the case stays one node: zsim keeps hpZ's secondary partition inside a node, where DeepSpeed's spans
+        # these one-GPU "nodes" (a layout zsim does not express).
         nodes, gpus_per_node, ib = world, 1, ", ib_GBps: 50"
         world_note = "  # DeepSpeed's qgZ: a node is the GPUs a rank sees (one, shared by the harness's ranks)"
     lines = [

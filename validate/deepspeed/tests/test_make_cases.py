@@ -108,6 +108,12 @@ class GeneratedFilesTest(unittest.TestCase):
         self.assertIn("  gpus_per_node: 1", text)
         self.assertIn("ib_GBps", text)
 
+    def test_qgz_with_hpz_stays_one_node(self):
+        # zsim keeps hpZ's secondary partition inside a node: the one-GPU nodes qgZ sees cannot hold it.
+        text = mc.scenario_for(self.row(zero="hpz2,qgz"))
+        self.assertIn("  nodes: 1\n", text)
+        self.assertIn("  gpus_per_node: 4", text)
+
     def test_committed_cases_are_up_to_date(self):
         self.assertEqual(mc.main(["--check"]), 0)
 
