@@ -89,7 +89,9 @@ void Builder::emit_optimizer_step() {
       // Under DeepSpeed the step's Python also runs its gradient norm, flatten, cast, unscale and write-back as
       // kernels of their own (deepspeed_step_kernels.hpp), on the compute stream around Adam: priced with it.
       const Bytes deepspeed_extra =
-          deepspeed() ? deepspeed_step_extra_bytes_per_param({p_.stage, p_.bf16_optimizer, false}, e_) : 0;
+          deepspeed() ? deepspeed_step_extra_bytes_per_param(
+                            {p_.stage, p_.bf16_optimizer, false, p_.param_device != OffloadDevice::none}, e_)
+                      : 0;
       const OpId opt = compute(name + ".adam", ComputeKind::optimizer, ph, adam_ready, 10.0 * sub,
                                sub * (2 * p_.optimizer_bytes_per_param + 2 * e_ + deepspeed_extra), sub);
       if (up >= 0) release(up, ph, compute_, {opt});

@@ -12,8 +12,13 @@
 //     get_global_norm_of_tensors over the fp32 gradients: t.float() (no copy) .norm: 4
 //     update_lp_params: the 16-bit partition .copy_(fp32): 4 + e; clear_hp_grads: the fp32 gradients .zero_(): 4
 //                                                                                                = e + 12 (14 at bf16)
-//   stage 3 (its flatten and fp32 cast are scheduled as copies of their own: build_optimizer_step.cpp), the optimizer
-//   on the CPU, and stage 0 without BF16_Optimizer: 0 (not modelled beyond Adam).
+//   stage 3, optimizer on the GPU (stage3.py step; its flatten and fp32 cast, _prepare_fp32_grad_for_sub_group, are
+//   scheduled as copies of their own: build_optimizer_step.cpp):
+//     _get_norm_groups -> get_grad_norm_direct: g.double().norm(2) per gradient partition: e + 8, 8
+//     unscale_and_clip_grads: the fp32 flat gradient .mul_: 8
+//     _reassign_or_swap_out_partitioned_parameters: the 16-bit flat partition .copy_(fp32): 4 + e, unless the
+//     parameters live on the CPU (offload_param: that copy crosses PCIe, scheduled apart)  = 2e + 28 (32 at bf16)
+//   the optimizer on the CPU, and stage 0 without BF16_Optimizer: 0 (not modelled beyond Adam).
 #pragma once
 #include "sim/common/units.hpp"
 
@@ -23,6 +28,7 @@ struct DeepSpeedStep {
   int stage = 0;
   bool bf16_optimizer = false;     // stage 0 with bf16: DeepSpeed's BF16_Optimizer
   bool optimizer_on_cpu = false;   // offload_optimizer
+  bool params_on_cpu = false;      // offload_param (stage 3)
 };
 
 Bytes deepspeed_step_extra_bytes_per_param(const DeepSpeedStep& step, Bytes dtype_bytes);

@@ -20,9 +20,18 @@ TEST(DeepSpeedStepKernels, Bf16OptimizerAddsNormWriteBackAndClear) {
   EXPECT_EQ(deepspeed_step_extra_bytes_per_param({0, true, false}, 2), 14);
 }
 
-TEST(DeepSpeedStepKernels, NothingBeyondAdamOnTheCpuAtStageThreeOrWithoutBf16Optimizer) {
+TEST(DeepSpeedStepKernels, StageThreeAddsNormUnscaleAndWriteBack) {
+  // bf16: the float64 copy and its norm 10 + 8, mul_ 8, the 16-bit copy 6 (its flatten and cast are copies apart).
+  EXPECT_EQ(deepspeed_step_extra_bytes_per_param({3, false, false, false}, 2), 32);
+}
+
+TEST(DeepSpeedStepKernels, StageThreeWithParametersOnTheCpuWritesNoSixteenBitPartitionOnTheGpu) {
+  EXPECT_EQ(deepspeed_step_extra_bytes_per_param({3, false, false, true}, 2), 26);
+}
+
+TEST(DeepSpeedStepKernels, NothingBeyondAdamOnTheCpuOrWithoutBf16Optimizer) {
   EXPECT_EQ(deepspeed_step_extra_bytes_per_param({2, false, true}, 2), 0);
-  EXPECT_EQ(deepspeed_step_extra_bytes_per_param({3, false, false}, 2), 0);
+  EXPECT_EQ(deepspeed_step_extra_bytes_per_param({3, false, true}, 2), 0);
   EXPECT_EQ(deepspeed_step_extra_bytes_per_param({0, false, false}, 2), 0);
 }
 
