@@ -53,19 +53,19 @@ std::optional<PassBytes> Builder::transformers_hbm(int u) const {
 }
 
 // Eager attention's scores: transformers' unfused code under runtime deepspeed, zrun's fused softmax otherwise.
-AttentionScoresBytes Builder::attention_scores(int /*u*/) const {
+AttentionScoresBytes Builder::attention_scores() const {
   return s_.runtime == RuntimeKind::deepspeed ? transformers_eager_scores_bytes(s_.model, s_.training)
                                               : attention_scores_hbm_bytes(s_.model, s_.training);
 }
 
 Bytes Builder::forward_hbm(int u) const {
-  const Bytes scores = p_.units[u].attention_core ? attention_scores(u).forward : 0;
+  const Bytes scores = p_.units[u].attention_core ? attention_scores().forward : 0;
   if (const auto t = transformers_hbm(u)) return t->forward + scores;
   return unit_hbm(u) + scores + (p_.units[u].is_head ? logits_bytes() : 0) + activation_hbm(u, false);
 }
 
 Bytes Builder::backward_hbm(int u) const {
-  const Bytes scores = p_.units[u].attention_core ? attention_scores(u).backward : 0;
+  const Bytes scores = p_.units[u].attention_core ? attention_scores().backward : 0;
   if (const auto t = transformers_hbm(u)) return t->backward + scores;
   const Bytes own = p_.units[u].vectors_only() ? 5 * unit_hbm(u) / 2 : 2 * unit_hbm(u);
   return own + scores + (p_.units[u].is_head ? 2 * logits_bytes() : 0) + activation_hbm(u, true);

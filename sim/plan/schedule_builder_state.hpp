@@ -72,7 +72,7 @@ class Builder {
   Bytes logits_bytes() const { return tokens_ * s_.model.vocab * e_; }
   Bytes activation_hbm(int u, bool backward) const;
   std::optional<PassBytes> transformers_hbm(int u) const;  // runtime deepspeed: transformers' eager kernels
-  AttentionScoresBytes attention_scores(int u) const;  // eager attention's s x s traffic, per runtime
+  AttentionScoresBytes attention_scores() const;  // eager attention's s x s traffic, per runtime
   Bytes forward_hbm(int u) const;
   Bytes backward_hbm(int u) const;
   // Of those bytes, what eager attention's core GEMMs move (ComputeOp::gemm_hbm_bytes: a GEMM model that prices the

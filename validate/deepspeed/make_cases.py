@@ -280,7 +280,7 @@ def scenario_for(row):
     world = row["world"]
     world_note = "  # the harness's ranks; with 2+ they share one H200" if world > 1 else ""
     nodes, gpus_per_node, ib = 1, world, ""
-    zero = dict(parse_zero_tokens(row["zero"]))
+    zero = dict(row["zero_changes"])
     if world > 1 and zero.get("zero_quantized_gradients") and "zero_hpz_partition_size" not in zero:
         # qgZ reads a node's size from the GPUs a process sees (DeepSpeed 0.14.5, coalesced_collectives.py
         # all_to_all_quant_reduce: local_world_size = get_accelerator().device_count()): 1 when the ranks share one
