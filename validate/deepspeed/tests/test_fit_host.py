@@ -56,26 +56,28 @@ def run_main(argv):
 
 
 class FitHostTest(unittest.TestCase):
+    def assert_figures(self, got, scale=1.0):
+        """Every figure of TRUE fitted back, times `scale`, to one part in a million."""
+        for k, v in TRUE.items():
+            self.assertAlmostEqual(got[k], scale * v, delta=1e-6 * v, msg=k)
+
     def test_the_figures_come_back_from_phases_made_with_them(self):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE)
             got = fitted(d)
-        for k, v in TRUE.items():
-            self.assertAlmostEqual(got[k], v, delta=1e-6 * v, msg=k)
+        self.assert_figures(got)
 
     def test_phases_longer_than_the_free_running_step_are_scaled_down_to_it(self):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE, phase_excess=1.1)
             got = fitted(d)
-        for k, v in TRUE.items():
-            self.assertAlmostEqual(got[k], v, delta=1e-6 * v, msg=k)
+        self.assert_figures(got)
 
     def test_raw_phases_fits_the_phases_as_timed(self):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE, phase_excess=1.1)
             got = fitted(d, raw_phases=True)
-        for k, v in TRUE.items():
-            self.assertAlmostEqual(got[k], 1.1 * v, delta=1e-6 * v, msg=k)
+        self.assert_figures(got, scale=1.1)
 
     def test_each_runs_ratio_is_its_median_free_running_step_over_its_phases_sum_and_is_printed(self):
         name = "fitA-z2-w1-mb2-s2048-sdpa-ckpt"

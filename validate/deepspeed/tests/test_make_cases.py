@@ -22,6 +22,17 @@ def table(*rows):
 ROW = ["c1", "llama-150m", "3", "4", "2", "2048", "sdpa", "full", "1", "hpz2,qgz", "-", "core,smoke", "ok", "-"]
 
 
+def write_root(d):
+    """A make_cases root in d: the model ROW names (its committed config.json) and a table of ROW."""
+    os.makedirs(os.path.join(d, "models", "llama-150m"))
+    with open(os.path.join(ROOT, "models", "llama-150m", "config.json")) as f:
+        cfg = f.read()
+    with open(os.path.join(d, "models", "llama-150m", "config.json"), "w") as f:
+        f.write(cfg)
+    with open(os.path.join(d, "cases.tsv"), "w") as f:
+        f.write(table(ROW))
+
+
 class TableTest(unittest.TestCase):
     def test_parses_a_row(self):
         (r,) = mc.parse_table(table(ROW))
@@ -97,20 +108,20 @@ class GeneratedFilesTest(unittest.TestCase):
         self.assertEqual(tops, ["model", "training", "cluster", "deepspeed"])
 
     def test_ranks_sharing_a_gpu_are_one_node(self):
-        text = mc.scenario_for(self.row(zero="hpz2"))
+        text = mc.scenario_for(self.row(zero="hpz2", zero_changes=[("zero_hpz_partition_size", 2)]))
         self.assertIn("  nodes: 1\n", text)
         self.assertIn("  gpus_per_node: 4", text)
 
     def test_qgz_sees_each_rank_sharing_a_gpu_as_a_node(self):
         # DeepSpeed 0.14.5's qgZ takes a node's size from the GPUs a process sees: one when the ranks share it.
-        text = mc.scenario_for(self.row(zero="qgz"))
+        text = mc.scenario_for(self.row(zero="qgz", zero_changes=[("zero_quantized_gradients", True)]))
         self.assertIn("  nodes: 4\n", text)
         self.assertIn("  gpus_per_node: 1", text)
         self.assertIn("ib_GBps", text)
 
     def test_qgz_with_hpz_stays_one_node(self):
         # zsim keeps hpZ's secondary partition inside a node: the one-GPU nodes qgZ sees cannot hold it.
-        text = mc.scenario_for(self.row(zero="hpz2,qgz"))
+        text = mc.scenario_for(self.row(zero="hpz2,qgz", zero_changes=[("zero_hpz_partition_size", 2), ("zero_quantized_gradients", True)]))
         self.assertIn("  nodes: 1\n", text)
         self.assertIn("  gpus_per_node: 4", text)
 
@@ -163,13 +174,7 @@ class GeneratedFilesTest(unittest.TestCase):
 
     def test_writes_into_a_fresh_root(self):
         with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "models", "llama-150m"))
-            with open(os.path.join(ROOT, "models", "llama-150m", "config.json")) as f:
-                cfg = f.read()
-            with open(os.path.join(d, "models", "llama-150m", "config.json"), "w") as f:
-                f.write(cfg)
-            with open(os.path.join(d, "cases.tsv"), "w") as f:
-                f.write(table(ROW))
+            write_root(d)
             os.makedirs(os.path.join(d, "cases", "stale"))
             with open(os.path.join(d, "cases", "stale", "case.json"), "w") as f:
                 f.write("{}")
@@ -184,13 +189,7 @@ class GeneratedFilesTest(unittest.TestCase):
 
     def test_leaves_another_generators_cases_and_lists(self):
         with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "models", "llama-150m"))
-            with open(os.path.join(ROOT, "models", "llama-150m", "config.json")) as f:
-                cfg = f.read()
-            with open(os.path.join(d, "models", "llama-150m", "config.json"), "w") as f:
-                f.write(cfg)
-            with open(os.path.join(d, "cases.tsv"), "w") as f:
-                f.write(table(ROW))
+            write_root(d)
             os.makedirs(os.path.join(d, "cases", "adv-x"))
             with open(os.path.join(d, "cases", "adv-x", "case.json"), "w") as f:
                 json.dump({"generator": "advise_cases.py"}, f)
