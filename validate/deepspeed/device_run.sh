@@ -9,7 +9,8 @@
 # Environment: BUDGET_S (default 520: no case starts when less than MIN_START_S, default 60, is left, and a case
 # gets at most what is left, less 60 s), CASE_TIMEOUT_S (default 420), STEPS (default: the case's), PREBUILD
 # (default 1: JIT-build fused_adam / cpu_adam once before the cases, as the cases need them; 0 skips),
-# STOP_ON_PREBUILD_FAILURE (default 1), HARNESS_ARGS (more harness.py options), DS_DIR, OUT.
+# STOP_ON_PREBUILD_FAILURE (default 1), HARNESS_ARGS (more harness.py options), PIN_CPUS (run each case's processes
+# on these CPUs only, a taskset -c list such as 2-5), DS_DIR, OUT.
 set -u
 START=$(date +%s)
 cd "$(dirname "$0")/../.." || exit 2
@@ -202,7 +203,7 @@ else
     t0=$(date +%s)
     # The harness kills its ranks at its own timeout and writes the result; the outer timeout is a backstop.
     # shellcheck disable=SC2086
-    timeout -k 10 $((to + 45)) "$PY" "$HD/harness.py" --case-dir "$HD/cases/$c" --out "$W/cases/$c.json" \
+    timeout -k 10 $((to + 45)) ${PIN_CPUS:+taskset -c "$PIN_CPUS"} "$PY" "$HD/harness.py" --case-dir "$HD/cases/$c" --out "$W/cases/$c.json" \
       --log-dir "$W/cases/$c.logs" --timeout "$to" ${STEPS:+--steps $STEPS} $HARNESS_ARGS \
       > "$W/cases/$c.harness.log" 2>&1 < /dev/null
     echo "== $c: exit $?, $(( $(date +%s) - t0 )) s (timeout $to s)"

@@ -40,6 +40,8 @@ import threading
 import time
 import traceback
 
+import host_cpu
+
 FORMAT = "zsim.deepspeed_run"
 FORMAT_VERSION = 1
 HARNESS_FILE = os.path.abspath(__file__)
@@ -1268,6 +1270,7 @@ def run_worker(args, res, flush):
     phase_seconds = []
     profiler = None
     per_step = []
+    threads_at_first_timed = threads_at_last_timed = None
     points = []
     phase_peaks = {}
     mem = res["memory"]
@@ -1330,6 +1333,9 @@ def run_worker(args, res, flush):
             mem[label] = m
             torch.cuda.reset_peak_memory_stats()
 
+        if kind == "timed" and threads_at_first_timed is None:
+            threads_at_first_timed = host_cpu.threads_cpu_seconds()
+        host_before = host_cpu.main_thread_sample()
         t0 = time.perf_counter()
         for micro in range(ga):
             ids = batches[s * ga + micro]
@@ -1352,6 +1358,9 @@ def run_worker(args, res, flush):
             annotation = None
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
+        if kind == "timed":
+            threads_at_last_timed = host_cpu.threads_cpu_seconds()
         if phased:
             phase_seconds.append({"step": s, **{k: v for k, v in phase_t.items() if k != "open"}})
         if profiled:
@@ -1365,7 +1374,7 @@ def run_worker(args, res, flush):
             peak_a = int(torch.cuda.max_memory_allocated())
             peak_r = int(torch.cuda.max_memory_reserved())
         per_step.append({"step": s, "kind": kind, "seconds": dt, "peak_allocated": peak_a, "peak_reserved": peak_r,
-                         "loss": float(loss.item())})
+                         "loss": float(loss.item()), "host": host})
         if detailed:
             calls = REC.calls
             res["collectives"].update({
@@ -1408,6 +1417,11 @@ def run_worker(args, res, flush):
                      "all_step_seconds": [p["seconds"] for p in per_step],
                      "step_kinds": [p["kind"] for p in per_step],
                      "phase_seconds": phase_seconds,
+                     # The main thread's CPU time, share of the wall time, involuntary context switches and CPU per
+                     # step (host_cpu.py), and the busiest threads over the timed steps: why host-bound steps vary.
+                     "host_per_step": [p["host"] for p in per_step],
+                     "busiest_threads_timed": host_cpu.busiest_threads(threads_at_first_timed,
+                                                                       threads_at_last_timed),
                      "median_phase_seconds": {k: median([p.get(k) for p in phase_seconds])
                                               for k in ("forward", "backward", "step")} if phase_seconds else None}
     mem["after_steps"] = _mem(torch)

@@ -1,0 +1,87 @@
+"""What the host's CPUs did during a step (issue 39: why host-bound DeepSpeed steps vary from step to step).
+
+A host-bound step is the main Python thread's work; when it runs slower, either that thread got less of a CPU
+(descheduled: its CPU time falls short of the step's wall time, and its involuntary context switches climb) or the
+CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc); elsewhere every figure is None.
+
+    before = main_thread_sample()            # at a step's start
+    ...
+    after = main_thread_sample()             # at its end
+    step_figures(before, after)              # CPU seconds, involuntary switches, the CPU it ended on
+    threads_cpu_seconds()                    # every thread's CPU seconds so far, by name (diff two of them)
+"""
+import os
+import time
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def parse_stat(text):
+    """(name, utime + stime in ticks, the CPU it last ran on) from a /proc/<pid>/task/<tid>/stat line.
+
+    The name sits in parentheses and may hold spaces and parentheses itself: the fields count from the last ')'."""
+    if not text:
+        return None
+    open_at, close_at = text.index("("), text.rindex(")")
+    name = text[open_at + 1:close_at]
+    fields = text[close_at + 2:].split()  # fields[0] is field 3 (state)
+    return name, int(fields[11]) + int(fields[12]), int(fields[36])
+
+
+def parse_involuntary_switches(status_text):
+    """nonvoluntary_ctxt_switches from a /proc/.../status text, or None."""
+    for line in (status_text or "").splitlines():
+        if line.startswith("nonvoluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return None
+
+
+def main_thread_sample():
+    """The calling thread's CPU seconds, involuntary switches and current CPU, with the wall clock."""
+    stat = parse_stat(_read("/proc/thread-self/stat"))
+    return {"wall": time.perf_counter(), "cpu": time.thread_time(),
+            "involuntary": parse_involuntary_switches(_read("/proc/thread-self/status")),
+            "on_cpu": stat[2] if stat else None}
+
+
+def step_figures(before, after):
+    """What the thread did between two samples: its CPU seconds, the share of the wall time it ran, its involuntary
+    context switches and the CPU it ended on."""
+    wall = after["wall"] - before["wall"]
+    cpu = after["cpu"] - before["cpu"]
+    switches = None
+    if before["involuntary"] is not None and after["involuntary"] is not None:
+        switches = after["involuntary"] - before["involuntary"]
+    return {"cpu_seconds": cpu, "cpu_share": cpu / wall if wall > 0 else None, "involuntary_switches": switches,
+            "on_cpu": after["on_cpu"]}
+
+
+def threads_cpu_seconds(task_dir="/proc/self/task"):
+    """{thread name: CPU seconds} summed over this process's threads of that name (None where /proc is absent)."""
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return None
+    out = {}
+    for tid in tids:
+        stat = parse_stat(_read(os.path.join(task_dir, tid, "stat")))
+        if stat:
+            out[stat[0]] = out.get(stat[0], 0.0) + stat[1] / CLOCK_TICKS
+    return out
+
+
+def busiest_threads(before, after, top=8):
+    """The `top` thread names by CPU seconds spent between two threads_cpu_seconds() maps, busiest first."""
+    if before is None or after is None:
+        return None
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    ranked = sorted(spent.items(), key=lambda kv: -kv[1])[:top]
+    return [[name, round(seconds, 3)] for name, seconds in ranked]

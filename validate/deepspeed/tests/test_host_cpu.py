@@ -1,0 +1,70 @@
+"""host_cpu.py: reading a thread's CPU time, switches and CPU from /proc, and ranking threads by CPU spent.
+Run: cd validate/deepspeed && python3 -m unittest discover -s tests"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import host_cpu  # noqa: E402
+
+# A /proc/<pid>/task/<tid>/stat line: utime 250, stime 50 (fields 14, 15), last CPU 7 (field 39).
+STAT = ("1234 (pt_autograd (0)) S 1 1234 1234 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 40 0 100 1000 200 "
+        "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 7 0 0 0 0 0")
+
+
+class ParseStat(unittest.TestCase):
+    def test_a_name_with_spaces_and_parentheses_keeps_the_fields_after_it(self):
+        self.assertEqual(host_cpu.parse_stat(STAT), ("pt_autograd (0)", 300, 7))
+
+    def test_no_text_is_no_figures(self):
+        self.assertIsNone(host_cpu.parse_stat(None))
+
+
+class InvoluntarySwitches(unittest.TestCase):
+    def test_reads_the_nonvoluntary_line(self):
+        text = "Name:\tpython\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t5\n"
+        self.assertEqual(host_cpu.parse_involuntary_switches(text), 5)
+
+    def test_absent_line_is_none(self):
+        self.assertIsNone(host_cpu.parse_involuntary_switches("Name:\tpython\n"))
+
+
+class StepFigures(unittest.TestCase):
+    def test_a_thread_that_ran_half_the_wall_time_has_half_a_cpu(self):
+        before = {"wall": 10.0, "cpu": 1.0, "involuntary": 3, "on_cpu": 2}
+        after = {"wall": 10.2, "cpu": 1.1, "involuntary": 8, "on_cpu": 5}
+        fig = host_cpu.step_figures(before, after)
+        self.assertAlmostEqual(fig["cpu_seconds"], 0.1)
+        self.assertAlmostEqual(fig["cpu_share"], 0.5)
+        self.assertEqual(fig["involuntary_switches"], 5)
+        self.assertEqual(fig["on_cpu"], 5)
+
+    def test_unknown_switches_stay_unknown(self):
+        sample = {"wall": 1.0, "cpu": 1.0, "involuntary": None, "on_cpu": None}
+        self.assertIsNone(host_cpu.step_figures(sample, dict(sample, wall=2.0))["involuntary_switches"])
+
+
+class BusiestThreads(unittest.TestCase):
+    def test_ranks_by_cpu_spent_between_the_maps_not_by_total(self):
+        before = {"python": 10.0, "pt_autograd": 0.0, "nccl": 5.0}
+        after = {"python": 10.5, "pt_autograd": 0.8, "nccl": 5.1, "new": 0.2}
+        self.assertEqual(host_cpu.busiest_threads(before, after, top=3),
+                         [["pt_autograd", 0.8], ["python", 0.5], ["new", 0.2]])
+
+    def test_a_missing_map_is_none(self):
+        self.assertIsNone(host_cpu.busiest_threads(None, {"python": 1.0}))
+
+
+class ThisProcess(unittest.TestCase):
+    @unittest.skipUnless(os.path.isdir("/proc/self/task"), "needs Linux /proc")
+    def test_this_thread_is_listed_and_its_sample_moves_forward(self):
+        self.assertTrue(host_cpu.threads_cpu_seconds())
+        before = host_cpu.main_thread_sample()
+        sum(range(200000))
+        fig = host_cpu.step_figures(before, host_cpu.main_thread_sample())
+        self.assertGreater(fig["cpu_seconds"], 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
