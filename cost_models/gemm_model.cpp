@@ -43,6 +43,13 @@ double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
 
 namespace zsim {
 
+bool gemm_aligned(const GemmShape& g, int bytes_per_element) {
+  if (bytes_per_element <= 0 || 16 % bytes_per_element != 0)
+    throw std::invalid_argument("GEMM alignment: bytes per element must divide 16");
+  const std::int64_t elements = 16 / bytes_per_element;
+  return g.m % elements == 0 && g.n % elements == 0 && g.k % elements == 0;
+}
+
 double gemm_model_efficiency(const std::vector<GemmShape>& gemms, int bytes_per_element, double peak_tflops,
                              const GemmModel& g) {
   double flops = 0, seconds = 0;

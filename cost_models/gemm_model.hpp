@@ -51,6 +51,12 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, batch = 1, calls = 1;
 };
 
+// Whether every dimension of the GEMM is a multiple of 16 bytes' elements (8 at 16-bit, 4 at fp32): cuBLAS's
+// vectorized tensor-core kernels need 16-byte aligned rows, and a row of D, A or B is n, k, m or its transpose
+// long. One that is not runs on narrow-load kernels (torch 2.11 on an H200 picks cutlass_75 *_align1 ones for a
+// 50,257-wide GPT-2 head: validate/deepspeed/probe_vocab_alignment.py).
+bool gemm_aligned(const GemmShape& g, int bytes_per_element);
+
 // The efficiency the model gives a set of GEMMs run one after another: their FLOPs over peak x their modelled
 // time (launches and wave losses included). zsim times an op's FLOPs at this efficiency. Empty set: 0.
 double gemm_model_efficiency(const std::vector<GemmShape>& gemms, int bytes_per_element, double peak_tflops,

@@ -97,3 +97,25 @@ TEST(GemmModel, RefusesAModelWithoutEfficiency) {
 
 }  // namespace
 }  // namespace zsim
+
+namespace zsim {
+namespace {
+
+TEST(GemmAlignment, EveryDimensionAMultipleOfSixteenBytesIsAligned) {
+  EXPECT_TRUE(gemm_aligned({4096, 50304, 768}, 2));
+  EXPECT_TRUE(gemm_aligned({4096, 50300, 768}, 4));  // fp32: 4 elements
+}
+
+TEST(GemmAlignment, AnyDimensionOffTheBoundaryIsMisaligned) {
+  EXPECT_FALSE(gemm_aligned({4096, 50257, 768}, 2));  // GPT-2's head, forward
+  EXPECT_FALSE(gemm_aligned({4096, 768, 50257}, 2));  // its input gradient
+  EXPECT_FALSE(gemm_aligned({50257, 768, 4096}, 2));  // its weight gradient
+  EXPECT_FALSE(gemm_aligned({4096, 50300, 768}, 2));  // a multiple of 4 is not of 8 at 16-bit
+}
+
+TEST(GemmAlignment, ABytesPerElementThatDoesNotDivideSixteenIsRejected) {
+  EXPECT_THROW(gemm_aligned({8, 8, 8}, 3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace zsim

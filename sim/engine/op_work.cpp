@@ -229,7 +229,8 @@ Seconds layer_memory_s(const Op& op, const Schedule& s, const ClusterSpec& c, By
 // FLOPs at the constant efficiency), flash attention's fused kernel as one; an op of GEMM FLOPs but no listed shapes as
 // one kernel of that time. The memory-bound kernels between them are short and count as no wait.
 void set_long_kernels(OpWork& w, const std::vector<GemmShape>& gemms, int bytes_per_element, double peak_tflops,
-                      const GemmModel& model, double gemm_efficiency, Seconds gemm_time_s, Seconds fused_s) {
+                      const GemmModel& model, double gemm_efficiency, Seconds gemm_time_s, Seconds fused_s,
+                      const std::vector<GemmShape>& misaligned = {}, double misaligned_efficiency = 0) {
   double calls = 0, sum_s = 0, sum_sq = 0;
   auto add = [&](Seconds one_s, double n) {
     if (!(one_s > 0) || !(n > 0)) return;
@@ -244,11 +245,35 @@ void set_long_kernels(OpWork& w, const std::vector<GemmShape>& gemms, int bytes_
                         : gemm_s(flops, peak_tflops, gemm_efficiency),
         static_cast<double>(g.calls));
   }
-  if (gemms.empty()) add(gemm_time_s, 1);
+  for (const GemmShape& g : misaligned)
+    add(gemm_s(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+                   static_cast<double>(g.batch),
+               peak_tflops, misaligned_efficiency),
+        static_cast<double>(g.calls));
+  if (gemms.empty() && misaligned.empty()) add(gemm_time_s, 1);
   add(fused_s, 1);
   if (calls == 0 || !(w.fixed_s > 0)) return;
   w.kernel_mean_s = sum_s / calls;
   w.kernel_residual_s = std::min(sum_sq / (2 * w.fixed_s), w.fixed_s);
+}
+
+// Moves the GEMMs with a misaligned dimension (cost_models' gemm_aligned) out of `gemms` and returns them, when `take`.
+std::vector<GemmShape> take_misaligned(std::vector<GemmShape>& gemms, int bytes_per_element, bool take) {
+  std::vector<GemmShape> out;
+  if (!take) return out;
+  auto aligned_end = std::stable_partition(gemms.begin(), gemms.end(),
+                                           [&](const GemmShape& g) { return gemm_aligned(g, bytes_per_element); });
+  out.assign(aligned_end, gemms.end());
+  gemms.erase(aligned_end, gemms.end());
+  return out;
+}
+
+Flops gemm_flops(const std::vector<GemmShape>& gemms) {
+  double flops = 0;
+  for (const GemmShape& g : gemms)
+    flops += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+             static_cast<double>(g.batch) * static_cast<double>(g.calls);
+  return flops;
 }
 
 OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const SimOptions& o) {
@@ -279,7 +304,14 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
   Bytes gemm_bytes_priced = 0;   // of hbm_bytes, what the GEMM model's operand traffic already counts
   // The unit's own GEMM calls (eager attention's core) only with a model fitted on such shapes: otherwise, as
   // before, the core's FLOPs run at the weights' GEMM efficiency and its scores' traffic is memory-bound time.
-  const std::vector<GemmShape> gemms = unit_gemms(op, s.model, model.present() && model.attention_shapes);
+  std::vector<GemmShape> gemms = unit_gemms(op, s.model, model.present() && model.attention_shapes);
+  // Under DeepSpeed (torch's matmul), GEMMs with a misaligned dimension run at their measured fraction of peak, apart
+  // from the rest (efficiency.torch_misaligned_gemm; a recompute runs the forward's).
+  const double misaligned_efficiency = s.meta.framework != "deepspeed" ? 0
+                                       : cp.what == ComputeKind::backward
+                                           ? c.efficiency.torch_misaligned_gemm.backward
+                                           : c.efficiency.torch_misaligned_gemm.forward;
+  const std::vector<GemmShape> misaligned = take_misaligned(gemms, fp32 ? 4 : 2, misaligned_efficiency > 0);
   if (model.present() && cp.flops > 0) {
     const double e = gemm_model_efficiency(gemms, fp32 ? 4 : 2, peak, model);
     if (e > 0) {
@@ -306,9 +338,13 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     const double flash = cp.what == ComputeKind::backward ? c.efficiency.flash_attention.backward
                                                           : c.efficiency.flash_attention.forward;
     const Flops fused = flash > 0 && !fp32 ? std::min(cp.fused_attention_flops, cp.flops) : 0;
-    const Seconds gemms_s = gemm_s(cp.flops - fused, peak, gemm_efficiency), fused_s = gemm_s(fused, peak, flash);
+    const Flops narrow = std::min(gemm_flops(misaligned), cp.flops - fused);
+    const Seconds gemms_s = gemm_s(cp.flops - fused - narrow, peak, gemm_efficiency) +
+                            gemm_s(narrow, peak, misaligned_efficiency),
+                  fused_s = gemm_s(fused, peak, flash);
     w.fixed_s = gemms_s + fused_s + layer_memory_s(op, s, c, gemm_bytes_priced) + launches_s;
-    set_long_kernels(w, gemms, fp32 ? 4 : 2, peak, model, gemm_efficiency, gemms_s, fused_s);
+    set_long_kernels(w, gemms, fp32 ? 4 : 2, peak, model, gemm_efficiency, gemms_s, fused_s, misaligned,
+                     misaligned_efficiency);
   } else {
     const HbmKind kind = cp.what == ComputeKind::optimizer ? HbmKind::adam : HbmKind::quantize;
     w.fixed_s = roofline_s(cp.flops, peak, gemm_efficiency, cp.hbm_bytes, c.gpu.hbm_GBps, c.efficiency.hbm_for(kind)) +

@@ -342,6 +342,46 @@ double unit_op_s(const ClusterSpec& c, int unit, Flops flops, Bytes hbm_bytes, i
   return simulate(c, b.s).step_s();
 }
 
+// The head of `vocab` columns (unit 3 of small_model) alone in a step under `framework`, forward or backward: its
+// GEMMs' FLOPs (forward tokens x vocab x hidden; backward twice that).
+double head_op_s(const ClusterSpec& c, std::int64_t vocab, const std::string& framework, ComputeKind what) {
+  ScheduleBuilder b(c);
+  b.s.model = small_model();
+  b.s.model.vocab = vocab;
+  b.s.model.units[3].tensors[0].cols = vocab;
+  b.s.meta.framework = framework;
+  const bool backward = what == ComputeKind::backward;
+  const Flops flops = (backward ? 2 : 1) * 2.0 * 2048 * 512 * static_cast<double>(vocab);
+  const OpId id = b.compute(backward ? "bwd" : "fwd", backward ? Phase::backward : Phase::forward, flops, {}, "compute", what);
+  b.s.ops[id].unit = 3;
+  return simulate(c, b.s).step_s();
+}
+
+ClusterSpec with_misaligned_gemm_figures() {
+  ClusterSpec c = test_cluster(1, 1);
+  c.efficiency.torch_misaligned_gemm.forward = 0.1;
+  c.efficiency.torch_misaligned_gemm.backward = 0.15;
+  return c;
+}
+
+TEST(OpWork, UnderDeepSpeedAHeadOfAMisalignedVocabularyRunsAtTheMeasuredFractionPerDirection) {
+  const ClusterSpec c = with_misaligned_gemm_figures();
+  const double forward = gemm_s(2.0 * 2048 * 512 * 1001, c.gpu.peak_tflops, 0.1);
+  const double backward = gemm_s(2 * 2.0 * 2048 * 512 * 1001, c.gpu.peak_tflops, 0.15);
+  EXPECT_NEAR(head_op_s(c, 1001, "deepspeed", ComputeKind::forward), forward, forward * 1e-12);
+  EXPECT_NEAR(head_op_s(c, 1001, "deepspeed", ComputeKind::recompute), forward, forward * 1e-12);
+  EXPECT_NEAR(head_op_s(c, 1001, "deepspeed", ComputeKind::backward), backward, backward * 1e-12);
+}
+
+TEST(OpWork, AnAlignedVocabularyOrZrunOrNoFiguresKeepTheGemmEfficiency) {
+  const ClusterSpec c = with_misaligned_gemm_figures();
+  const double aligned = gemm_s(2.0 * 2048 * 512 * 1000, c.gpu.peak_tflops, c.efficiency.gemm);
+  EXPECT_NEAR(head_op_s(c, 1000, "deepspeed", ComputeKind::forward), aligned, aligned * 1e-12);
+  const double odd = gemm_s(2.0 * 2048 * 512 * 1001, c.gpu.peak_tflops, c.efficiency.gemm);
+  EXPECT_NEAR(head_op_s(c, 1001, "", ComputeKind::forward), odd, odd * 1e-12);  // zrun: its cuBLASLt calls
+  EXPECT_NEAR(head_op_s(test_cluster(1, 1), 1001, "deepspeed", ComputeKind::forward), odd, odd * 1e-12);
+}
+
 TEST(OpWork, EveryKernelLaunchCostsLaunchUsWithoutAGemmModel) {
   ClusterSpec c = test_cluster(1, 1);
   const Flops flops = 1e10;

@@ -400,6 +400,14 @@ struct EfficiencySpec {
   // reserve only the GPU's memory less this (sim/report: with_allocator). Last, so that the aggregate
   // initialisations above stay as they are.
   Bytes outside_allocator_bytes = 0;
+  // Under runtime deepspeed, a GEMM with a dimension that is not a multiple of 16 bytes' elements (cost_models'
+  // gemm_aligned: GPT-2's 50,257-wide head) runs on torch's narrow-load cuBLAS kernels at this fraction of peak, per
+  // direction (a recompute runs the forward), measured by validate/deepspeed/probe_vocab_alignment.py; 0 = not
+  // measured (such a GEMM runs as an aligned one). zrun's cuBLASLt calls are calibrated apart and keep their models.
+  struct MisalignedGemm {
+    double forward = 0, backward = 0;
+    bool present() const { return forward > 0 || backward > 0; }
+  } torch_misaligned_gemm{};
 };
 
 // The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).

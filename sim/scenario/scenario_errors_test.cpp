@@ -173,6 +173,12 @@ TEST(ScenarioErrors, AStageThreeCheckpointedForwardHostFigureThatIsNotANumberNam
                   "expected a number, got 'fast'");
 }
 
+TEST(ScenarioErrors, AMisalignedGemmFigureAbovePeakNamesItsLine) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    torch_misaligned_gemm:\n"
+                    "      forward: 0.1\n      backward: 1.5\n");
+  EXPECT_ERROR_AT(e, 7, 17, "cluster.efficiency.torch_misaligned_gemm.backward", "must be a fraction of peak in [0, 1]");
+}
+
 TEST(ScenarioErrors, HeadsMustDivideHiddenAndKvHeadsMustDivideHeads) {
   auto e = error_of(kBase, {"model.heads=48"});
   ASSERT_TRUE(e);

@@ -68,6 +68,9 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
   if (c.efficiency.outside_allocator_bytes > 0)
     j["cluster"]["efficiency"]["outside_allocator_bytes"] = c.efficiency.outside_allocator_bytes;
+  if (c.efficiency.torch_misaligned_gemm.present())
+    j["cluster"]["efficiency"]["torch_misaligned_gemm"] = {{"forward", c.efficiency.torch_misaligned_gemm.forward},
+                                                           {"backward", c.efficiency.torch_misaligned_gemm.backward}};
   const auto& host = c.efficiency.host_issue;
   if (host.present())
     j["cluster"]["efficiency"]["host_issue"] = {{"kernel_us", host.kernel_us}, {"gemm_us", host.gemm_us},

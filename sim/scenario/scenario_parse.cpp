@@ -326,6 +326,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   if (auto v = f.get_bytes("cluster.efficiency.outside_allocator_bytes")) c.efficiency.outside_allocator_bytes = *v;
+  real("cluster.efficiency.torch_misaligned_gemm.forward", c.efficiency.torch_misaligned_gemm.forward);
+  real("cluster.efficiency.torch_misaligned_gemm.backward", c.efficiency.torch_misaligned_gemm.backward);
   real("cluster.efficiency.one_rank_collective.latency_us", c.efficiency.one_rank_collective.latency_us);
   real("cluster.efficiency.one_rank_collective.GBps", c.efficiency.one_rank_collective.GBps);
   for (auto [line, kind] : {std::pair{&c.efficiency.one_rank_collective.all_gather, "all_gather"},

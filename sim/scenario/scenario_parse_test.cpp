@@ -187,6 +187,19 @@ TEST(ScenarioParse, TheStageThreeCheckpointingHostFiguresAreReadAndWrittenOnlyWh
   EXPECT_DOUBLE_EQ(jw["stage3_recompute_module_us"].get<double>(), 0);
 }
 
+TEST(ScenarioParse, TorchsMisalignedGemmFiguresAreReadAndWrittenOnlyWhereGiven) {
+  const Scenario without = parse(kBase);
+  EXPECT_FALSE(without.cluster.efficiency.torch_misaligned_gemm.present());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"].contains("torch_misaligned_gemm"));
+  const Scenario with = parse(kBase, {"cluster.efficiency.torch_misaligned_gemm.forward=0.096",
+                                      "cluster.efficiency.torch_misaligned_gemm.backward=0.148"});
+  EXPECT_DOUBLE_EQ(with.cluster.efficiency.torch_misaligned_gemm.forward, 0.096);
+  EXPECT_DOUBLE_EQ(with.cluster.efficiency.torch_misaligned_gemm.backward, 0.148);
+  const auto j = scenario_to_json(with)["cluster"]["efficiency"]["torch_misaligned_gemm"];
+  EXPECT_DOUBLE_EQ(j["forward"].get<double>(), 0.096);
+  EXPECT_DOUBLE_EQ(j["backward"].get<double>(), 0.148);
+}
+
 TEST(ScenarioParse, AGpuPresetInTheScenarioReplacesTheProfilesGpu) {
   Scenario s = parse(R"(model: {preset: llama2-7b}
 cluster: {profile: test-hgx, gpu: h200-141gb}

@@ -116,6 +116,10 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
          "cluster.efficiency.outside_allocator_bytes",
          "must be >= 0 and less than the GPU's memory (cluster.gpu.hbm_bytes), got " +
              Check::num(static_cast<double>(cl.efficiency.outside_allocator_bytes)));
+  for (auto [v, key] : {std::pair{cl.efficiency.torch_misaligned_gemm.forward, "forward"},
+                        {cl.efficiency.torch_misaligned_gemm.backward, "backward"}})
+    c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.torch_misaligned_gemm.") + key,
+           "must be a fraction of peak in [0, 1] (0 = not measured), got " + Check::num(v));
   const auto& host = cl.efficiency.host_issue;
   for (auto [v, key] : {std::pair{host.kernel_us, "kernel_us"}, {host.gemm_us, "gemm_us"},
                         {host.collective_us, "collective_us"}, {host.memcpy_us, "memcpy_us"}, {host.event_us, "event_us"},

@@ -212,6 +212,14 @@ PROFILE_TAIL = """    # GPU memory a DeepSpeed process holds outside PyTorch's c
     # (validate/results/h200-deepspeed/runs/*-w1-*.json): 1.28-1.30 GiB at stages 0-2 (16 runs), 1.66-1.69 GiB at
     # stage 3 (7 runs). The largest (l1.3b-z3-w1-mb2-s2048-sdpa-ckpt-offopt), one figure for every stage.
     outside_allocator_bytes: 1816985600
+    # A GEMM with a dimension that is not a multiple of 8 (GPT-2's 50,257-wide head) under torch 2.11's matmul: cuBLAS
+    # runs cutlass_75 *_align1 kernels at these fractions of the H200's 989.4 TFLOPS, forward (the head's logits) and
+    # backward (its input and weight gradients), against 0.62 / 0.70 for a 50,304-wide head. Measured by
+    # validate/deepspeed/probe_vocab_alignment.py (16,384 tokens x 768 x 50,257; 94.8 and 146.3 TFLOP/s), record
+    # validate/results/h200-deepspeed-steptime/probes/vocab_alignment.json; docs/deepspeed-time.md.
+    torch_misaligned_gemm:
+      forward: 0.0958
+      backward: 0.1479
 """
 
 

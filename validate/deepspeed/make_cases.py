@@ -59,7 +59,7 @@ CLUSTER_YAML = """cluster:
   efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
     outside_allocator_bytes: {outside}
     deepspeed_host: {{{host}}}
-"""
+{misaligned}"""
 HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
 
 
@@ -78,11 +78,25 @@ def outside_allocator_bytes(path=HOST_FIGURES):
     return 0
 
 
+def misaligned_gemm_line(path=HOST_FIGURES):
+    """The profile's efficiency.torch_misaligned_gemm as one scenario line ("" where it has none)."""
+    pairs = block_pairs("torch_misaligned_gemm", path)
+    return f"    torch_misaligned_gemm: {{{', '.join(pairs)}}}\n" if pairs else ""
+
+
 def host_figures(path=HOST_FIGURES):
     """The `deepspeed_host:` block of a fit_host.py profile, as "key: value" pairs in file order (stdlib only)."""
+    pairs = block_pairs("deepspeed_host", path)
+    if not pairs:
+        raise CaseTableError(f"{path}: no deepspeed_host figures (write it with fit_host.py --profile)")
+    return ", ".join(pairs)
+
+
+def block_pairs(block, path=HOST_FIGURES):
+    """The "key: value" pairs of one efficiency block of a profile (keys six spaces in), in file order."""
     pairs, inside = [], False
     for s, line in _profile_lines(path):
-        if s.strip() == "deepspeed_host:":
+        if s.strip() == block + ":":
             inside = True
             continue
         if inside:
@@ -92,9 +106,7 @@ def host_figures(path=HOST_FIGURES):
                 break
             key, _, value = s.strip().partition(":")
             pairs.append(f"{key.strip()}: {float(value)}")
-    if not pairs:
-        raise CaseTableError(f"{path}: no deepspeed_host figures (write it with fit_host.py --profile)")
-    return ", ".join(pairs)
+    return pairs
 
 
 def foreign_cases(cases_dir):
@@ -309,7 +321,7 @@ def scenario_for(row):
     ]
     text = "\n".join(lines) + "\n"
     text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note, host=host_figures(),
-                                outside=outside_allocator_bytes())
+                                outside=outside_allocator_bytes(), misaligned=misaligned_gemm_line())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 

@@ -207,3 +207,24 @@ class GeneratedFilesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ProfileBlocksTest(unittest.TestCase):
+    PROFILE = ("cluster:\n  efficiency:\n    deepspeed_host:\n      forward_fixed_us: 641.4  # note\n"
+               "    outside_allocator_bytes: 5\n    torch_misaligned_gemm:\n      forward: 0.0958\n      backward: 0.1479\n")
+
+    def profile(self, text):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "profile.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_the_misaligned_gemm_block_becomes_one_scenario_line(self):
+        path = self.profile(self.PROFILE)
+        self.assertEqual(mc.misaligned_gemm_line(path), "    torch_misaligned_gemm: {forward: 0.0958, backward: 0.1479}\n")
+        self.assertEqual(mc.host_figures(path), "forward_fixed_us: 641.4")  # the block ends at the next key
+
+    def test_a_profile_without_the_block_writes_no_line(self):
+        path = self.profile(self.PROFILE.split("    torch_misaligned_gemm")[0])
+        self.assertEqual(mc.misaligned_gemm_line(path), "")
