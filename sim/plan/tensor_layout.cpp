@@ -65,6 +65,10 @@ ScheduleModel schedule_model(const Scenario& s, const Plan& p) {
     else if (u.vectors_only()) mu.hbm_kind = "norm";
     else if (u.attention_core && s.model.attention == Attention::eager) mu.hbm_kind = "softmax";
     else if (u.activation != FetchUnit::ActivationPart::none) mu.hbm_kind = "activation";
+    // Under DeepSpeed the other units' bytes are transformers' elementwise ops (RoPE, the heads' merge copy, the
+    // residual adds and dropouts: sim/plan/transformers_kernels.hpp), torch's vectorized elementwise kernels as the
+    // activation's are; zrun's have none of their own.
+    else if (p.runtime == RuntimeKind::deepspeed) mu.hbm_kind = "activation";
     if (u.attention_core) {  // eager attention's batched GEMM calls (flash: none)
       AttentionGemmCalls core = attention_core_gemm_calls(s.model, s.training);
       mu.forward_gemms = std::move(core.forward);

@@ -212,6 +212,10 @@ PROFILE_TAIL = """    # GPU memory a DeepSpeed process holds outside PyTorch's c
     # (validate/results/h200-deepspeed/runs/*-w1-*.json): 1.28-1.30 GiB at stages 0-2 (16 runs), 1.66-1.69 GiB at
     # stage 3 (7 runs). The largest (l1.3b-z3-w1-mb2-s2048-sdpa-ckpt-offopt), one figure for every stage.
     outside_allocator_bytes: 1816985600
+    # torch 2.11's bf16 GEMMs at an aligned shape on this H200: probe_vocab_alignment.py's 50,304-wide head
+    # (16,384 tokens x 768: forward 611 TFLOP/s, its two backward GEMMs 689; together 661 of 989.4), record
+    # validate/results/h200-deepspeed-steptime/probes/vocab_alignment.json. In place of the data sheet's 0.6.
+    gemm: 0.668
     # A GEMM with a dimension that is not a multiple of 8 (GPT-2's 50,257-wide head) under torch 2.11's matmul: cuBLAS
     # runs cutlass_75 *_align1 kernels at these fractions of the H200's 989.4 TFLOPS, forward (the head's logits) and
     # backward (its input and weight gradients), against 0.62 / 0.70 for a 50,304-wide head. Measured by
@@ -220,6 +224,22 @@ PROFILE_TAIL = """    # GPU memory a DeepSpeed process holds outside PyTorch's c
     torch_misaligned_gemm:
       forward: 0.0958
       backward: 0.1479
+    # transformers' memory-bound kernels under torch 2.11 on this H200, per kind of zsim's bytes
+    # (sim/plan/transformers_kernels.hpp; units without a kind of their own, RoPE and the residual adds, run as the
+    # activation's): zsim's bytes over the time measured over the HBM's 4.8 TB/s, Llama's and GPT-2's rows pooled.
+    # Measured by validate/deepspeed/probe_torch_kernels.py (RMSNorm / LayerNorm, SiLU x up / gelu_new, the eager
+    # scores between their GEMMs, the fp32 loss; 8,192 tokens, 2 x 2048 scores), record
+    # validate/results/h200-deepspeed-steptime/probes/torch_kernels.json; these lines are
+    # `probe_torch_kernels.py --summarize` of it. docs/deepspeed-time.md.
+    hbm_by_kind:
+      norm: 0.448
+      norm_backward: 0.333
+      activation: 0.751
+      activation_backward: 0.698
+      softmax: 0.505
+      softmax_backward: 0.566
+      cross_entropy: 0.456
+      cross_entropy_backward: 0.640
 """
 
 

@@ -58,8 +58,8 @@ CLUSTER_YAML = """cluster:
   links: {{nvlink_GBps: 370, pcie_GBps: 55{ib}}}
   efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
     outside_allocator_bytes: {outside}
-    deepspeed_host: {{{host}}}
-{misaligned}"""
+{gemm}    deepspeed_host: {{{host}}}
+{misaligned}{kinds}"""
 HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
 
 
@@ -68,6 +68,14 @@ def _profile_lines(path):
     """The profile's lines without comments (read once per path: every case's scenario copies its figures)."""
     with open(path) as f:
         return tuple((line.split("#", 1)[0].rstrip(), line) for line in f)
+
+
+def gemm_line(path=HOST_FIGURES):
+    """The profile's efficiency.gemm (torch's measured GEMM efficiency) as a scenario line ("" where it has none)."""
+    for s, _ in _profile_lines(path):
+        if s.startswith("    gemm:"):
+            return f"    gemm: {float(s.partition(':')[2])}\n"
+    return ""
 
 
 def outside_allocator_bytes(path=HOST_FIGURES):
@@ -80,8 +88,18 @@ def outside_allocator_bytes(path=HOST_FIGURES):
 
 def misaligned_gemm_line(path=HOST_FIGURES):
     """The profile's efficiency.torch_misaligned_gemm as one scenario line ("" where it has none)."""
-    pairs = block_pairs("torch_misaligned_gemm", path)
-    return f"    torch_misaligned_gemm: {{{', '.join(pairs)}}}\n" if pairs else ""
+    return block_line("torch_misaligned_gemm", path)
+
+
+def hbm_kinds_line(path=HOST_FIGURES):
+    """The profile's efficiency.hbm_by_kind (torch's kernels) as one scenario line ("" where it has none)."""
+    return block_line("hbm_by_kind", path)
+
+
+def block_line(block, path):
+    """One efficiency block of the profile as a scenario line in flow style ("" where the profile has none)."""
+    pairs = block_pairs(block, path)
+    return f"    {block}: {{{', '.join(pairs)}}}\n" if pairs else ""
 
 
 def host_figures(path=HOST_FIGURES):
@@ -321,7 +339,8 @@ def scenario_for(row):
     ]
     text = "\n".join(lines) + "\n"
     text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note, host=host_figures(),
-                                outside=outside_allocator_bytes(), misaligned=misaligned_gemm_line())
+                                outside=outside_allocator_bytes(), gemm=gemm_line(), misaligned=misaligned_gemm_line(),
+                                kinds=hbm_kinds_line())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 

@@ -17,6 +17,10 @@ fp32 softmax; GPT-2: LayerNorm, gelu_new, eager scores with dropout 0.1) and kin
   cross_entropy  transformers' causal-LM loss: logits.float(), cross_entropy (14 / 22 bytes a logit)
 Writes OUT/torch_kernels.json: per row the shape, zsim's bytes, the milliseconds and the efficiency. Torch (and
 transformers where present) only; a row that fails records its error and the rest run.
+
+    python3 validate/deepspeed/probe_torch_kernels.py --summarize torch_kernels.json
+
+prints the figures a profile takes (efficiency.hbm_by_kind, both families pooled: their bytes over their times).
 """
 import argparse
 import json
@@ -24,8 +28,11 @@ import os
 import statistics
 import traceback
 
-import torch
-import torch.nn.functional as F
+try:  # --summarize needs neither
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = F = None
 
 HBM_BYTES_PER_S = {"NVIDIA H200": 4.8e12, "NVIDIA H100 80GB HBM3": 3.35e12}
 
@@ -73,7 +80,8 @@ def forward_backward_ms(make_inputs, forward, repeat):
     return fwd, statistics.median(times)
 
 
-def leaf(*shape, dtype=torch.bfloat16):
+def leaf(*shape, dtype=None):
+    dtype = dtype or torch.bfloat16
     return torch.randn(*shape, device="cuda", dtype=dtype).requires_grad_(True)
 
 
@@ -166,13 +174,39 @@ def rows_for(family, cfg, tokens, b, s, repeat):
     return rows
 
 
+def pooled_figures(result):
+    """Per kind and pass, over both families: zsim's bytes over the measured time over the HBM's rate (the families'
+    rows pooled by their bytes and times, as a step runs whichever it runs), as efficiency.hbm_by_kind keys."""
+    figures = {}
+    for kind in ("norm", "activation", "softmax", "cross_entropy"):
+        for p, key in (("forward", kind), ("backward", kind + "_backward")):
+            rows = [r for r in result["rows"] if r["kind"] == kind and r.get(f"{p}_ms")]
+            if rows:
+                moved = sum(r[f"zsim_{p}_bytes"] for r in rows)
+                seconds = sum(r[f"{p}_ms"] for r in rows) * 1e-3
+                figures[key] = moved / seconds / result["hbm_bytes_per_s"]
+    return figures
+
+
+def summarize(path):
+    """Prints a torch_kernels.json's pooled figures as a profile's hbm_by_kind block."""
+    with open(path) as f:
+        result = json.load(f)
+    print(f"    hbm_by_kind:  # {path}: {result['device']}, torch {result['torch']}")
+    for key, value in pooled_figures(result).items():
+        print(f"      {key}: {value:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--summarize", metavar="JSON", help="print a torch_kernels.json's hbm_by_kind figures and exit")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=2048)
     args = ap.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
     name = torch.cuda.get_device_name(0)
     bw = HBM_BYTES_PER_S.get(name, 4.8e12)
     families = {"llama": {"hidden": 2048, "ffn": 5632, "heads": 16, "vocab": 32000},
