@@ -68,6 +68,7 @@ TEST(MlpActivation, ARecomputeMovesItsLayersActivationForwardBytesToo) {
 
 TEST(MlpActivation, EachUnitNamesTheKindOfItsMemoryBoundKernels) {
   Scenario s = mlp_scenario(MlpKind::gated);
+  s.runtime = RuntimeKind::zrun;
   s.model.attention = Attention::eager;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
   auto kind_of = [&](const std::string& name) {
@@ -87,4 +88,23 @@ TEST(MlpActivation, EachUnitNamesTheKindOfItsMemoryBoundKernels) {
   const Schedule flash = make_schedule(s, make_plan(s), 1);
   for (const ModelUnit& u : flash.model.units)
     if (u.name == "L0.attn.o") EXPECT_EQ(u.hbm_kind, "");
+}
+
+// Under DeepSpeed the units without a kind of their own carry transformers' elementwise ops (RoPE, the heads' merge
+// copy, the residual adds: transformers_kernels.hpp), torch's vectorized elementwise kernels as the activation's.
+TEST(MlpActivation, UnderDeepSpeedTheUnitsWithoutAKindRunAsTheActivations) {
+  Scenario s = mlp_scenario(MlpKind::gated);
+  s.runtime = RuntimeKind::deepspeed;
+  s.model.attention = Attention::flash;
+  const Schedule sch = make_schedule(s, make_plan(s), 1);
+  auto kind_of = [&](const std::string& name) {
+    for (const ModelUnit& u : sch.model.units)
+      if (u.name == name) return u.hbm_kind;
+    throw std::runtime_error("no unit " + name);
+  };
+  EXPECT_EQ(kind_of("L0.attn.q"), "activation");
+  EXPECT_EQ(kind_of("L0.attn.o"), "activation");
+  EXPECT_EQ(kind_of("L0.mlp.down"), "activation");
+  EXPECT_EQ(kind_of("L0.attn.norm"), "norm");
+  EXPECT_EQ(kind_of("head"), "cross_entropy");
 }

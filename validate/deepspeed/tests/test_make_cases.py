@@ -211,7 +211,9 @@ if __name__ == "__main__":
 
 class ProfileBlocksTest(unittest.TestCase):
     PROFILE = ("cluster:\n  efficiency:\n    deepspeed_host:\n      forward_fixed_us: 641.4  # note\n"
-               "    outside_allocator_bytes: 5\n    torch_misaligned_gemm:\n      forward: 0.0958\n      backward: 0.1479\n")
+               "    outside_allocator_bytes: 5\n    gemm: 0.668  # torch's\n"
+               "    torch_misaligned_gemm:\n      forward: 0.0958\n      backward: 0.1479\n"
+               "    hbm_by_kind:\n      norm: 0.448\n      softmax_backward: 0.566\n")
 
     def profile(self, text):
         d = tempfile.mkdtemp()
@@ -225,6 +227,13 @@ class ProfileBlocksTest(unittest.TestCase):
         self.assertEqual(mc.misaligned_gemm_line(path), "    torch_misaligned_gemm: {forward: 0.0958, backward: 0.1479}\n")
         self.assertEqual(mc.host_figures(path), "forward_fixed_us: 641.4")  # the block ends at the next key
 
-    def test_a_profile_without_the_block_writes_no_line(self):
-        path = self.profile(self.PROFILE.split("    torch_misaligned_gemm")[0])
+    def test_torchs_kernel_kinds_and_gemm_efficiency_become_scenario_lines(self):
+        path = self.profile(self.PROFILE)
+        self.assertEqual(mc.hbm_kinds_line(path), "    hbm_by_kind: {norm: 0.448, softmax_backward: 0.566}\n")
+        self.assertEqual(mc.gemm_line(path), "    gemm: 0.668\n")
+
+    def test_a_profile_without_the_blocks_writes_no_lines(self):
+        path = self.profile(self.PROFILE.split("    gemm:")[0])
         self.assertEqual(mc.misaligned_gemm_line(path), "")
+        self.assertEqual(mc.hbm_kinds_line(path), "")
+        self.assertEqual(mc.gemm_line(path), "")
