@@ -22,6 +22,12 @@ Scenario mlp_scenario(MlpKind mlp, bool checkpointing = false) {
   else s.training.activation_checkpointing = Checkpointing::none;
   return s;
 }
+// The hbm_kind the schedule gives unit `name`.
+std::string kind_of(const Schedule& sch, const std::string& name) {
+  for (const ModelUnit& u : sch.model.units)
+    if (u.name == name) return u.hbm_kind;
+  throw std::runtime_error("no unit " + name);
+}
 }  // namespace
 
 // Units of T x f elements (tokens 2 x 1024, ffn 1024, bf16): SwiGLU forward reads gate and up and writes act (3);
@@ -71,19 +77,14 @@ TEST(MlpActivation, EachUnitNamesTheKindOfItsMemoryBoundKernels) {
   s.runtime = RuntimeKind::zrun;
   s.model.attention = Attention::eager;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
-  auto kind_of = [&](const std::string& name) {
-    for (const ModelUnit& u : sch.model.units)
-      if (u.name == name) return u.hbm_kind;
-    throw std::runtime_error("no unit " + name);
-  };
-  EXPECT_EQ(kind_of("embedding"), "copy");
-  EXPECT_EQ(kind_of("L0.attn.norm"), "norm");
-  EXPECT_EQ(kind_of("L0.attn.q"), "");
-  EXPECT_EQ(kind_of("L0.attn.o"), "softmax");
-  EXPECT_EQ(kind_of("L0.mlp.gate"), "activation");
-  EXPECT_EQ(kind_of("L0.mlp.up"), "activation");
-  EXPECT_EQ(kind_of("L0.mlp.down"), "");
-  EXPECT_EQ(kind_of("head"), "cross_entropy");
+  EXPECT_EQ(kind_of(sch, "embedding"), "copy");
+  EXPECT_EQ(kind_of(sch, "L0.attn.norm"), "norm");
+  EXPECT_EQ(kind_of(sch, "L0.attn.q"), "");
+  EXPECT_EQ(kind_of(sch, "L0.attn.o"), "softmax");
+  EXPECT_EQ(kind_of(sch, "L0.mlp.gate"), "activation");
+  EXPECT_EQ(kind_of(sch, "L0.mlp.up"), "activation");
+  EXPECT_EQ(kind_of(sch, "L0.mlp.down"), "");
+  EXPECT_EQ(kind_of(sch, "head"), "cross_entropy");
   s.model.attention = Attention::flash;  // one fused kernel: no memory-bound scores
   const Schedule flash = make_schedule(s, make_plan(s), 1);
   for (const ModelUnit& u : flash.model.units)
@@ -97,14 +98,9 @@ TEST(MlpActivation, UnderDeepSpeedTheUnitsWithoutAKindRunAsTheActivations) {
   s.runtime = RuntimeKind::deepspeed;
   s.model.attention = Attention::flash;
   const Schedule sch = make_schedule(s, make_plan(s), 1);
-  auto kind_of = [&](const std::string& name) {
-    for (const ModelUnit& u : sch.model.units)
-      if (u.name == name) return u.hbm_kind;
-    throw std::runtime_error("no unit " + name);
-  };
-  EXPECT_EQ(kind_of("L0.attn.q"), "activation");
-  EXPECT_EQ(kind_of("L0.attn.o"), "activation");
-  EXPECT_EQ(kind_of("L0.mlp.down"), "activation");
-  EXPECT_EQ(kind_of("L0.attn.norm"), "norm");
-  EXPECT_EQ(kind_of("head"), "cross_entropy");
+  EXPECT_EQ(kind_of(sch, "L0.attn.q"), "activation");
+  EXPECT_EQ(kind_of(sch, "L0.attn.o"), "activation");
+  EXPECT_EQ(kind_of(sch, "L0.mlp.down"), "activation");
+  EXPECT_EQ(kind_of(sch, "L0.attn.norm"), "norm");
+  EXPECT_EQ(kind_of(sch, "head"), "cross_entropy");
 }

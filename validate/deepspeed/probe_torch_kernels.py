@@ -31,25 +31,12 @@ import traceback
 try:  # --summarize needs neither
     import torch
     import torch.nn.functional as F
+
+    from cuda_timing import event_ms, time_ms
 except ImportError:
     torch = F = None
 
 HBM_BYTES_PER_S = {"NVIDIA H200": 4.8e12, "NVIDIA H100 80GB HBM3": 3.35e12}
-
-
-def time_ms(fn, repeat):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def forward_backward_ms(make_inputs, forward, repeat):
@@ -69,14 +56,9 @@ def forward_backward_ms(make_inputs, forward, repeat):
                 t.grad = None
         out = forward(*inputs)
         state["out"], state["grad"] = out, torch.randn_like(out)
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        run_backward()
-        b.record()
-        torch.cuda.synchronize()
+        ms = event_ms(run_backward)
         if i >= 3:
-            times.append(a.elapsed_time(b))
+            times.append(ms)
     return fwd, statistics.median(times)
 
 

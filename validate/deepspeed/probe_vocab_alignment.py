@@ -14,25 +14,10 @@ and writes OUT/vocab_alignment.json (the GEMMs' TFLOP/s and each pass's ms per v
 import argparse
 import json
 import os
-import statistics
 
 import torch
 
-
-def time_ms(fn, repeat):
-    """Median milliseconds of fn() over `repeat` runs, after three warm-ups (CUDA events)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+from cuda_timing import time_ms
 
 
 def probe(vocab, tokens, hidden, repeat):
