@@ -1359,6 +1359,8 @@ def run_worker(args, res, flush):
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
+        # The host's speed right after the step, outside its timing: a fixed Python loop (about 5 ms a step).
+        host["reference_work_seconds"] = host_cpu.reference_work_seconds()
         if kind == "timed":
             threads_at_last_timed = host_cpu.threads_cpu_seconds()
         if phased:

@@ -9,6 +9,7 @@ CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc
     after = main_thread_sample()             # at its end
     step_figures(before, after)              # CPU seconds, involuntary switches, the CPU it ended on
     threads_cpu_seconds()                    # every thread's CPU seconds so far, by name (diff two of them)
+    reference_work_seconds()                 # the host's speed now: a fixed pure-Python loop's wall time
 """
 import os
 import time
@@ -85,3 +86,24 @@ def busiest_threads(before, after, top=8):
     spent = {name: after[name] - before.get(name, 0.0) for name in after}
     ranked = sorted(spent.items(), key=lambda kv: -kv[1])[:top]
     return [[name, round(seconds, 3)] for name, seconds in ranked]
+
+
+def reference_work(n=20000):
+    """A fixed piece of pure-Python work (dict stores and loads, integer arithmetic), as DeepSpeed's hooks are."""
+    acc = 0
+    d = dict.fromkeys(range(64), 0)
+    for i in range(n):
+        d[i & 63] = i
+        acc += d[(i * 7) & 63]
+    return acc
+
+
+def reference_work_seconds(repeat=3):
+    """The fastest of `repeat` timings of reference_work(): where it grows, the host runs the same Python slower."""
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        reference_work()
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    return best

@@ -20,15 +20,6 @@ import time
 import host_cpu
 
 
-def python_work(n=20000):
-    acc = 0
-    d = dict.fromkeys(range(64), 0)
-    for i in range(n):
-        d[i & 63] = i
-        acc += d[(i * 7) & 63]
-    return acc
-
-
 def make_launch_work():
     try:
         import torch
@@ -81,7 +72,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--pin", type=int, default=3, help="the CPU of the pinned mode")
     args = ap.parse_args()
-    works = {"python": python_work}
+    works = {"python": host_cpu.reference_work}
     launch = make_launch_work()
     if launch:
         works["launch"] = launch

@@ -66,5 +66,11 @@ class ThisProcess(unittest.TestCase):
         self.assertGreater(fig["cpu_seconds"], 0.0)
 
 
+class ReferenceWork(unittest.TestCase):
+    def test_the_work_is_fixed_and_its_time_positive(self):
+        self.assertEqual(host_cpu.reference_work(), host_cpu.reference_work())
+        self.assertGreater(host_cpu.reference_work_seconds(repeat=2), 0.0)
+
+
 if __name__ == "__main__":
     unittest.main()
