@@ -43,6 +43,11 @@ double gemm_model_s(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t
 
 namespace zsim {
 
+double gemm_call_flops(const GemmShape& g) {
+  return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
+         static_cast<double>(g.batch);
+}
+
 bool gemm_aligned(const GemmShape& g, int bytes_per_element) {
   if (bytes_per_element <= 0 || 16 % bytes_per_element != 0)
     throw std::invalid_argument("GEMM alignment: bytes per element must divide 16");

@@ -51,6 +51,9 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, batch = 1, calls = 1;
 };
 
+// The FLOPs of one call of the shape: 2 m n k for each of its `batch` products.
+double gemm_call_flops(const GemmShape& g);
+
 // Whether every dimension of the GEMM is a multiple of 16 bytes' elements (8 at 16-bit, 4 at fp32): cuBLAS's
 // vectorized tensor-core kernels need 16-byte aligned rows, and a row of D, A or B is n, k, m or its transpose
 // long. One that is not runs on narrow-load kernels (torch 2.11 on an H200 picks cutlass_75 *_align1 ones for a

@@ -238,18 +238,12 @@ void set_long_kernels(OpWork& w, const std::vector<GemmShape>& gemms, int bytes_
     sum_s += n * one_s;
     sum_sq += n * one_s * one_s;
   };
-  for (const GemmShape& g : gemms) {
-    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-                         static_cast<double>(g.batch);
+  for (const GemmShape& g : gemms)
     add(model.present() ? gemm_model_s(g.m, g.n, g.k, g.batch, bytes_per_element, peak_tflops, model)
-                        : gemm_s(flops, peak_tflops, gemm_efficiency),
+                        : gemm_s(gemm_call_flops(g), peak_tflops, gemm_efficiency),
         static_cast<double>(g.calls));
-  }
   for (const GemmShape& g : misaligned)
-    add(gemm_s(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-                   static_cast<double>(g.batch),
-               peak_tflops, misaligned_efficiency),
-        static_cast<double>(g.calls));
+    add(gemm_s(gemm_call_flops(g), peak_tflops, misaligned_efficiency), static_cast<double>(g.calls));
   if (gemms.empty() && misaligned.empty()) add(gemm_time_s, 1);
   add(fused_s, 1);
   if (calls == 0 || !(w.fixed_s > 0)) return;
@@ -270,9 +264,7 @@ std::vector<GemmShape> take_misaligned(std::vector<GemmShape>& gemms, int bytes_
 
 Flops gemm_flops(const std::vector<GemmShape>& gemms) {
   double flops = 0;
-  for (const GemmShape& g : gemms)
-    flops += 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-             static_cast<double>(g.batch) * static_cast<double>(g.calls);
+  for (const GemmShape& g : gemms) flops += gemm_call_flops(g) * static_cast<double>(g.calls);
   return flops;
 }
 
