@@ -204,43 +204,20 @@ cluster:
     deepspeed_host:
 """
 
-# Kept as it is when the host's figures are fitted again: the outside-the-allocator figure measured from record DS-A
-# (docs/deepspeed-memory.md "Outside the allocator").
-PROFILE_TAIL = """    # GPU memory a DeepSpeed process holds outside PyTorch's caching allocator (CUDA context and modules, cuBLAS / cuDNN
-    # handles, NCCL), which the GPU verdict adds to the allocator's reserved peak: the harness's memory.device
-    # (mem_get_info's used minus torch.cuda.memory_reserved, after the steps) of the 23 one-rank runs of record DS-A
-    # (validate/results/h200-deepspeed/runs/*-w1-*.json): 1.28-1.30 GiB at stages 0-2 (16 runs), 1.66-1.69 GiB at
-    # stage 3 (7 runs). The largest (l1.3b-z3-w1-mb2-s2048-sdpa-ckpt-offopt), one figure for every stage.
-    outside_allocator_bytes: 1816985600
-    # torch 2.11's bf16 GEMMs at an aligned shape on this H200: probe_vocab_alignment.py's 50,304-wide head
-    # (16,384 tokens x 768: forward 611 TFLOP/s, its two backward GEMMs 689; together 661 of 989.4), record
-    # validate/results/h200-deepspeed-steptime/probes/vocab_alignment.json. In place of the data sheet's 0.6.
-    gemm: 0.668
-    # A GEMM with a dimension that is not a multiple of 8 (GPT-2's 50,257-wide head) under torch 2.11's matmul: cuBLAS
-    # runs cutlass_75 *_align1 kernels at these fractions of the H200's 989.4 TFLOPS, forward (the head's logits) and
-    # backward (its input and weight gradients), against 0.62 / 0.70 for a 50,304-wide head. Measured by
-    # validate/deepspeed/probe_vocab_alignment.py (16,384 tokens x 768 x 50,257; 94.8 and 146.3 TFLOP/s), record
-    # validate/results/h200-deepspeed-steptime/probes/vocab_alignment.json; docs/deepspeed-time.md.
-    torch_misaligned_gemm:
-      forward: 0.0958
-      backward: 0.1479
-    # transformers' memory-bound kernels under torch 2.11 on this H200, per kind of zsim's bytes
-    # (sim/plan/transformers_kernels.hpp; units without a kind of their own, RoPE and the residual adds, run as the
-    # activation's): zsim's bytes over the time measured over the HBM's 4.8 TB/s, Llama's and GPT-2's rows pooled.
-    # Measured by validate/deepspeed/probe_torch_kernels.py (RMSNorm / LayerNorm, SiLU x up / gelu_new, the eager
-    # scores between their GEMMs, the fp32 loss; 8,192 tokens, 2 x 2048 scores), record
-    # validate/results/h200-deepspeed-steptime/probes/torch_kernels.json; these lines are
-    # `probe_torch_kernels.py --summarize` of it. docs/deepspeed-time.md.
-    hbm_by_kind:
-      norm: 0.448
-      norm_backward: 0.333
-      activation: 0.751
-      activation_backward: 0.698
-      softmax: 0.505
-      softmax_backward: 0.566
-      cross_entropy: 0.456
-      cross_entropy_backward: 0.640
-"""
+# The profile's figures this script does not fit (the memory outside the allocator, torch's GPU figures: each line
+# with its own measurement in its comment) are kept as they stand when the host's figures are fitted again: the
+# lines after the deepspeed_host block of the profile being rewritten, or, for a new file, of the committed one.
+COMMITTED_PROFILE = os.path.join(HERE, "host-h200.yaml")
+
+
+def kept_tail(path):
+    """The lines after the deepspeed_host block's figures of the profile at path (else of COMMITTED_PROFILE)."""
+    with open(path if os.path.isfile(path) else COMMITTED_PROFILE) as f:
+        lines = f.readlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "deepspeed_host:") + 1
+    while start < len(lines) and lines[start].startswith("      "):
+        start += 1
+    return "".join(lines[start:])
 
 
 def print_ratios(runs):
@@ -271,9 +248,9 @@ def print_figures(x, samples):
             print(f"{name:36s} {'-':>10s}      ({figure_note(name, col, samples, v)})")
 
 
-def profile_text(x, samples, args, fit_summary):
-    """The hardware profile: the fitted figures with their notes; a figure no sample counts is left out (zsim's
-    default prices it)."""
+def profile_text(x, samples, args, fit_summary, tail):
+    """The hardware profile: the fitted figures with their notes (a figure no sample counts is left out: zsim's
+    default prices it), then `tail`, the figures fitted elsewhere (kept_tail)."""
     scaling = ("Phases as timed (--raw-phases)." if args.raw_phases else
                "Each run's phases scaled to its free-running step (median step_seconds / the phase medians' sum).")
     text = PROFILE_HEAD.format(runs=", ".join(sorted({s["case"] for s in samples})),
@@ -282,7 +259,7 @@ def profile_text(x, samples, args, fit_summary):
     for col, (name, v) in enumerate(zip(FIGURES, x)):
         if any(s["row"][col] for s in samples):
             text += f"      {name}: {v:.1f}  # {figure_note(name, col, samples, v)}\n"
-    return text + PROFILE_TAIL
+    return text + tail
 
 
 def main(argv=None):
@@ -317,8 +294,9 @@ def main(argv=None):
     if args.profile:
         summary = {"n": len(samples), "rms": rms, "worst": worst["residual"] * 100,
                    "worst_at": f"{worst['case']} {worst['phase']}"}
+        text = profile_text(x, samples, args, summary, kept_tail(args.profile))
         with open(args.profile, "w") as f:
-            f.write(profile_text(x, samples, args, summary))
+            f.write(text)
     if args.report:
         fitted = [name for name, used in zip(FIGURES, sampled(samples)) if used]
         with open(args.report, "w") as f:

@@ -70,33 +70,27 @@ def _profile_lines(path):
         return tuple((line.split("#", 1)[0].rstrip(), line) for line in f)
 
 
+def efficiency_scalar(key, path=HOST_FIGURES):
+    """The text of the profile's scalar efficiency.<key> (four spaces in), or None where it has none."""
+    for s, _ in _profile_lines(path):
+        if s.startswith(f"    {key}:"):
+            return s.partition(":")[2].strip()
+    return None
+
+
 def gemm_line(path=HOST_FIGURES):
     """The profile's efficiency.gemm (torch's measured GEMM efficiency) as a scenario line ("" where it has none)."""
-    for s, _ in _profile_lines(path):
-        if s.startswith("    gemm:"):
-            return f"    gemm: {float(s.partition(':')[2])}\n"
-    return ""
+    value = efficiency_scalar("gemm", path)
+    return f"    gemm: {float(value)}\n" if value is not None else ""
 
 
 def outside_allocator_bytes(path=HOST_FIGURES):
     """The profile's efficiency.outside_allocator_bytes (0 where it has none)."""
-    for s, _ in _profile_lines(path):
-        if s.strip().startswith("outside_allocator_bytes:"):
-            return int(s.strip().partition(":")[2])
-    return 0
+    value = efficiency_scalar("outside_allocator_bytes", path)
+    return int(value) if value is not None else 0
 
 
-def misaligned_gemm_line(path=HOST_FIGURES):
-    """The profile's efficiency.torch_misaligned_gemm as one scenario line ("" where it has none)."""
-    return block_line("torch_misaligned_gemm", path)
-
-
-def hbm_kinds_line(path=HOST_FIGURES):
-    """The profile's efficiency.hbm_by_kind (torch's kernels) as one scenario line ("" where it has none)."""
-    return block_line("hbm_by_kind", path)
-
-
-def block_line(block, path):
+def block_line(block, path=HOST_FIGURES):
     """One efficiency block of the profile as a scenario line in flow style ("" where the profile has none)."""
     pairs = block_pairs(block, path)
     return f"    {block}: {{{', '.join(pairs)}}}\n" if pairs else ""
@@ -339,8 +333,8 @@ def scenario_for(row):
     ]
     text = "\n".join(lines) + "\n"
     text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note, host=host_figures(),
-                                outside=outside_allocator_bytes(), gemm=gemm_line(), misaligned=misaligned_gemm_line(),
-                                kinds=hbm_kinds_line())
+                                outside=outside_allocator_bytes(), gemm=gemm_line(), misaligned=block_line("torch_misaligned_gemm"),
+                                kinds=block_line("hbm_by_kind"))
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 

@@ -160,6 +160,23 @@ class FitHostTest(unittest.TestCase):
         self.assertEqual(set(pairs), set(fh.FIGURES))
         self.assertAlmostEqual(float(pairs["llama_forward_layer_us"]), 1500, delta=0.1)
 
+    def test_rewriting_a_profile_keeps_the_figures_it_does_not_fit(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, FIT_CASES, TRUE)
+            profile, fresh = os.path.join(d, "host.yaml"), os.path.join(d, "fresh.yaml")
+            with open(profile, "w") as f:
+                f.write("cluster:\n  efficiency:\n    deepspeed_host:\n      forward_fixed_us: 1.0\n"
+                        "    # measured apart\n    outside_allocator_bytes: 7\n")
+            self.assertEqual(run_main([d, "--profile", profile])[0], 0)
+            self.assertEqual(run_main([d, "--profile", fresh])[0], 0)
+            with open(profile) as f:
+                text = f.read()
+            pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
+            fresh_outside = mc.outside_allocator_bytes(fresh)
+        self.assertTrue(text.endswith("\n    # measured apart\n    outside_allocator_bytes: 7\n"), text[-200:])
+        self.assertAlmostEqual(float(pairs["forward_fixed_us"]), TRUE["forward_fixed_us"], delta=0.1)
+        self.assertEqual(fresh_outside, mc.outside_allocator_bytes())  # a new file: the committed profile's
+
     def test_the_committed_cases_carry_the_committed_figures(self):
         with open(os.path.join(ROOT, "cases", "l150m-z2-w1-mb4-s2048-sdpa", "scenario.yaml")) as f:
             self.assertIn("deepspeed_host: {" + mc.host_figures() + "}", f.read())

@@ -224,16 +224,16 @@ class ProfileBlocksTest(unittest.TestCase):
 
     def test_the_misaligned_gemm_block_becomes_one_scenario_line(self):
         path = self.profile(self.PROFILE)
-        self.assertEqual(mc.misaligned_gemm_line(path), "    torch_misaligned_gemm: {forward: 0.0958, backward: 0.1479}\n")
+        self.assertEqual(mc.block_line("torch_misaligned_gemm", path), "    torch_misaligned_gemm: {forward: 0.0958, backward: 0.1479}\n")
         self.assertEqual(mc.host_figures(path), "forward_fixed_us: 641.4")  # the block ends at the next key
 
     def test_torchs_kernel_kinds_and_gemm_efficiency_become_scenario_lines(self):
         path = self.profile(self.PROFILE)
-        self.assertEqual(mc.hbm_kinds_line(path), "    hbm_by_kind: {norm: 0.448, softmax_backward: 0.566}\n")
+        self.assertEqual(mc.block_line("hbm_by_kind", path), "    hbm_by_kind: {norm: 0.448, softmax_backward: 0.566}\n")
         self.assertEqual(mc.gemm_line(path), "    gemm: 0.668\n")
 
     def test_a_profile_without_the_blocks_writes_no_lines(self):
         path = self.profile(self.PROFILE.split("    gemm:")[0])
-        self.assertEqual(mc.misaligned_gemm_line(path), "")
-        self.assertEqual(mc.hbm_kinds_line(path), "")
+        self.assertEqual(mc.block_line("torch_misaligned_gemm", path), "")
+        self.assertEqual(mc.block_line("hbm_by_kind", path), "")
         self.assertEqual(mc.gemm_line(path), "")
