@@ -283,8 +283,65 @@ std::string differences(const AdviseCandidate& c, const AdviseCandidate& best) {
 
 std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best) {
   if (is_best) return "wins: " + binding(b);
-  const double loss = 100.0 * (1.0 - e.point.tokens_per_s / best.point.tokens_per_s);
-  return fmt::format("{:.1f}% slower than #1 with {}: {}", loss, differences(e.candidate, best.candidate), binding(b));
+  const double gain = 100.0 * (e.point.tokens_per_s / best.point.tokens_per_s - 1.0);
+  const std::string than = gain > 0 ? fmt::format("{:.1f}% faster in zsim than #1", gain)
+                                    : fmt::format("{:.1f}% slower than #1", -gain);
+  return fmt::format("{} with {}: {}", than, differences(e.candidate, best.candidate), binding(b));
+}
+
+std::vector<std::string> changed_choices(const AdviseCandidate& c, const AdviseCandidate& own, const AdviseSpace& space) {
+  std::vector<std::string> d;
+  if (c.stage != own.stage) d.push_back(fmt::format("stage {}", c.stage));
+  if (c.micro_batch != own.micro_batch) d.push_back(fmt::format("micro-batch {} x {}", c.micro_batch, c.grad_accum));
+  if (c.checkpointing != own.checkpointing) d.push_back(c.checkpointing ? "checkpointing" : "no checkpointing");
+  if (c.offload_optimizer != own.offload_optimizer)
+    d.push_back(fmt::format("optimizer on {}", c.offload_optimizer == OffloadDevice::none ? "GPU"
+                                                                                          : device_name(c.offload_optimizer)));
+  // Parameters, ZeRO++, prefetch and max live are stage 3's: below it they are off, whatever the scenario names.
+  const auto at3 = [](const AdviseCandidate& x, auto value, auto off) { return x.stage == 3 ? value : off; };
+  if (at3(c, c.offload_param, OffloadDevice::none) != at3(own, own.offload_param, OffloadDevice::none))
+    d.push_back(fmt::format("parameters on {}", c.offload_param == OffloadDevice::none || c.stage != 3
+                                                    ? "GPU" : device_name(c.offload_param)));
+  const auto flag = [&](bool AdviseCandidate::*f, const char* name) {
+    const bool on = c.stage == 3 && c.*f;
+    if (on != (own.stage == 3 && own.*f)) d.push_back(fmt::format("{}{}", on ? "" : "no ", name));
+  };
+  flag(&AdviseCandidate::qwz, "qwZ");
+  flag(&AdviseCandidate::hpz, "hpZ");
+  flag(&AdviseCandidate::qgz, "qgZ");
+  const auto size = [](Elements v, Elements scenario) { return v > 0 ? v : scenario; };
+  if (c.stage > 0 && own.stage > 0 &&
+      size(c.reduce_bucket_size, space.scenario_reduce_bucket_size) !=
+          size(own.reduce_bucket_size, space.scenario_reduce_bucket_size))
+    d.push_back("reduce bucket " + elements_text(size(c.reduce_bucket_size, space.scenario_reduce_bucket_size)));
+  if (c.stage == 3 && own.stage == 3) {
+    if (size(c.prefetch_bucket_size, space.scenario_prefetch_bucket_size) !=
+        size(own.prefetch_bucket_size, space.scenario_prefetch_bucket_size))
+      d.push_back("prefetch bucket " + elements_text(size(c.prefetch_bucket_size, space.scenario_prefetch_bucket_size)));
+    if (size(c.max_live_parameters, space.scenario_max_live_parameters) !=
+        size(own.max_live_parameters, space.scenario_max_live_parameters))
+      d.push_back("max live " + elements_text(size(c.max_live_parameters, space.scenario_max_live_parameters)));
+  }
+  const Precision dtype = c.communication_data_type.value_or(space.scenario_communication_data_type);
+  if (dtype != own.communication_data_type.value_or(space.scenario_communication_data_type))
+    d.push_back(fmt::format("communication {}", to_string(dtype)));
+  return d;
+}
+
+std::size_t advised_position(const std::vector<AdviseEntry>& entries, const std::vector<std::size_t>& ranked,
+                             const AdviseCandidate& own, const AdviseSpace& space, double tie) {
+  if (ranked.empty()) return 0;
+  const double floor = (1.0 - tie) * entries[ranked.front()].point.tokens_per_s;
+  std::size_t best = 0;
+  std::size_t fewest = std::numeric_limits<std::size_t>::max();
+  for (std::size_t k = 0; k < ranked.size() && entries[ranked[k]].point.tokens_per_s >= floor; ++k) {
+    const std::size_t n = changed_choices(entries[ranked[k]].candidate, own, space).size();
+    if (n < fewest) {  // strictly fewer: of equals, the faster (earlier) stays
+      fewest = n;
+      best = k;
+    }
+  }
+  return best;
 }
 
 std::string memory_limits(const std::vector<AdviseEntry>& entries, const AdviseCandidate& winner,

@@ -99,6 +99,18 @@ struct AdviseEntry {
 // Fitting entries (with the margin), best first: tokens/s descending, ties in input order.
 std::vector<std::size_t> rank_entries(const std::vector<AdviseEntry>& entries, Bytes gpu_capacity, double margin);
 
+// The choices `c` makes otherwise than `own` (the user's configuration), in words: "stage 1", "micro-batch 2 x 4",
+// "checkpointing", "optimizer on cpu", "qgZ", "reduce bucket 5e+07", ... A bucket size or reduction dtype a
+// candidate leaves as the scenario has it (0, unset) is the scenario's value; keys its stage does not read are not
+// compared (ZeRO++, prefetch and max live below stage 3, the reduce bucket at stage 0).
+std::vector<std::string> changed_choices(const AdviseCandidate& c, const AdviseCandidate& own, const AdviseSpace& space);
+
+// The advice among `ranked` (rank_entries: fitting, fastest first): of the entries within `tie` of the fastest's
+// tokens/s (a predicted difference zsim's step-time error cannot tell apart), the one with the fewest changed
+// choices from `own`, the faster of equals. Its position in `ranked`; tie 0 is the fastest (position 0).
+std::size_t advised_position(const std::vector<AdviseEntry>& entries, const std::vector<std::size_t>& ranked,
+                             const AdviseCandidate& own, const AdviseSpace& space, double tie);
+
 // Where a fitting configuration's step goes (the timing report's split) and its memory.
 struct AdviseBreakdown {
   Seconds step_s = 0;
@@ -115,7 +127,8 @@ struct AdviseBreakdown {
 // What binds: "compute 91%", "exposed communication 22%", "host / offload 40%", "memory headroom 3.1 GiB".
 std::string binding(const AdviseBreakdown& b);
 
-// Why `e` wins (rank 0) or loses against `best`: its tokens/s beside the best's, what it changes, what binds.
+// Why `e` is advised (is_best: what binds) or not: its tokens/s beside the advised one's (faster or slower), what it
+// changes against it, what binds.
 std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best);
 
 // What memory kept from the winner: the same configuration without checkpointing, with less offload, or at the next

@@ -157,13 +157,92 @@ TEST_F(Advise, BadInputGetsTheScenarioErrors) {
   EXPECT_NE(r.err.find("s.yaml:4:"), std::string::npos) << r.err;
 }
 
-TEST_F(Advise, TheTopListIsOrderedByTokensPerSecond) {
+TEST_F(Advise, AfterTheAdviceTheListIsOrderedByTokensPerSecond) {
   std::string batch8 = kStage3Only;
   batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
   const nlohmann::json j = advise(batch8);
+  ASSERT_GE(j.at("top").size(), 3u);
+  for (std::size_t i = 2; i < j["top"].size(); ++i)
+    EXPECT_GE(j["top"][i - 1]["tokens_per_s"].get<double>(), j["top"][i]["tokens_per_s"].get<double>());
+}
+
+TEST_F(Advise, WithoutATieTheWholeListIsOrderedByTokensPerSecond) {
+  std::string batch8 = kStage3Only;
+  batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
+  const nlohmann::json j = advise(batch8, "--tie 0");
   ASSERT_GE(j.at("top").size(), 2u);
   for (std::size_t i = 1; i < j["top"].size(); ++i)
     EXPECT_GE(j["top"][i - 1]["tokens_per_s"].get<double>(), j["top"][i]["tokens_per_s"].get<double>());
+}
+
+// The advice is inside the tie of the fastest, and nothing inside it changes fewer of the user's choices.
+TEST_F(Advise, TheAdviceIsWithinTheTieOfTheFastestAndChangesNoMoreOfYoursThanAnyTiedOne) {
+  std::string batch8 = kStage3Only;
+  batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
+  const nlohmann::json j = advise(batch8, "--top 20");
+  double fastest = 0;
+  for (const auto& t : j.at("top")) fastest = std::max(fastest, t["tokens_per_s"].get<double>());
+  const auto& advised = j["top"][0];
+  EXPECT_GE(advised["tokens_per_s"].get<double>(), 0.9 * fastest);
+  for (const auto& t : j["top"])
+    if (t["tokens_per_s"].get<double>() >= 0.9 * fastest)
+      EXPECT_LE(advised["changes_from_yours"].size(), t["changes_from_yours"].size()) << t;
+}
+
+zsim::AdviseEntry entry(int stage, bool checkpointing, double tokens_per_s) {
+  zsim::AdviseEntry e;
+  e.candidate.stage = stage;
+  e.candidate.checkpointing = checkpointing;
+  e.point.valid = e.point.fits = true;
+  e.point.tokens_per_s = tokens_per_s;
+  return e;
+}
+
+TEST(AdviseTie, ANearTieGoesToTheConfigurationChangingFewerOfYourChoices) {
+  using namespace zsim;
+  AdviseCandidate yours;
+  yours.stage = 2;
+  yours.checkpointing = false;
+  // The fastest changes stage and checkpointing; 1.7% slower, only checkpointing.
+  const std::vector<AdviseEntry> e{entry(1, true, 12380), entry(2, true, 12177), entry(3, false, 9000)};
+  const std::vector<std::size_t> ranked{0, 1, 2};
+  EXPECT_EQ(advised_position(e, ranked, yours, AdviseSpace{}, 0.10), 1u);
+  EXPECT_EQ(advised_position(e, ranked, yours, AdviseSpace{}, 0.01), 0u);  // 1.7% is outside a 1% tie
+  EXPECT_EQ(advised_position(e, ranked, yours, AdviseSpace{}, 0.0), 0u);
+}
+
+TEST(AdviseTie, YourOwnConfigurationWithinTheTieIsTheAdvice) {
+  using namespace zsim;
+  AdviseCandidate yours;
+  yours.stage = 3;
+  yours.checkpointing = false;
+  const std::vector<AdviseEntry> e{entry(1, true, 100), entry(2, true, 99), entry(3, false, 95)};
+  EXPECT_EQ(advised_position(e, {0, 1, 2}, yours, AdviseSpace{}, 0.10), 2u);
+  EXPECT_EQ(advised_position(e, {0, 1, 2}, yours, AdviseSpace{}, 0.04), 0u);  // of two changing as many, the faster
+}
+
+TEST(AdviseTie, TheScenariosOwnBucketAndDtypeAreNoChangeAndStageThreeKeysCountOnlyAtStageThree) {
+  using namespace zsim;
+  AdviseSpace space;
+  space.scenario_reduce_bucket_size = 500'000'000;
+  space.scenario_communication_data_type = Precision::bf16;
+  AdviseCandidate yours;  // stage 2, the scenario's buckets (0) and dtype (unset)
+  yours.stage = 2;
+  yours.checkpointing = false;
+  AdviseCandidate c = yours;
+  c.reduce_bucket_size = 500'000'000;              // the scenario's value, written out
+  c.communication_data_type = Precision::bf16;     // the scenario's dtype, written out
+  c.prefetch_bucket_size = 50'000'000;             // not read below stage 3
+  c.qgz = true;                                    // nor is ZeRO++
+  EXPECT_TRUE(changed_choices(c, yours, space).empty());
+  c.reduce_bucket_size = 50'000'000;
+  c.micro_batch = 2;
+  c.grad_accum = 4;
+  EXPECT_EQ(changed_choices(c, yours, space),
+            (std::vector<std::string>{"micro-batch 2 x 4", "reduce bucket 5e+07"}));
+  c.stage = 3;  // qgZ now counts; the prefetch bucket does not (yours is not at stage 3)
+  EXPECT_EQ(changed_choices(c, yours, space),
+            (std::vector<std::string>{"stage 3", "micro-batch 2 x 4", "qgZ", "reduce bucket 5e+07"}));
 }
 
 // The same 13B on 8 A100 with the gradients reduced in fp32 (communication_data_type, as some users set it for

@@ -22,6 +22,12 @@ namespace zsim {
 
 namespace {
 
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + words[i];
+  return out;
+}
+
 // The step's split for the printed reasons: the timing report of the configuration (the same pipeline).
 AdviseBreakdown breakdown_of(const Scenario& s, const SweepPoint& p, const PipelineOptions& o) {
   TimingReport t;
@@ -150,7 +156,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     }
   }
 
-  const std::vector<std::size_t> ranked = rank_entries(entries, capacity, a.margin);
+  std::vector<std::size_t> ranked = rank_entries(entries, capacity, a.margin);
   if (ranked.empty()) {
     const std::string why = shortfall(entries, capacity, a.margin);
     err << "zsim advise: " << a.scenario << ": " << why << "\n";
@@ -163,6 +169,14 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     }
     return kExitNoFit;
   }
+
+  // The advice first: of the configurations within the tie of the fastest, the fewest changes to the user's; the
+  // rest by tokens/s.
+  const AdviseCandidate yours = candidate_of(base);
+  const std::size_t fastest = ranked.front();
+  const std::size_t advised_at = advised_position(entries, ranked, yours, space, a.tie);
+  std::rotate(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(advised_at),
+              ranked.begin() + static_cast<std::ptrdiff_t>(advised_at) + 1);
 
   // The user's own configuration, as the scenario has it.
   const SweepPoint own = evaluate_sweep_point(base, o);
@@ -181,13 +195,21 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
                      base.model.name, base.cluster.nodes, base.cluster.gpus_per_node, base.cluster.gpu.name,
                      space.batch_per_gpu);
   out << fmt::format("searched {} configurations ({} structures, {} ZeRO++ and bucket variants), {} fit with {:.0f}% of the GPU "
-                     "free, in {:.1f} s\n\n",
-                     entries.size(), structures, entries.size() - structures, fitting, 100 * a.margin, seconds);
+                     "free, in {:.1f} s; within {:.0f}% of the fastest, the fewest changes to yours is advised\n\n",
+                     entries.size(), structures, entries.size() - structures, fitting, 100 * a.margin, seconds,
+                     100 * a.tie);
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < shown; ++k) {
     const AdviseEntry& e = entries[ranked[k]];
     std::string why = reason(e, breakdowns[k], best, k == 0);
+    const std::vector<std::string> changes = changed_choices(e.candidate, yours, space);
     if (k == 0) {
+      if (ranked[0] != fastest)
+        why += fmt::format("\n   advised over the fastest ({:.0f} tokens/s, +{:.1f}% in zsim): within the tie ({:.0f}%, "
+                           "--tie: zsim's step-time error against DeepSpeed) it changes the fewest of your choices ({})",
+                           entries[fastest].point.tokens_per_s,
+                           100.0 * (entries[fastest].point.tokens_per_s / e.point.tokens_per_s - 1.0), 100 * a.tie,
+                           changes.empty() ? "none" : join_words(changes));
       const std::string limits = memory_limits(entries, e.candidate, space, capacity, a.margin);
       if (!limits.empty()) why += "\n   " + limits;
     }
@@ -204,6 +226,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     j["gpu_peak_bytes"] = e.point.gpu_peak_bytes;
     j["gpu_need_bytes"] = gpu_need(e.point);
     j["reason"] = why;
+    j["changes_from_yours"] = changes;
     top.push_back(j);
   }
   std::string own_text;
@@ -228,6 +251,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     j["fits"] = true;
     j["evaluated"] = entries.size();
     j["seconds"] = seconds;
+    j["tie"] = a.tie;
     j["top"] = top;
     j["activation_checkpointing"] = best.candidate.checkpointing ? "full" : "none";
     j["yours"] = {{"configuration", describe(candidate_of(base))},

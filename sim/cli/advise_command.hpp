@@ -16,6 +16,9 @@ struct AdviseArguments {
   unsigned threads = 0;                // 0 = all hardware threads
   std::size_t top = 5;
   double margin = 0.05;                // of the GPU's memory left free
+  // Configurations within this fraction of the fastest's tokens/s are ties: the advice is the one of them that
+  // changes the fewest of the user's choices (docs/advise.md: zsim's step-time error against DeepSpeed).
+  double tie = 0.10;
 };
 
 // Exit codes: 0 an answer; 2 bad input (the scenario's errors); 3 no configuration fits (what is short, by how much).

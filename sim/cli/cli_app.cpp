@@ -218,6 +218,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   advise->add_option("--threads", advise_args.threads, "worker threads (default: all)");
   advise->add_option("--margin", advise_args.margin, "fraction of the GPU's memory to leave free")
       ->check(CLI::Range(0.0, 0.5));
+  advise->add_option("--tie", advise_args.tie, "configurations within this fraction of the fastest's tokens/s are ties: "
+                                              "advise the one changing the fewest of yours (0: the fastest)")
+      ->check(CLI::Range(0.0, 0.5));
   add_overrides(advise, a);
   try {
     app.parse(argc, argv);

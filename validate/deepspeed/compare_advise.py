@@ -8,8 +8,11 @@ those of lists/advise.txt (advise_cases.py); each case.json's `advise` block say
 fit, advised). Per setting it prints, for each role: zsim's prediction (fits or OOM, tokens/s), what DeepSpeed did
 (ok, oom or another failure; measured tokens/s = micro_batch x grad_accum x seq_len x world / the median timed step;
 peak reserved), then whether the advised ds_config ran without running out of memory and whether its measured
-tokens/s is at least the baseline's: the faster of the default and its fitting variant among those that ran.
-Exit 0: every setting passes; 1: one fails; 2: a result is missing. Standard library only.
+tokens/s is at least the baseline's: the faster of the default and its fitting variant among those that ran. Where
+the advice is the fitting variant's configuration (same_configuration: advise writes DeepSpeed's defaults out, so the
+files differ), it passes as that configuration, both runs' figures printed.
+A result whose recorded ds_config is not the case's (the case rewritten since it ran) is not counted.
+Exit 0: every setting passes; 1: one fails; 2: a result is missing or of another version of its case. Standard library only.
 """
 import argparse
 import json
@@ -37,14 +40,47 @@ def measured(result):
             "peak_reserved_bytes": max(peaks) if peaks else None}
 
 
+# What DeepSpeed runs differently between two cases: the case's own fields (the model's checkpointing among them) and
+# its ds_config, where both name a key (advise writes DeepSpeed's defaults out; a user's file leaves them out).
+CASE_FIELDS = ("model", "seq_len", "world", "micro_batch", "grad_accum", "attention", "checkpointing",
+               "gpu_memory_cap_bytes")
+
+
+def agree(a, b):
+    """Whether two ds_config values agree on every key both name (nested blocks alike)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(agree(a[k], b[k]) for k in a.keys() & b.keys())
+    return a == b
+
+
+def same_configuration(a, b):
+    """Whether cases `a` and `b` ({"case": case.json, "ds_config": its ds_config.json}) run DeepSpeed the same way:
+    their files may differ in keys left at DeepSpeed's defaults and in order. A zero_optimization block one of them
+    lacks is stage 0 (DeepSpeed's default)."""
+    if any(a["case"].get(k) != b["case"].get(k) for k in CASE_FIELDS):
+        return False
+    za = a["ds_config"].get("zero_optimization", {})
+    zb = b["ds_config"].get("zero_optimization", {})
+    return za.get("stage", 0) == zb.get("stage", 0) and agree(a["ds_config"], b["ds_config"])
+
+
 def verdict(rows):
-    """rows: role -> {"advise": case.json's advise block, "measured": measured() or None}. Returns (passed, text)."""
+    """rows: role -> {"advise": case.json's advise block, "measured": measured() or None, "case": case.json,
+    "ds_config": its ds_config}. Returns (passed, text)."""
     adv = rows.get("advised")
     if not adv or not adv["measured"]:
         return False, "no result of the advised case"
     m = adv["measured"]
     if m["status"] != "ok":
         return False, f"the advised ds_config failed ({m['failure_kind']})"
+    fit = rows.get("fit")
+    if fit and all(k in x for x in (adv, fit) for k in ("case", "ds_config")) and same_configuration(adv, fit):
+        # The advice is the fitting variant itself: its throughput is the variant's; two runs differ by run-to-run noise.
+        f = fit["measured"]
+        also = (f"; the variant's own run {f['tokens_per_s']:.0f} ({100 * (m['tokens_per_s'] / f['tokens_per_s'] - 1):+.1f}%, "
+                f"run to run)" if f and f.get("tokens_per_s") else "")
+        return True, (f"advised runs (no OOM) at {m['tokens_per_s']:.0f} tokens/s; the advice is the fitting variant's "
+                      f"configuration (advise's ds_config, written out in full){also}")
     base = [(role, rows[role]["measured"]["tokens_per_s"]) for role in ("fit", "default")
             if role in rows and rows[role]["measured"] and rows[role]["measured"]["tokens_per_s"]]
     if not base:
@@ -58,22 +94,31 @@ def verdict(rows):
 def load(results_dir, names):
     settings = {}
     missing = []
+    stale = []
     for n in names:
         with open(os.path.join(HERE, "cases", n, "case.json")) as f:
             case = json.load(f)
         a = case.get("advise")
         if not a:
             raise ValueError(f"cases/{n}/case.json: no 'advise' block (write the cases with advise_cases.py)")
+        with open(os.path.join(HERE, "cases", n, case.get("ds_config", "ds_config.json"))) as f:
+            ds = json.load(f)
         p = os.path.join(results_dir, n + ".json")
         res = None
         if os.path.isfile(p):
             with open(p) as f:
-                res = measured(json.load(f))
+                result = json.load(f)
+            ran = (result.get("case") or {}).get("ds_config")
+            if ran is not None and ran != ds:  # the case was rewritten (advise_cases.py) after this result was measured
+                stale.append(n)
+            else:
+                res = measured(result)
         else:
             missing.append(n)
         settings.setdefault(a["setting"], {})[a["role"]] = {"name": n, "advise": a, "measured": res,
-                                                           "cap": case.get("gpu_memory_cap_bytes")}
-    return settings, missing
+                                                           "cap": case.get("gpu_memory_cap_bytes"), "case": case,
+                                                           "ds_config": ds}
+    return settings, missing, stale
 
 
 def fmt_row(role, r):
@@ -96,7 +141,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     with open(LIST) as f:
         names = [ln.split()[0] for ln in f if ln.strip()]
-    settings, missing = load(args.results_dir, names)
+    settings, missing, stale = load(args.results_dir, names)
     all_ok = True
     out = {}
     for s, rows in settings.items():
@@ -112,8 +157,12 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
-    if missing:
-        print("missing results: " + " ".join(missing))
+    if stale:
+        print("results of another version of the case (its ds_config differs from the one the result ran; "
+              "not counted): " + " ".join(stale))
+    if missing or stale:
+        if missing:
+            print("missing results: " + " ".join(missing))
         return 2
     return 0 if all_ok else 1
 

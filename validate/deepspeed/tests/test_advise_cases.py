@@ -87,6 +87,43 @@ class CompareTest(unittest.TestCase):
         self.assertIn("default's", text)
 
 
+def configured(r, stage=2, offload=None, **zero):
+    z = {"stage": stage, **zero}
+    if offload:
+        z["offload_optimizer"] = {"device": offload}
+    r["case"] = {"model": "m", "seq_len": 1024, "micro_batch": 8, "grad_accum": 1, "checkpointing": "full"}
+    r["ds_config"] = {"train_micro_batch_size_per_gpu": 8, "zero_optimization": z}
+    return r
+
+
+class SameConfigurationTest(unittest.TestCase):
+    def test_keys_written_out_at_their_defaults_are_the_same_configuration(self):
+        user = configured({}, offload="cpu")
+        advised = configured({}, offload="cpu", sub_group_size=1000000000)
+        advised["ds_config"]["zero_optimization"]["offload_optimizer"]["ratio"] = 1.0
+        self.assertTrue(ca.same_configuration(advised, user))
+
+    def test_another_stage_offload_or_batch_split_is_not(self):
+        user = configured({}, offload="cpu")
+        self.assertFalse(ca.same_configuration(configured({}, stage=1, offload="cpu"), user))
+        self.assertFalse(ca.same_configuration(configured({}, offload="none"), user))
+        other = configured({}, offload="cpu")
+        other["case"]["micro_batch"] = 2
+        self.assertFalse(ca.same_configuration(other, user))
+
+    def test_an_advice_that_is_the_fitting_variant_passes_as_it_with_both_runs_printed(self):
+        oom = result(status="failed", kind="oom")
+        fit = configured(role(result(step=0.50)), offload="cpu")
+        advised = configured(role(result(step=0.51)), offload="cpu", sub_group_size=1000000000)
+        ok, text = ca.verdict({"default": role(oom, False), "fit": fit, "advised": advised})
+        self.assertTrue(ok, text)
+        self.assertIn("the fitting variant's configuration", text)
+        self.assertIn("-2.0%, run to run", text)
+        slower = configured(role(result(step=0.51)), stage=1, offload="cpu")
+        ok, text = ca.verdict({"default": role(oom, False), "fit": fit, "advised": slower})
+        self.assertFalse(ok, text)
+
+
 class CommittedCasesTest(unittest.TestCase):
     def test_every_advise_case_loads_and_is_complete(self):
         with open(os.path.join(ROOT, "lists", "advise.txt")) as f:
