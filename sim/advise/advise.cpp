@@ -282,7 +282,7 @@ std::string differences(const AdviseCandidate& c, const AdviseCandidate& best) {
 }  // namespace
 
 std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best) {
-  if (is_best) return "wins: " + binding(b);
+  if (is_best) return "advised: " + binding(b);
   const double gain = 100.0 * (e.point.tokens_per_s / best.point.tokens_per_s - 1.0);
   const std::string than = gain > 0 ? fmt::format("{:.1f}% faster in zsim than #1", gain)
                                     : fmt::format("{:.1f}% slower than #1", -gain);

@@ -209,7 +209,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
                            "--tie: zsim's step-time error against DeepSpeed) it changes the fewest of your choices ({})",
                            entries[fastest].point.tokens_per_s,
                            100.0 * (entries[fastest].point.tokens_per_s / e.point.tokens_per_s - 1.0), 100 * a.tie,
-                           changes.empty() ? "none" : join_words(changes));
+                           changes.empty() ? "none: it is yours" : join_words(changes));
       const std::string limits = memory_limits(entries, e.candidate, space, capacity, a.margin);
       if (!limits.empty()) why += "\n   " + limits;
     }
@@ -231,8 +231,10 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   }
   std::string own_text;
   if (own.valid && own.fits && own.tokens_per_s > 0)
-    own_text = fmt::format("{:.0f} tokens/s: the advice is {:+.1f}%{}\n   {}", own.tokens_per_s,
-                           100.0 * (best.point.tokens_per_s / own.tokens_per_s - 1),
+    own_text = fmt::format("{:.0f} tokens/s: {}{}\n   {}", own.tokens_per_s,
+                           changed_choices(best.candidate, yours, space).empty()
+                               ? std::string("the advice keeps it")
+                               : fmt::format("the advice is {:+.1f}%", 100.0 * (best.point.tokens_per_s / own.tokens_per_s - 1)),
                            fits_with_margin(own, capacity, a.margin) ? "" : " (yours leaves less than the margin free)",
                            binding(breakdown_of(base, own, o)));
   else
