@@ -157,29 +157,30 @@ TEST_F(Advise, BadInputGetsTheScenarioErrors) {
   EXPECT_NE(r.err.find("s.yaml:4:"), std::string::npos) << r.err;
 }
 
+// kStage3Only at a batch of 4 per GPU: several micro-batch splits fit.
+std::string batch4() {
+  std::string s = kStage3Only;
+  s.replace(s.find("grad_accum: 1"), 13, "grad_accum: 4");
+  return s;
+}
+
+void expect_descending_tokens_from(const nlohmann::json& top, std::size_t first) {
+  ASSERT_GE(top.size(), first + 2);
+  for (std::size_t i = first + 1; i < top.size(); ++i)
+    EXPECT_GE(top[i - 1]["tokens_per_s"].get<double>(), top[i]["tokens_per_s"].get<double>()) << i;
+}
+
 TEST_F(Advise, AfterTheAdviceTheListIsOrderedByTokensPerSecond) {
-  std::string batch8 = kStage3Only;
-  batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
-  const nlohmann::json j = advise(batch8);
-  ASSERT_GE(j.at("top").size(), 3u);
-  for (std::size_t i = 2; i < j["top"].size(); ++i)
-    EXPECT_GE(j["top"][i - 1]["tokens_per_s"].get<double>(), j["top"][i]["tokens_per_s"].get<double>());
+  expect_descending_tokens_from(advise(batch4()).at("top"), 1);
 }
 
 TEST_F(Advise, WithoutATieTheWholeListIsOrderedByTokensPerSecond) {
-  std::string batch8 = kStage3Only;
-  batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
-  const nlohmann::json j = advise(batch8, "--tie 0");
-  ASSERT_GE(j.at("top").size(), 2u);
-  for (std::size_t i = 1; i < j["top"].size(); ++i)
-    EXPECT_GE(j["top"][i - 1]["tokens_per_s"].get<double>(), j["top"][i]["tokens_per_s"].get<double>());
+  expect_descending_tokens_from(advise(batch4(), "--tie 0").at("top"), 0);
 }
 
 // The advice is inside the tie of the fastest, and nothing inside it changes fewer of the user's choices.
 TEST_F(Advise, TheAdviceIsWithinTheTieOfTheFastestAndChangesNoMoreOfYoursThanAnyTiedOne) {
-  std::string batch8 = kStage3Only;
-  batch8.replace(batch8.find("grad_accum: 1"), 13, "grad_accum: 4");
-  const nlohmann::json j = advise(batch8, "--top 20");
+  const nlohmann::json j = advise(batch4(), "--top 20");
   double fastest = 0;
   for (const auto& t : j.at("top")) fastest = std::max(fastest, t["tokens_per_s"].get<double>());
   const auto& advised = j["top"][0];
@@ -200,9 +201,7 @@ zsim::AdviseEntry entry(int stage, bool checkpointing, double tokens_per_s) {
 
 TEST(AdviseTie, ANearTieGoesToTheConfigurationChangingFewerOfYourChoices) {
   using namespace zsim;
-  AdviseCandidate yours;
-  yours.stage = 2;
-  yours.checkpointing = false;
+  const AdviseCandidate yours = entry(2, false, 0).candidate;
   // The fastest changes stage and checkpointing; 1.7% slower, only checkpointing.
   const std::vector<AdviseEntry> e{entry(1, true, 12380), entry(2, true, 12177), entry(3, false, 9000)};
   const std::vector<std::size_t> ranked{0, 1, 2};
@@ -213,9 +212,7 @@ TEST(AdviseTie, ANearTieGoesToTheConfigurationChangingFewerOfYourChoices) {
 
 TEST(AdviseTie, YourOwnConfigurationWithinTheTieIsTheAdvice) {
   using namespace zsim;
-  AdviseCandidate yours;
-  yours.stage = 3;
-  yours.checkpointing = false;
+  const AdviseCandidate yours = entry(3, false, 0).candidate;
   const std::vector<AdviseEntry> e{entry(1, true, 100), entry(2, true, 99), entry(3, false, 95)};
   EXPECT_EQ(advised_position(e, {0, 1, 2}, yours, AdviseSpace{}, 0.10), 2u);
   EXPECT_EQ(advised_position(e, {0, 1, 2}, yours, AdviseSpace{}, 0.04), 0u);  // of two changing as many, the faster
