@@ -180,7 +180,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
 
   // The user's own configuration, as the scenario has it.
   const SweepPoint own = evaluate_sweep_point(base, o);
-  const Scenario winner = parse(entries[ranked.front()].point.overrides);
+  const Scenario advised = parse(entries[ranked.front()].point.overrides);
   const std::size_t shown = std::min(a.top, ranked.size());
   std::vector<AdviseBreakdown> breakdowns = parallel_map<AdviseBreakdown>(shown, threads, [&](std::size_t k) {
     const AdviseEntry& e = entries[ranked[k]];
@@ -243,7 +243,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   out << fmt::format("activation checkpointing: {} (the model's setting, e.g. gradient_checkpointing_enable() in "
                      "transformers; not a ds_config key)\n",
                      best.candidate.checkpointing ? "on" : "off");
-  const std::string ds = ds_config_json(winner);
+  const std::string ds = ds_config_json(advised);
   if (!a.out_file.empty()) {
     write_file_atomically(a.out_file, ds);
     out << "ds_config written to " << a.out_file << "\n";

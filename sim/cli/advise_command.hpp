@@ -1,6 +1,7 @@
 // `zsim advise SCENARIO.yaml`: searches the DeepSpeed configuration for the scenario's model, cluster and batch
 // (sim/advise/advise.hpp) with the sweep's evaluation (evaluate_sweep_point on the thread pool), prints the top
-// configurations with why each wins or loses, and writes the winner as a ds_config.json.
+// configurations with why each is advised or not (the advice: within --tie of the fastest, the fewest changes to the
+// scenario's own choices), and writes the advice as a ds_config.json.
 #pragma once
 #include <iosfwd>
 #include <string>
@@ -11,7 +12,7 @@ namespace zsim {
 struct AdviseArguments {
   std::string scenario;
   std::vector<std::string> overrides;  // --set
-  std::string out_file;                // --out: the winner's ds_config.json
+  std::string out_file;                // --out: the advice's ds_config.json
   std::string json_file;               // --json: the answer for scripts
   unsigned threads = 0;                // 0 = all hardware threads
   std::size_t top = 5;

@@ -210,9 +210,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   add_overrides(sweep, a);
   AdviseArguments advise_args;
   CLI::App* advise = app.add_subcommand("advise", "search the DeepSpeed configuration (ZeRO stage, batch split, "
-                                                  "checkpointing, offload, ZeRO++, buckets); write the best as a ds_config");
+                                                  "checkpointing, offload, ZeRO++, buckets); write the advice as a ds_config");
   advise->add_option("scenario", advise_args.scenario, "scenario YAML file (model, cluster, batch)")->required();
-  advise->add_option("--out", advise_args.out_file, "write the winner as a DeepSpeed ds_config.json to FILE");
+  advise->add_option("--out", advise_args.out_file, "write the advice as a DeepSpeed ds_config.json to FILE");
   advise->add_option("--json", advise_args.json_file, "write the answer as JSON to FILE");
   advise->add_option("--top", advise_args.top, "how many of the best configurations to list")->check(CLI::Range(1, 100));
   advise->add_option("--threads", advise_args.threads, "worker threads (default: all)");
