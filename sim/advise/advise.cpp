@@ -253,41 +253,6 @@ std::string binding(const AdviseBreakdown& b) {
   return text;
 }
 
-namespace {
-
-// What `c` changes against `best`, in words.
-std::string differences(const AdviseCandidate& c, const AdviseCandidate& best) {
-  std::vector<std::string> d;
-  if (c.stage != best.stage) d.push_back(fmt::format("stage {}", c.stage));
-  if (c.micro_batch != best.micro_batch) d.push_back(fmt::format("micro-batch {}", c.micro_batch));
-  if (c.checkpointing != best.checkpointing) d.push_back(c.checkpointing ? "checkpointing" : "no checkpointing");
-  if (c.offload_optimizer != best.offload_optimizer)
-    d.push_back(fmt::format("optimizer on {}", c.offload_optimizer == OffloadDevice::none ? "GPU"
-                                                                                          : device_name(c.offload_optimizer)));
-  if (c.offload_param != best.offload_param)
-    d.push_back(fmt::format("parameters on {}", c.offload_param == OffloadDevice::none ? "GPU"
-                                                                                      : device_name(c.offload_param)));
-  if (c.qwz != best.qwz) d.push_back(c.qwz ? "qwZ" : "no qwZ");
-  if (c.hpz != best.hpz) d.push_back(c.hpz ? "hpZ" : "no hpZ");
-  if (c.qgz != best.qgz) d.push_back(c.qgz ? "qgZ" : "no qgZ");
-  if (c.reduce_bucket_size != best.reduce_bucket_size) d.push_back("another reduce bucket");
-  if (c.prefetch_bucket_size != best.prefetch_bucket_size) d.push_back("another prefetch bucket");
-  if (c.max_live_parameters != best.max_live_parameters) d.push_back("another max live");
-  if (c.communication_data_type != best.communication_data_type)
-    d.push_back(c.communication_data_type ? fmt::format("communication {}", to_string(*c.communication_data_type))
-                                          : "the scenario's communication dtype");
-  return d.empty() ? "the same choices" : join(d, ", ");
-}
-
-}  // namespace
-
-std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best) {
-  if (is_best) return "advised: " + binding(b);
-  const double gain = 100.0 * (e.point.tokens_per_s / best.point.tokens_per_s - 1.0);
-  const std::string than = gain > 0 ? fmt::format("{:.1f}% faster in zsim than #1", gain)
-                                    : fmt::format("{:.1f}% slower than #1", -gain);
-  return fmt::format("{} with {}: {}", than, differences(e.candidate, best.candidate), binding(b));
-}
 
 std::vector<std::string> changed_choices(const AdviseCandidate& c, const AdviseCandidate& own, const AdviseSpace& space) {
   std::vector<std::string> d;
@@ -326,6 +291,16 @@ std::vector<std::string> changed_choices(const AdviseCandidate& c, const AdviseC
   if (dtype != own.communication_data_type.value_or(space.scenario_communication_data_type))
     d.push_back(fmt::format("communication {}", to_string(dtype)));
   return d;
+}
+
+std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, const AdviseSpace& space,
+                   bool is_best) {
+  if (is_best) return "advised: " + binding(b);
+  const double gain = 100.0 * (e.point.tokens_per_s / best.point.tokens_per_s - 1.0);
+  const std::string than = gain > 0 ? fmt::format("{:.1f}% faster in zsim than #1", gain)
+                                    : fmt::format("{:.1f}% slower than #1", -gain);
+  const std::vector<std::string> d = changed_choices(e.candidate, best.candidate, space);
+  return fmt::format("{} with {}: {}", than, d.empty() ? "the same choices" : join(d, ", "), binding(b));
 }
 
 std::size_t advised_position(const std::vector<AdviseEntry>& entries, const std::vector<std::size_t>& ranked,

@@ -127,9 +127,10 @@ struct AdviseBreakdown {
 // What binds: "compute 91%", "exposed communication 22%", "host / offload 40%", "memory headroom 3.1 GiB".
 std::string binding(const AdviseBreakdown& b);
 
-// Why `e` is advised (is_best: what binds) or not: its tokens/s beside the advised one's (faster or slower), what it
-// changes against it, what binds.
-std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, bool is_best);
+// Why `e` is advised (is_best: what binds) or not: its tokens/s beside the advised one's (faster or slower), the
+// choices it makes otherwise (changed_choices against the advised one), what binds.
+std::string reason(const AdviseEntry& e, const AdviseBreakdown& b, const AdviseEntry& best, const AdviseSpace& space,
+                   bool is_best);
 
 // What memory kept from the winner: the same configuration without checkpointing, with less offload, or at the next
 // larger micro-batch, where the search tried it and it did not fit ("no checkpointing needs 97.1 GiB of 76.0 GiB

@@ -218,6 +218,21 @@ TEST(AdviseTie, YourOwnConfigurationWithinTheTieIsTheAdvice) {
   EXPECT_EQ(advised_position(e, {0, 1, 2}, yours, AdviseSpace{}, 0.04), 0u);  // of two changing as many, the faster
 }
 
+TEST(AdviseReason, AnotherConfigurationSaysHowMuchFasterOrSlowerAndWhatItChangesAgainstTheAdvice) {
+  using namespace zsim;
+  AdviseSpace space;
+  space.scenario_reduce_bucket_size = 500'000'000;
+  const AdviseEntry advised = entry(2, true, 100);
+  AdviseEntry other = entry(1, true, 103);
+  other.candidate.reduce_bucket_size = 50'000'000;
+  const AdviseBreakdown b{.step_s = 1, .compute_s = 1};
+  const std::string r = reason(other, b, advised, space, false);
+  EXPECT_EQ(r.rfind("3.0% faster in zsim than #1 with stage 1, reduce bucket 5e+07: compute binds", 0), 0u) << r;
+  other = entry(2, true, 90);
+  other.candidate.reduce_bucket_size = 500'000'000;  // the scenario's own, written out: no change
+  EXPECT_EQ(reason(other, b, advised, space, false).rfind("10.0% slower than #1 with the same choices:", 0), 0u);
+}
+
 TEST(AdviseTie, TheScenariosOwnBucketAndDtypeAreNoChangeAndStageThreeKeysCountOnlyAtStageThree) {
   using namespace zsim;
   AdviseSpace space;

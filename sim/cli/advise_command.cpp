@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "sim/advise/advise.hpp"
@@ -21,12 +22,6 @@
 namespace zsim {
 
 namespace {
-
-std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (std::size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + words[i];
-  return out;
-}
 
 // The step's split for the printed reasons: the timing report of the configuration (the same pipeline).
 AdviseBreakdown breakdown_of(const Scenario& s, const SweepPoint& p, const PipelineOptions& o) {
@@ -189,6 +184,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const AdviseEntry& best = entries[ranked.front()];
+  const bool advice_keeps_yours = changed_choices(best.candidate, yours, space).empty();
   std::size_t fitting = 0;
   for (const AdviseEntry& e : entries) fitting += fits_with_margin(e.point, capacity, a.margin);
   out << fmt::format("zsim advise: {} on {} x {} {} (micro-batch x accumulation = {} per GPU kept)\n",
@@ -201,7 +197,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < shown; ++k) {
     const AdviseEntry& e = entries[ranked[k]];
-    std::string why = reason(e, breakdowns[k], best, k == 0);
+    std::string why = reason(e, breakdowns[k], best, space, k == 0);
     const std::vector<std::string> changes = changed_choices(e.candidate, yours, space);
     if (k == 0) {
       if (ranked[0] != fastest)
@@ -209,7 +205,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
                            "--tie: zsim's step-time error against DeepSpeed) it changes the fewest of your choices ({})",
                            entries[fastest].point.tokens_per_s,
                            100.0 * (entries[fastest].point.tokens_per_s / e.point.tokens_per_s - 1.0), 100 * a.tie,
-                           changes.empty() ? "none: it is yours" : join_words(changes));
+                           changes.empty() ? "none: it is yours" : fmt::format("{}", fmt::join(changes, ", ")));
       const std::string limits = memory_limits(entries, e.candidate, space, capacity, a.margin);
       if (!limits.empty()) why += "\n   " + limits;
     }
@@ -232,14 +228,14 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
   std::string own_text;
   if (own.valid && own.fits && own.tokens_per_s > 0)
     own_text = fmt::format("{:.0f} tokens/s: {}{}\n   {}", own.tokens_per_s,
-                           changed_choices(best.candidate, yours, space).empty()
+                           advice_keeps_yours
                                ? std::string("the advice keeps it")
                                : fmt::format("the advice is {:+.1f}%", 100.0 * (best.point.tokens_per_s / own.tokens_per_s - 1)),
                            fits_with_margin(own, capacity, a.margin) ? "" : " (yours leaves less than the margin free)",
                            binding(breakdown_of(base, own, o)));
   else
     own_text = fmt::format("does not fit ({})", own.rejection.empty() ? own.invalid_reason : own.rejection);
-  out << fmt::format("\nyour configuration ({}): {}\n", describe(candidate_of(base)), own_text);
+  out << fmt::format("\nyour configuration ({}): {}\n", describe(yours), own_text);
   out << fmt::format("activation checkpointing: {} (the model's setting, e.g. gradient_checkpointing_enable() in "
                      "transformers; not a ds_config key)\n",
                      best.candidate.checkpointing ? "on" : "off");
@@ -256,7 +252,7 @@ int run_advise(const AdviseArguments& a, std::ostream& out, std::ostream& err) {
     j["tie"] = a.tie;
     j["top"] = top;
     j["activation_checkpointing"] = best.candidate.checkpointing ? "full" : "none";
-    j["yours"] = {{"configuration", describe(candidate_of(base))},
+    j["yours"] = {{"configuration", describe(yours)},
                   {"fits", own.valid && own.fits},
                   {"tokens_per_s", own.tokens_per_s},
                   {"gpu_peak_bytes", own.gpu_peak_bytes},
