@@ -28,6 +28,13 @@ double stage3_forward_hooks_us(ComputeKind what, bool layer, bool checkpointing,
   return h.stage3_forward_module_us;
 }
 
+// Stages 1-2: DeepSpeed's reduction of the pass's parameter tensors' gradients (stage_1_and_2.py: stage 2's hooks
+// every micro-step, stage 1's reduce_gradients at the boundary's backward only).
+double reduce_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
+  const bool reduces = stage == 2 || (stage == 1 && op.micro_step == m.grad_accum - 1);
+  return reduces ? hf_parameter_tensors(m, op.layer) * h.stage12_reduce_param_us : 0;
+}
+
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
 double pass_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
   const bool gpt2 = gpt2_family(m);
@@ -42,8 +49,8 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const Efficiency
       return (gpt2 ? h.gpt2_forward_layer_us : h.llama_forward_layer_us) +
              (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + z3_forward_us;
     case ComputeKind::backward:
-      if (!layer) return h.backward_fixed_us + z3_backward_us;
-      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + z3_backward_us;
+      if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, h);
+      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + z3_backward_us + reduce_us(op, m, stage, h);
     case ComputeKind::recompute: return h.recompute_layer_us + z3_forward_us;
     default: return 0;
   }
@@ -53,10 +60,17 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const Efficiency
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
 
-int hf_parameter_tensors(const ScheduleModel& m) {
+int hf_parameter_tensors(const ScheduleModel& m, int layer) {
   int n = 0;
-  for (const ModelUnit& u : m.units) n += static_cast<int>(u.tensors.size());
-  if (gpt2_family(m)) n -= static_cast<int>(m.layers) * (m.bias ? 4 : 2);  // q, k, v (and their biases) fused
+  for (const ModelUnit& u : m.units)
+    if (u.layer == layer) n += static_cast<int>(u.tensors.size());
+  if (layer >= 0 && gpt2_family(m)) n -= m.bias ? 4 : 2;  // q, k, v (and their biases) fused in c_attn
+  return n;
+}
+
+int hf_parameter_tensors(const ScheduleModel& m) {
+  int n = hf_parameter_tensors(m, -1);
+  for (int layer = 0; layer < static_cast<int>(m.layers); ++layer) n += hf_parameter_tensors(m, layer);
   return n;
 }
 

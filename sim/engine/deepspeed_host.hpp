@@ -10,8 +10,11 @@
 //               checkpointing: torch.utils.checkpoint's wrapper), split over the layer's forward ops; the rest of the
 //               model (embedding, final norm, head, the fp32 loss, DeepSpeedEngine.forward): forward_fixed_us over
 //               the ops outside the layers;
-//   backward    the same with {llama,gpt2}_backward_layer_us and backward_fixed_us (autograd's nodes, DeepSpeed's
-//               gradient hooks at stages 1-3);
+//   backward    the same with {llama,gpt2}_backward_layer_us and backward_fixed_us (autograd's nodes), and at
+//               stages 1-2 the pass's parameter tensors x stage12_reduce_param_us: stage_1_and_2.py's
+//               reduce_ready_partitions_and_remove_grads for each (the bucket's bookkeeping, the gradient's copy into
+//               the bucket, copy_grads_in_partition), in stage 2's gradient hooks every micro-step, in stage 1's
+//               reduce_gradients after the boundary's backward only (engine.py allreduce_gradients);
 //   recompute   recompute_layer_us per layer (the checkpointed forward again, under the unpack hook);
 //   stage 3     each submodule transformers calls runs DeepSpeed's pre- and post-forward hooks (the fetch
 //               coordinator: parameter_offload.py, partitioned_param_coordinator.py) in forward
@@ -44,8 +47,10 @@ inline constexpr int kHooksPerLayer = 13;
 int model_level_modules(const ScheduleModel& m);
 
 // The parameter tensors DeepSpeed's optimizer walks, as transformers declares them (GPT-2's c_attn is one weight and
-// one bias for q, k and v, which the schedule's units hold apart).
+// one bias for q, k and v, which the schedule's units hold apart): the model's, or one decoder layer's (layer -1:
+// the model's own, outside the layers).
 int hf_parameter_tensors(const ScheduleModel& m);
+int hf_parameter_tensors(const ScheduleModel& m, int layer);
 
 // Whether the schedule is one the DeepSpeed host model prices (framework "deepspeed" and a profile with figures).
 bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c);

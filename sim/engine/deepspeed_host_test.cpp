@@ -97,6 +97,51 @@ TEST(DeepSpeedHost, StageThreeAddsEverySubmodulesHooksInForwardAndBackward) {
   EXPECT_NEAR(host_s(s, h, ComputeKind::optimizer, -2), (900 + 21 * 20) * 1e-6, 1e-12);
 }
 
+EfficiencySpec::DeepSpeedHost with_reduction(double us_per_tensor) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.stage12_reduce_param_us = us_per_tensor;
+  return h;
+}
+
+TEST(DeepSpeedHost, StagesOneAndTwoAddEachPassesParameterTensorsReductionToItsBackward) {
+  for (int stage : {1, 2}) {
+    const auto [s, h] = priced(deepspeed_scenario(stage), 1, with_reduction(60));
+    EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 0), (2000 + 9 * 60) * 1e-6, 1e-12) << stage;
+    EXPECT_NEAR(host_s(s, h, ComputeKind::backward, -1), (100 + 3 * 60) * 1e-6, 1e-12) << stage;  // embedding, norm, head
+    EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 1000e-6, 1e-12) << stage;
+  }
+}
+
+TEST(DeepSpeedHost, StagesZeroAndThreeRunNoStageOneTwoReduction) {
+  for (int stage : {0, 3}) {
+    const auto [s, h] = priced(deepspeed_scenario(stage), 1, with_reduction(60));
+    const auto [s0, h0] = priced(deepspeed_scenario(stage), 1, with_reduction(0));
+    EXPECT_NEAR(host_s(s, h, ComputeKind::backward, -2), host_s(s0, h0, ComputeKind::backward, -2), 1e-12) << stage;
+  }
+}
+
+TEST(DeepSpeedHost, StageTwoReducesEveryMicroStepStageOneOnlyAfterTheBoundarysBackward) {
+  for (int stage : {1, 2}) {
+    Scenario sc = deepspeed_scenario(stage);
+    sc.training.grad_accum = 3;
+    const auto [s, h] = priced(sc, 1, with_reduction(60));
+    const auto [s0, h0] = priced(sc, 1, with_reduction(0));
+    const double added_s = host_s(s, h, ComputeKind::backward, -2) - host_s(s0, h0, ComputeKind::backward, -2);
+    EXPECT_NEAR(added_s, (stage == 2 ? 3 : 1) * 21 * 60e-6, 1e-12) << stage;
+  }
+}
+
+TEST(DeepSpeedHost, GptTwosLayerHoldsTransformersTwelveTensorsAndTheModelItsFour) {
+  ModelSpec gpt2 = test::small_llama(2);  // GPT-2's shape: learned positions, a tied head, biases, a plain MLP
+  gpt2.max_position_embeddings = 1024, gpt2.tie_word_embeddings = true, gpt2.bias = true, gpt2.mlp = MlpKind::plain;
+  Scenario sc = test::scenario(gpt2, 2, 1, 1);
+  sc.runtime = RuntimeKind::deepspeed;
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  EXPECT_EQ(hf_parameter_tensors(s.model, 0), 12);  // ln_1, c_attn, c_proj, ln_2, c_fc, c_proj: weight and bias
+  EXPECT_EQ(hf_parameter_tensors(s.model, -1), 4);  // wte, wpe, ln_f's two
+  EXPECT_EQ(hf_parameter_tensors(s.model), 12 * static_cast<int>(s.model.layers) + 4);
+}
+
 TEST(DeepSpeedHost, CheckpointingAddsTheWrapperToTheForwardAndARecomputePerLayer) {
   const Scenario sc = deepspeed_scenario(1, true);
   const auto [s, h] = priced(sc);

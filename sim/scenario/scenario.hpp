@@ -350,19 +350,24 @@ struct EfficiencySpec {
     double checkpoint_forward_layer_us = 0, recompute_layer_us = 0;
     double stage3_forward_module_us = 0, stage3_backward_module_us = 0;
     double step_fixed_us = 0, step_param_us = 0, stage3_step_param_us = 0;
+    // Stages 1-2: DeepSpeed's reduction of each parameter tensor's gradient (stage_1_and_2.py
+    // reduce_ready_partitions_and_remove_grads: the bucket's bookkeeping, the copy into the bucket and into the
+    // partition), in backward's hooks every micro-step at stage 2, after the boundary's backward at stage 1.
+    double stage12_reduce_param_us = 0;
     // Each figure beside its key name (cluster.efficiency.deepspeed_host.<name>).
-    std::array<std::pair<double*, const char*>, 13> fields() {
+    std::array<std::pair<double*, const char*>, 14> fields() {
       return {{{&llama_forward_layer_us, "llama_forward_layer_us"}, {&gpt2_forward_layer_us, "gpt2_forward_layer_us"},
                {&forward_fixed_us, "forward_fixed_us"}, {&llama_backward_layer_us, "llama_backward_layer_us"},
                {&gpt2_backward_layer_us, "gpt2_backward_layer_us"}, {&backward_fixed_us, "backward_fixed_us"},
                {&checkpoint_forward_layer_us, "checkpoint_forward_layer_us"}, {&recompute_layer_us, "recompute_layer_us"},
                {&stage3_forward_module_us, "stage3_forward_module_us"},
                {&stage3_backward_module_us, "stage3_backward_module_us"}, {&step_fixed_us, "step_fixed_us"},
-               {&step_param_us, "step_param_us"}, {&stage3_step_param_us, "stage3_step_param_us"}}};
+               {&step_param_us, "step_param_us"}, {&stage3_step_param_us, "stage3_step_param_us"},
+               {&stage12_reduce_param_us, "stage12_reduce_param_us"}}};
     }
-    std::array<std::pair<double, const char*>, 13> fields() const {
+    std::array<std::pair<double, const char*>, 14> fields() const {
       auto f = const_cast<DeepSpeedHost*>(this)->fields();
-      std::array<std::pair<double, const char*>, 13> out{};
+      std::array<std::pair<double, const char*>, 14> out{};
       for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
       return out;
     }
