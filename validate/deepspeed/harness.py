@@ -1271,6 +1271,7 @@ def run_worker(args, res, flush):
     profiler = None
     per_step = []
     threads_at_first_timed = threads_at_last_timed = None
+    gc_clock = host_cpu.GcClock()  # Python's collections per step (host_per_step's gc_seconds)
     points = []
     phase_peaks = {}
     mem = res["memory"]
@@ -1336,6 +1337,8 @@ def run_worker(args, res, flush):
         if kind == "timed" and threads_at_first_timed is None:
             threads_at_first_timed = host_cpu.threads_cpu_seconds()
         host_before = host_cpu.main_thread_sample()
+        process_before = host_cpu.process_sample()
+        gc_clock.take()
         t0 = time.perf_counter()
         for micro in range(ga):
             ids = batches[s * ga + micro]
@@ -1359,6 +1362,8 @@ def run_worker(args, res, flush):
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
+        host.update(host_cpu.process_figures(process_before, host_cpu.process_sample()))
+        host.update(gc_clock.take())
         # The host's speed right after the step, outside its timing: a fixed Python loop (about 5 ms a step).
         host["reference_work_seconds"] = host_cpu.reference_work_seconds()
         if kind == "timed":
@@ -1420,7 +1425,9 @@ def run_worker(args, res, flush):
                      "step_kinds": [p["kind"] for p in per_step],
                      "phase_seconds": phase_seconds,
                      # The main thread's CPU time, share of the wall time, involuntary context switches and CPU per
-                     # step (host_cpu.py), and the busiest threads over the timed steps: why host-bound steps vary.
+                     # step (host_cpu.py): the main thread's CPU, the process's user / system CPU and page faults,
+                     # Python's garbage collections; and the busiest threads over the timed steps: why host-bound
+                     # steps vary.
                      "host_per_step": [p["host"] for p in per_step],
                      "busiest_threads_timed": host_cpu.busiest_threads(threads_at_first_timed,
                                                                        threads_at_last_timed),

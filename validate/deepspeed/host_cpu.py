@@ -10,7 +10,13 @@ CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc
     step_figures(before, after)              # CPU seconds, involuntary switches, the CPU it ended on
     threads_cpu_seconds()                    # every thread's CPU seconds so far, by name (diff two of them)
     reference_work_seconds()                 # the host's speed now: a fixed pure-Python loop's wall time
+    p0 = process_sample(); ...; process_figures(p0, process_sample())   # all threads: user / system CPU, faults
+    gc_clock = GcClock(); gc_clock.take()    # Python's garbage collections since the last take: seconds, count
+
+Where the process's system time or page faults grow with a slow step, the time goes to the kernel (the driver's
+allocations, page mapping), not to Python; where the garbage collector's seconds do, to Python's collections.
 """
+import gc
 import os
 import time
 
@@ -35,6 +41,15 @@ def parse_stat(text):
     name = text[open_at + 1:close_at]
     fields = text[close_at + 2:].split()  # fields[0] is field 3 (state)
     return name, int(fields[11]) + int(fields[12]), int(fields[36])
+
+
+def parse_times_and_faults(text):
+    """{user_ticks, system_ticks, minor_faults, major_faults} from a /proc/.../stat line (fields 14, 15, 10, 12)."""
+    if not text:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # fields[0] is field 3
+    return {"user_ticks": int(fields[11]), "system_ticks": int(fields[12]), "minor_faults": int(fields[7]),
+            "major_faults": int(fields[9])}
 
 
 def parse_involuntary_switches(status_text):
@@ -63,6 +78,49 @@ def step_figures(before, after):
         switches = after["involuntary"] - before["involuntary"]
     return {"cpu_seconds": cpu, "cpu_share": cpu / wall if wall > 0 else None, "involuntary_switches": switches,
             "on_cpu": after["on_cpu"]}
+
+
+def process_sample(path="/proc/self/stat"):
+    """The whole process's (every thread's) user and system CPU ticks and page faults so far; None without /proc."""
+    return parse_times_and_faults(_read(path))
+
+
+def process_figures(before, after):
+    """What the process's threads did between two process_sample()s: user and system CPU seconds, minor and major
+    page faults (None where either sample is missing)."""
+    if before is None or after is None:
+        return {"process_user_seconds": None, "process_system_seconds": None, "process_minor_faults": None,
+                "process_major_faults": None}
+    return {"process_user_seconds": (after["user_ticks"] - before["user_ticks"]) / CLOCK_TICKS,
+            "process_system_seconds": (after["system_ticks"] - before["system_ticks"]) / CLOCK_TICKS,
+            "process_minor_faults": after["minor_faults"] - before["minor_faults"],
+            "process_major_faults": after["major_faults"] - before["major_faults"]}
+
+
+class GcClock:
+    """Times Python's garbage collections (gc.callbacks) from its creation; take() returns the seconds and the
+    collections since the last take. close() stops timing."""
+
+    def __init__(self):
+        self._seconds, self._count, self._started = 0.0, 0, None
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase, info):
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self._seconds += time.perf_counter() - self._started
+            self._count += 1
+            self._started = None
+
+    def take(self):
+        out = {"gc_seconds": self._seconds, "gc_collections": self._count}
+        self._seconds, self._count = 0.0, 0
+        return out
+
+    def close(self):
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
 
 def threads_cpu_seconds(task_dir="/proc/self/task"):

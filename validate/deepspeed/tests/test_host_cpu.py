@@ -21,6 +21,51 @@ class ParseStat(unittest.TestCase):
         self.assertIsNone(host_cpu.parse_stat(None))
 
 
+class TimesAndFaults(unittest.TestCase):
+    def test_reads_user_system_and_the_two_fault_counts(self):
+        self.assertEqual(host_cpu.parse_times_and_faults(STAT),
+                         {"user_ticks": 250, "system_ticks": 50, "minor_faults": 100, "major_faults": 0})
+
+    def test_no_text_is_no_figures(self):
+        self.assertIsNone(host_cpu.parse_times_and_faults(None))
+
+
+class ProcessFigures(unittest.TestCase):
+    def test_the_difference_in_seconds_and_faults(self):
+        before = {"user_ticks": 100, "system_ticks": 10, "minor_faults": 1000, "major_faults": 1}
+        after = {"user_ticks": 150, "system_ticks": 30, "minor_faults": 1600, "major_faults": 1}
+        fig = host_cpu.process_figures(before, after)
+        self.assertAlmostEqual(fig["process_user_seconds"], 50 / host_cpu.CLOCK_TICKS)
+        self.assertAlmostEqual(fig["process_system_seconds"], 20 / host_cpu.CLOCK_TICKS)
+        self.assertEqual(fig["process_minor_faults"], 600)
+        self.assertEqual(fig["process_major_faults"], 0)
+
+    def test_a_missing_sample_gives_unknown_figures(self):
+        self.assertIsNone(host_cpu.process_figures(None, {"user_ticks": 1})["process_user_seconds"])
+
+
+class GcClockTest(unittest.TestCase):
+    def test_a_collection_is_counted_and_timed_and_take_starts_again(self):
+        clock = host_cpu.GcClock()
+        try:
+            clock.take()
+            import gc
+            gc.collect()
+            first = clock.take()
+            self.assertGreaterEqual(first["gc_collections"], 1)
+            self.assertGreater(first["gc_seconds"], 0.0)
+            self.assertEqual(clock.take(), {"gc_seconds": 0.0, "gc_collections": 0})
+        finally:
+            clock.close()
+
+    def test_close_stops_the_timing(self):
+        clock = host_cpu.GcClock()
+        clock.close()
+        import gc
+        gc.collect()
+        self.assertEqual(clock.take()["gc_collections"], 0)
+
+
 class InvoluntarySwitches(unittest.TestCase):
     def test_reads_the_nonvoluntary_line(self):
         text = "Name:\tpython\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t5\n"
