@@ -37,6 +37,7 @@ double reduce_us(const Op& op, const ScheduleModel& m, int stage, const Efficien
 
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
 double pass_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
+  const bool eager = op.layer >= 0 && eager_attention(m, op.layer);
   const bool gpt2 = gpt2_family(m);
   const bool layer = op.layer >= 0;
   const double hooks = layer ? kHooksPerLayer : model_level_modules(m);
@@ -47,11 +48,13 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const Efficiency
     case ComputeKind::forward:
       if (!layer) return h.forward_fixed_us + z3_forward_us;
       return (gpt2 ? h.gpt2_forward_layer_us : h.llama_forward_layer_us) +
-             (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + z3_forward_us;
+             (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + (eager ? h.eager_forward_layer_us : 0) +
+             z3_forward_us;
     case ComputeKind::backward:
       if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, h);
-      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + z3_backward_us + reduce_us(op, m, stage, h);
-    case ComputeKind::recompute: return h.recompute_layer_us + z3_forward_us;
+      return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + (eager ? h.eager_backward_layer_us : 0) +
+             z3_backward_us + reduce_us(op, m, stage, h);
+    case ComputeKind::recompute: return h.recompute_layer_us + (eager ? h.eager_forward_layer_us : 0) + z3_forward_us;
     default: return 0;
   }
 }
@@ -59,6 +62,12 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const Efficiency
 }  // namespace
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
+
+bool eager_attention(const ScheduleModel& m, int layer) {
+  for (const ModelUnit& u : m.units)
+    if (u.layer == layer && u.hbm_kind == "softmax") return true;
+  return false;
+}
 
 int hf_parameter_tensors(const ScheduleModel& m, int layer) {
   int n = 0;

@@ -15,6 +15,9 @@
 //               reduce_ready_partitions_and_remove_grads for each (the bucket's bookkeeping, the gradient's copy into
 //               the bucket, copy_grads_in_partition), in stage 2's gradient hooks every micro-step, in stage 1's
 //               reduce_gradients after the boundary's backward only (engine.py allreduce_gradients);
+//   eager       a layer with eager attention adds eager_forward_layer_us to its forward and its recompute and
+//               eager_backward_layer_us to its backward (transformers' eager_attention_forward's ops and their
+//               autograd nodes, beyond SDPA's one call);
 //   recompute   recompute_layer_us per layer (the checkpointed forward again, under the unpack hook);
 //   stage 3     each submodule transformers calls runs DeepSpeed's pre- and post-forward hooks (the fetch
 //               coordinator: parameter_offload.py, partitioned_param_coordinator.py) in forward
@@ -51,6 +54,10 @@ int model_level_modules(const ScheduleModel& m);
 // the model's own, outside the layers).
 int hf_parameter_tensors(const ScheduleModel& m);
 int hf_parameter_tensors(const ScheduleModel& m, int layer);
+
+// Whether a decoder layer runs eager attention: its attention core's kernels are the softmax over the s x s scores
+// (ModelUnit::hbm_kind "softmax"; SDPA's fused kernel has none).
+bool eager_attention(const ScheduleModel& m, int layer);
 
 // Whether the schedule is one the DeepSpeed host model prices (framework "deepspeed" and a profile with figures).
 bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c);

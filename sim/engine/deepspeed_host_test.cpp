@@ -142,6 +142,31 @@ TEST(DeepSpeedHost, GptTwosLayerHoldsTransformersTwelveTensorsAndTheModelItsFour
   EXPECT_EQ(hf_parameter_tensors(s.model), 12 * static_cast<int>(s.model.layers) + 4);
 }
 
+EfficiencySpec::DeepSpeedHost with_eager(double forward_us, double backward_us) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.eager_forward_layer_us = forward_us, h.eager_backward_layer_us = backward_us;
+  return h;
+}
+
+TEST(DeepSpeedHost, AnEagerLayerAddsItsFiguresToItsForwardRecomputeAndBackward) {
+  Scenario sc = deepspeed_scenario(2, /*checkpointing=*/true);
+  sc.model.attention = Attention::eager;
+  const auto [s, h] = priced(sc, 1, with_eager(200, 300));
+  EXPECT_TRUE(eager_attention(s.model, 0));
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), (1000 + 400 + 200) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::recompute, 0), (2500 + 200) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 0), (2000 + 300) * 1e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, -1), 300e-6, 1e-12);  // the rest of the model has no attention
+}
+
+TEST(DeepSpeedHost, AnSdpaLayerRunsNoEagerFigure) {
+  const Scenario sc = deepspeed_scenario(2);
+  const auto [s, h] = priced(sc, 1, with_eager(200, 300));
+  EXPECT_FALSE(eager_attention(s.model, 0));
+  EXPECT_NEAR(host_s(s, h, ComputeKind::forward, 0), 1000e-6, 1e-12);
+  EXPECT_NEAR(host_s(s, h, ComputeKind::backward, 0), 2000e-6, 1e-12);
+}
+
 TEST(DeepSpeedHost, CheckpointingAddsTheWrapperToTheForwardAndARecomputePerLayer) {
   const Scenario sc = deepspeed_scenario(1, true);
   const auto [s, h] = priced(sc);

@@ -137,6 +137,8 @@ const Entry kEntries[] = {
     {"cluster.efficiency.deepspeed_host.step_param_us", S, Y},
     {"cluster.efficiency.deepspeed_host.stage3_step_param_us", S, Y},
     {"cluster.efficiency.deepspeed_host.stage12_reduce_param_us", S, Y},
+    {"cluster.efficiency.deepspeed_host.eager_forward_layer_us", S, Y},
+    {"cluster.efficiency.deepspeed_host.eager_backward_layer_us", S, Y},
     {"cluster.efficiency.beside_compute", M, Y},
     {"cluster.efficiency.beside_compute.memcpy", S, Y},
     {"cluster.efficiency.beside_compute.kernel", S, Y},

@@ -11,11 +11,17 @@ zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from
 6 Llama / 7 GPT-2):
 
   forward   = forward_fixed + L x {llama,gpt2}_forward_layer + [ckpt] L x checkpoint_forward_layer
+              + [eager] L x eager_forward_layer
               + [stage 3] (13 L + M) x stage3_forward_module                        (no checkpointing)
               + [stage 3, ckpt] 13 L x stage3_checkpoint_forward_module + M x stage3_forward_module
   backward  = backward_fixed + L x {llama,gpt2}_backward_layer + [ckpt] L x recompute_layer
               + [stage 3] (13 L + M) x stage3_backward_module + [stage 3, ckpt] 13 L x stage3_recompute_module
               + [stages 1-2] P x stage12_reduce_param          (the fit's runs have no gradient accumulation)
+              + [eager] L x eager_backward_layer + [eager, ckpt] L x eager_forward_layer   (the recompute's)
+
+The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
+there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
+reduction 47 -> 19 us a tensor); list `fit2` crosses eager and SDPA with the stages to separate them.
   step      = step_fixed + P x (stage 3 ? stage3_step_param : step_param)
 
 fitted together by least squares (every phase of every run one sample; a run repeated in several results
@@ -48,7 +54,8 @@ FIGURES = ["forward_fixed_us", "llama_forward_layer_us", "gpt2_forward_layer_us"
            "stage3_forward_module_us", "stage3_checkpoint_forward_module_us", "backward_fixed_us",
            "llama_backward_layer_us", "gpt2_backward_layer_us", "recompute_layer_us", "stage3_backward_module_us",
            "stage3_recompute_module_us", "step_fixed_us", "step_param_us", "stage3_step_param_us",
-           "stage12_reduce_param_us"]
+           "stage12_reduce_param_us", "eager_forward_layer_us", "eager_backward_layer_us"]
+EAGER_FIGURES = ("eager_forward_layer_us", "eager_backward_layer_us")
 # What zsim prices a figure at when the profile leaves it out (sim/scenario/scenario.hpp, DeepSpeedHost).
 DEFAULT_WHEN_LEFT_OUT = {"stage3_checkpoint_forward_module_us": "stage3_forward_module_us",
                          "stage3_recompute_module_us": "stage3_forward_module_us"}
@@ -75,6 +82,7 @@ def structure(case_dir):
         "params": 12 * layers + 4 if gpt2 else 9 * layers + 2 + (0 if tied else 1),
         "stage": int(zero.get("stage", 0)),
         "ckpt": case["checkpointing"] == "full",
+        "eager": case.get("attention") == "eager",
         "offload": "offload_optimizer" in zero or "offload_param" in zero,
     }
 
@@ -88,6 +96,7 @@ def features(st, phase):
         row["forward_fixed_us"] = 1
         row["gpt2_forward_layer_us" if st["gpt2"] else "llama_forward_layer_us"] = L
         row["checkpoint_forward_layer_us"] = L if ck else 0
+        row["eager_forward_layer_us"] = L if st["eager"] else 0
         if z3 and ck:  # the checkpointed layers' hooks apart (measured cheaper); the model's own modules as ever
             row["stage3_checkpoint_forward_module_us"] = layer_modules
             row["stage3_forward_module_us"] = model_modules
@@ -100,6 +109,8 @@ def features(st, phase):
         row["stage3_backward_module_us"] = layer_modules + model_modules if z3 else 0
         row["stage3_recompute_module_us"] = layer_modules if (z3 and ck) else 0
         row["stage12_reduce_param_us"] = st["params"] if st["stage"] in (1, 2) else 0
+        row["eager_backward_layer_us"] = L if st["eager"] else 0
+        row["eager_forward_layer_us"] = L if (st["eager"] and ck) else 0  # the recompute runs the forward again
     else:
         row["step_fixed_us"] = 1
         row["stage3_step_param_us" if z3 else "step_param_us"] = st["params"]
@@ -258,7 +269,8 @@ def profile_text(x, samples, args, fit_summary, tail):
                "Each run's phases scaled to its free-running step (median step_seconds / the phase medians' sum).")
     text = PROFILE_HEAD.format(runs=", ".join(sorted({s["case"] for s in samples})),
                                dirs=" ".join(os.path.relpath(d) for d in args.dirs), scaling=scaling,
-                               flags=" --raw-phases" if args.raw_phases else "", **fit_summary)
+                               flags=(" --raw-phases" if args.raw_phases else "") +
+                               (" --eager-figures" if args.eager_figures else ""), **fit_summary)
     for col, (name, v) in enumerate(zip(FIGURES, x)):
         if any(s["row"][col] for s in samples):
             text += f"      {name}: {v:.1f}  # {figure_note(name, col, samples, v)}\n"
@@ -273,9 +285,16 @@ def main(argv=None):
     ap.add_argument("--report", help="write every sample's fit here (JSON)")
     ap.add_argument("--raw-phases", action="store_true",
                     help="fit the phases as timed, not scaled to each run's free-running step")
+    ap.add_argument("--eager-figures", action="store_true",
+                    help="fit eager attention's per-layer figures too (runs crossing eager and SDPA with the stages: "
+                         "list fit2); without it they are left out (zsim: 0)")
     args = ap.parse_args(argv)
     runs = []
     samples = load_samples(args.dirs, args.cases, raw_phases=args.raw_phases, runs=runs)
+    if not args.eager_figures:
+        for s in samples:
+            for name in EAGER_FIGURES:
+                s["row"][FIGURES.index(name)] = 0
     if runs:
         print_ratios(runs)
     figures = sum(sampled(samples)) if samples else 0

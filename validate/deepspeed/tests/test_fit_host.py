@@ -20,7 +20,7 @@ TRUE = {"forward_fixed_us": 3000, "llama_forward_layer_us": 1500, "gpt2_forward_
         "stage3_checkpoint_forward_module_us": 180, "backward_fixed_us": 500, "llama_backward_layer_us": 3500,
         "gpt2_backward_layer_us": 2300, "recompute_layer_us": 2900, "stage3_backward_module_us": 310,
         "stage3_recompute_module_us": 220, "step_fixed_us": 2600, "step_param_us": 43, "stage3_step_param_us": 96,
-        "stage12_reduce_param_us": 60}
+        "stage12_reduce_param_us": 60, "eager_forward_layer_us": 220, "eager_backward_layer_us": 310}
 CHECKPOINTING_AT_STAGE_3 = ["stage3_checkpoint_forward_module_us", "stage3_recompute_module_us"]
 FIT_CASES = [r["name"] for r in mc.parse_table(open(os.path.join(ROOT, "cases.tsv")).read()) if "fit" in r["lists"]]
 CASES = os.path.join(ROOT, "cases")
@@ -127,7 +127,7 @@ class FitHostTest(unittest.TestCase):
             write_runs(d, no_z3_ckpt, TRUE)
             got = fitted(d)
             profile = os.path.join(d, "host.yaml")
-            rc, printed = run_main([d, "--profile", profile])
+            rc, printed = run_main([d, "--profile", profile, "--eager-figures"])
             pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
         self.assertEqual(rc, 0)
         for k in CHECKPOINTING_AT_STAGE_3:
@@ -135,6 +135,20 @@ class FitHostTest(unittest.TestCase):
             self.assertNotIn(k, pairs)
             self.assertRegex(printed, k + r" .*no sample: left out \(zsim: stage3_forward_module_us\)")
         for k in set(TRUE) - set(CHECKPOINTING_AT_STAGE_3):
+            self.assertAlmostEqual(float(pairs[k]), TRUE[k], delta=0.1, msg=k)
+
+    def test_without_eager_figures_the_eager_figures_are_left_out_and_the_rest_fitted(self):
+        figures = dict(TRUE, eager_forward_layer_us=0, eager_backward_layer_us=0)
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, FIT_CASES, figures)
+            profile = os.path.join(d, "host.yaml")
+            rc, printed = run_main([d, "--profile", profile])
+            pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
+        self.assertEqual(rc, 0)
+        for k in fh.EAGER_FIGURES:
+            self.assertNotIn(k, pairs)
+            self.assertRegex(printed, k + r" .*no sample: left out \(zsim: 0\)")
+        for k in set(TRUE) - set(fh.EAGER_FIGURES):
             self.assertAlmostEqual(float(pairs[k]), TRUE[k], delta=0.1, msg=k)
 
     def test_offloaded_runs_are_left_out(self):
@@ -156,7 +170,7 @@ class FitHostTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             write_runs(d, FIT_CASES, TRUE)
             profile = os.path.join(d, "host.yaml")
-            self.assertEqual(run_main([d, "--profile", profile])[0], 0)
+            self.assertEqual(run_main([d, "--profile", profile, "--eager-figures"])[0], 0)
             pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
         self.assertEqual(set(pairs), set(fh.FIGURES))
         self.assertAlmostEqual(float(pairs["llama_forward_layer_us"]), 1500, delta=0.1)
@@ -168,8 +182,8 @@ class FitHostTest(unittest.TestCase):
             with open(profile, "w") as f:
                 f.write("cluster:\n  efficiency:\n    deepspeed_host:\n      forward_fixed_us: 1.0\n"
                         "    # measured apart\n    outside_allocator_bytes: 7\n")
-            self.assertEqual(run_main([d, "--profile", profile])[0], 0)
-            self.assertEqual(run_main([d, "--profile", fresh])[0], 0)
+            self.assertEqual(run_main([d, "--profile", profile, "--eager-figures"])[0], 0)
+            self.assertEqual(run_main([d, "--profile", fresh, "--eager-figures"])[0], 0)
             with open(profile) as f:
                 text = f.read()
             pairs = dict(p.split(": ") for p in mc.host_figures(profile).split(", "))
