@@ -28,16 +28,29 @@ double stage3_forward_hooks_us(ComputeKind what, bool layer, bool checkpointing,
   return h.stage3_forward_module_us;
 }
 
+// What the figures count of one decoder layer (layer -1: the rest of the model), read from the model once.
+struct LayerFacts {
+  int tensors = 0;     // transformers' parameter tensors
+  bool eager = false;  // eager attention
+};
+std::map<int, LayerFacts> layer_facts(const ScheduleModel& m) {
+  std::map<int, LayerFacts> out;
+  for (int layer = -1; layer < static_cast<int>(m.layers); ++layer)
+    out[layer] = {hf_parameter_tensors(m, layer), layer >= 0 && eager_attention(m, layer)};
+  return out;
+}
+
 // Stages 1-2: DeepSpeed's reduction of the pass's parameter tensors' gradients (stage_1_and_2.py: stage 2's hooks
 // every micro-step, stage 1's reduce_gradients at the boundary's backward only).
-double reduce_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
+double reduce_us(const Op& op, const ScheduleModel& m, int stage, int tensors, const EfficiencySpec::DeepSpeedHost& h) {
   const bool reduces = stage == 2 || (stage == 1 && op.micro_step == m.grad_accum - 1);
-  return reduces ? hf_parameter_tensors(m, op.layer) * h.stage12_reduce_param_us : 0;
+  return reduces ? tensors * h.stage12_reduce_param_us : 0;
 }
 
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
-double pass_us(const Op& op, const ScheduleModel& m, int stage, const EfficiencySpec::DeepSpeedHost& h) {
-  const bool eager = op.layer >= 0 && eager_attention(m, op.layer);
+double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts& facts,
+               const EfficiencySpec::DeepSpeedHost& h) {
+  const bool eager = facts.eager;
   const bool gpt2 = gpt2_family(m);
   const bool layer = op.layer >= 0;
   const double hooks = layer ? kHooksPerLayer : model_level_modules(m);
@@ -51,9 +64,9 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const Efficiency
              (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + (eager ? h.eager_forward_layer_us : 0) +
              z3_forward_us;
     case ComputeKind::backward:
-      if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, h);
+      if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, facts.tensors, h);
       return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + (eager ? h.eager_backward_layer_us : 0) +
-             z3_backward_us + reduce_us(op, m, stage, h);
+             z3_backward_us + reduce_us(op, m, stage, facts.tensors, h);
     case ComputeKind::recompute: return h.recompute_layer_us + (eager ? h.eager_forward_layer_us : 0) + z3_forward_us;
     default: return 0;
   }
@@ -100,8 +113,10 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
   for (const Op& op : s.ops)
     if (layer_work(op))
       passes[{step_of[op.id], op.micro_step, static_cast<int>(op.compute.what), op.layer}].push_back(op.id);
+  const std::map<int, LayerFacts> facts = layer_facts(s.model);
   for (const auto& [key, ids] : passes) {
-    const double us = pass_us(s.ops[ids.front()], s.model, stage, h) / static_cast<double>(ids.size());
+    const Op& first = s.ops[ids.front()];
+    const double us = pass_us(first, s.model, stage, facts.at(first.layer), h) / static_cast<double>(ids.size());
     for (OpId id : ids) out[id] = {us * 1e-6, 0.0};  // the GPU work starts as the host begins the op
   }
 
