@@ -28,16 +28,30 @@ double stage3_forward_hooks_us(ComputeKind what, bool layer, bool checkpointing,
   return h.stage3_forward_module_us;
 }
 
-// What the figures count of one decoder layer (layer -1: the rest of the model), read from the model once.
+// What the figures count of one decoder layer (layer -1: the rest of the model).
 struct LayerFacts {
   int tensors = 0;     // transformers' parameter tensors
-  bool eager = false;  // eager attention
+  bool eager = false;  // eager attention: its attention core's kernels are the softmax over the s x s scores
 };
+// Every layer's facts (and the rest's, -1), in one pass over the model's units.
 std::map<int, LayerFacts> layer_facts(const ScheduleModel& m) {
   std::map<int, LayerFacts> out;
-  for (int layer = -1; layer < static_cast<int>(m.layers); ++layer)
-    out[layer] = {hf_parameter_tensors(m, layer), layer >= 0 && eager_attention(m, layer)};
+  for (int layer = -1; layer < static_cast<int>(m.layers); ++layer) out[layer] = {};
+  for (const ModelUnit& u : m.units) {
+    LayerFacts& f = out[u.layer];
+    f.tensors += static_cast<int>(u.tensors.size());
+    f.eager = f.eager || (u.layer >= 0 && u.hbm_kind == "softmax");
+  }
+  if (gpt2_family(m))  // q, k, v (and their biases) fused in c_attn
+    for (auto& [layer, f] : out)
+      if (layer >= 0) f.tensors -= m.bias ? 4 : 2;
   return out;
+}
+
+int total_tensors(const std::map<int, LayerFacts>& facts) {
+  int n = 0;
+  for (const auto& [layer, f] : facts) n += f.tensors;
+  return n;
 }
 
 // Stages 1-2: DeepSpeed's reduction of the pass's parameter tensors' gradients (stage_1_and_2.py: stage 2's hooks
@@ -76,25 +90,11 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
 
-bool eager_attention(const ScheduleModel& m, int layer) {
-  for (const ModelUnit& u : m.units)
-    if (u.layer == layer && u.hbm_kind == "softmax") return true;
-  return false;
-}
+bool eager_attention(const ScheduleModel& m, int layer) { return layer_facts(m).at(layer).eager; }
 
-int hf_parameter_tensors(const ScheduleModel& m, int layer) {
-  int n = 0;
-  for (const ModelUnit& u : m.units)
-    if (u.layer == layer) n += static_cast<int>(u.tensors.size());
-  if (layer >= 0 && gpt2_family(m)) n -= m.bias ? 4 : 2;  // q, k, v (and their biases) fused in c_attn
-  return n;
-}
+int hf_parameter_tensors(const ScheduleModel& m, int layer) { return layer_facts(m).at(layer).tensors; }
 
-int hf_parameter_tensors(const ScheduleModel& m) {
-  int n = hf_parameter_tensors(m, -1);
-  for (int layer = 0; layer < static_cast<int>(m.layers); ++layer) n += hf_parameter_tensors(m, layer);
-  return n;
-}
+int hf_parameter_tensors(const ScheduleModel& m) { return total_tensors(layer_facts(m)); }
 
 bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c) {
   return s.meta.framework == "deepspeed" && c.efficiency.deepspeed_host.present();
@@ -122,7 +122,7 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
 
   // The optimizer step's Python, on each step's first optimizer op.
   const double step_us =
-      h.step_fixed_us + hf_parameter_tensors(s.model) * (stage == 3 ? h.stage3_step_param_us : h.step_param_us);
+      h.step_fixed_us + total_tensors(facts) * (stage == 3 ? h.stage3_step_param_us : h.step_param_us);
   std::set<int> stepped;
   for (const Op& op : s.ops)
     if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] >= 0 &&
