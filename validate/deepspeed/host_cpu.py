@@ -31,23 +31,26 @@ def _read(path):
         return None
 
 
-def parse_stat(text):
-    """(name, utime + stime in ticks, the CPU it last ran on) from a /proc/<pid>/task/<tid>/stat line.
+def _stat_fields(text):
+    """The fields of a /proc/.../stat line after its name: [0] is field 3 (state), so field n is [n - 3].
 
     The name sits in parentheses and may hold spaces and parentheses itself: the fields count from the last ')'."""
+    return text[text.rindex(")") + 2:].split()
+
+
+def parse_stat(text):
+    """(name, utime + stime in ticks, the CPU it last ran on) from a /proc/<pid>/task/<tid>/stat line."""
     if not text:
         return None
-    open_at, close_at = text.index("("), text.rindex(")")
-    name = text[open_at + 1:close_at]
-    fields = text[close_at + 2:].split()  # fields[0] is field 3 (state)
-    return name, int(fields[11]) + int(fields[12]), int(fields[36])
+    fields = _stat_fields(text)
+    return text[text.index("(") + 1:text.rindex(")")], int(fields[11]) + int(fields[12]), int(fields[36])
 
 
 def parse_times_and_faults(text):
     """{user_ticks, system_ticks, minor_faults, major_faults} from a /proc/.../stat line (fields 14, 15, 10, 12)."""
     if not text:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # fields[0] is field 3
+    fields = _stat_fields(text)
     return {"user_ticks": int(fields[11]), "system_ticks": int(fields[12]), "minor_faults": int(fields[7]),
             "major_faults": int(fields[9])}
 

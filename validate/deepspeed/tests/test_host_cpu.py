@@ -1,5 +1,6 @@
 """host_cpu.py: reading a thread's CPU time, switches and CPU from /proc, and ranking threads by CPU spent.
 Run: cd validate/deepspeed && python3 -m unittest discover -s tests"""
+import gc
 import os
 import sys
 import unittest
@@ -49,7 +50,6 @@ class GcClockTest(unittest.TestCase):
         clock = host_cpu.GcClock()
         try:
             clock.take()
-            import gc
             gc.collect()
             first = clock.take()
             self.assertGreaterEqual(first["gc_collections"], 1)
@@ -61,7 +61,6 @@ class GcClockTest(unittest.TestCase):
     def test_close_stops_the_timing(self):
         clock = host_cpu.GcClock()
         clock.close()
-        import gc
         gc.collect()
         self.assertEqual(clock.take()["gc_collections"], 0)
 
