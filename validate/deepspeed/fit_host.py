@@ -18,10 +18,6 @@ zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from
               + [stage 3] (13 L + M) x stage3_backward_module + [stage 3, ckpt] 13 L x stage3_recompute_module
               + [stages 1-2] P x stage12_reduce_param          (the fit's runs have no gradient accumulation)
               + [eager] L x eager_backward_layer + [eager, ckpt] L x eager_forward_layer   (the recompute's)
-
-The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
-there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
-reduction 47 -> 19 us a tensor); list `fit2` crosses eager and SDPA with the stages to separate them.
   step      = step_fixed + P x (stage 3 ? stage3_step_param : step_param)
 
 fitted together by least squares (every phase of every run one sample; a run repeated in several results
@@ -29,6 +25,10 @@ directories counts each time), figures that come out negative dropped and the re
 samples (its column all zero: e.g. no run at stage 3 with checkpointing) is not fitted and is left out of the
 profile, so zsim prices it at its default (0; the two stage-3 checkpointing figures: stage3_forward_module_us).
 Runs with CPU offload are left out (their phases wait for PCIe and CPU Adam, which other figures price).
+
+The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
+there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
+reduction 47 -> 19 us a tensor); list `fit2` crosses eager and SDPA with the stages to separate them.
 
 Scaled to free-running steps: a phase-timed step's three phases sum to ~5-15% more than a free-running step of the
 same run, because the synchronisation after each phase waits for the GPU's tail (the kernels the host queued last,
