@@ -1272,6 +1272,10 @@ def run_worker(args, res, flush):
     per_step = []
     threads_at_first_timed = threads_at_last_timed = None
     gc_clock = host_cpu.GcClock()  # Python's collections per step (host_per_step's gc_seconds)
+    # The host's waits for the GPU inside a step (host_per_step's sync_seconds), before the harness's own synchronize.
+    sync_clock = host_cpu.SyncClock([(getattr(torch.cuda, "Stream", None), "synchronize", "stream"),
+                                     (getattr(torch.cuda, "Event", None), "synchronize", "event"),
+                                     (torch.cuda, "synchronize", "device"), (torch.Tensor, "item", "item")])
     points = []
     phase_peaks = {}
     mem = res["memory"]
@@ -1339,6 +1343,7 @@ def run_worker(args, res, flush):
         host_before = host_cpu.main_thread_sample()
         process_before = host_cpu.process_sample()
         gc_clock.take()
+        sync_clock.take()
         t0 = time.perf_counter()
         for micro in range(ga):
             ids = batches[s * ga + micro]
@@ -1359,11 +1364,13 @@ def run_worker(args, res, flush):
         if annotation is not None:
             annotation.__exit__(None, None, None)
             annotation = None
+        waits = sync_clock.take()
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
         host.update(host_cpu.process_figures(process_before, host_cpu.process_sample()))
         host.update(gc_clock.take())
+        host.update(waits)
         # The host's speed right after the step, outside its timing: a fixed Python loop (about 5 ms a step).
         host["reference_work_seconds"] = host_cpu.reference_work_seconds()
         if kind == "timed":
@@ -1426,8 +1433,8 @@ def run_worker(args, res, flush):
                      "phase_seconds": phase_seconds,
                      # The main thread's CPU time, share of the wall time, involuntary context switches and CPU per
                      # step (host_cpu.py): the main thread's CPU, the process's user / system CPU and page faults,
-                     # Python's garbage collections; and the busiest threads over the timed steps: why host-bound
-                     # steps vary.
+                     # Python's garbage collections, the host's waits for the GPU (synchronisations and .item()
+                     # inside the step); and the busiest threads over the timed steps: why host-bound steps vary.
                      "host_per_step": [p["host"] for p in per_step],
                      "busiest_threads_timed": host_cpu.busiest_threads(threads_at_first_timed,
                                                                        threads_at_last_timed),

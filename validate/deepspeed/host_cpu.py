@@ -12,9 +12,11 @@ CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc
     reference_work_seconds()                 # the host's speed now: a fixed pure-Python loop's wall time
     p0 = process_sample(); ...; process_figures(p0, process_sample())   # all threads: user / system CPU, faults
     gc_clock = GcClock(); gc_clock.take()    # Python's garbage collections since the last take: seconds, count
+    sync_clock = SyncClock(targets); sync_clock.take()   # the host's waits for the GPU since the last take
 
 Where the process's system time or page faults grow with a slow step, the time goes to the kernel (the driver's
-allocations, page mapping), not to Python; where the garbage collector's seconds do, to Python's collections.
+allocations, page mapping), not to Python; where the garbage collector's seconds do, to Python's collections; where
+the synchronisations' seconds do, the host waited for the GPU (spinning: CUDA's default wait shows as user CPU time).
 """
 import gc
 import os
@@ -124,6 +126,45 @@ class GcClock:
     def close(self):
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
+
+
+class SyncClock:
+    """Times the calls that make the host wait for the GPU: wraps each (owner, attribute, label) of `targets` (the
+    harness passes torch.cuda.Stream.synchronize, torch.cuda.Event.synchronize, torch.cuda.synchronize and
+    torch.Tensor.item) so that take() returns their wall seconds and calls since the last take, by label. An owner
+    without the attribute is skipped. close() restores them."""
+
+    def __init__(self, targets):
+        self._patched = []
+        self._seconds, self._calls = {}, {}
+        for owner, attr, label in targets:
+            fn = getattr(owner, attr, None)
+            if fn is None or not callable(fn):
+                continue
+            setattr(owner, attr, self._timed(fn, label))
+            self._patched.append((owner, attr, fn))
+
+    def _timed(self, fn, label):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._seconds[label] = self._seconds.get(label, 0.0) + time.perf_counter() - t0
+                self._calls[label] = self._calls.get(label, 0) + 1
+        return timed
+
+    def take(self):
+        out = {"sync_seconds": sum(self._seconds.values()), "sync_calls": sum(self._calls.values()),
+               "sync_seconds_by_call": {k: self._seconds[k] for k in sorted(self._seconds)},
+               "sync_calls_by_call": {k: self._calls[k] for k in sorted(self._calls)}}
+        self._seconds, self._calls = {}, {}
+        return out
+
+    def close(self):
+        for owner, attr, fn in reversed(self._patched):
+            setattr(owner, attr, fn)
+        self._patched = []
 
 
 def threads_cpu_seconds(task_dir="/proc/self/task"):

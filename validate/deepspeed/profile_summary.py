@@ -8,7 +8,9 @@ A trace is torch's Chrome trace (rank<R>.trace.json.gz beside a rank's JSON). Ph
 `zsim.<phase>` ranges; a kernel belongs to the phase whose host range it started in (the GPU runs behind the host, so
 a host-bound phase's kernels all start inside it). Classes by kernel name: gemm (cuBLAS / cuBLASLt / CUTLASS: gemm,
 nvjet, cutlass, xmma, sm90), attn (flash, fmha, attention, cudnn), adam, memcpy (copies and memsets), other (the
-elementwise, norm and loss kernels). The profiler slows the host (about 1.7-2x here): time the phases with
+elementwise, norm and loss kernels). Host waits: the blocking CUDA runtime calls in the phase (stream, event and
+device synchronisations, synchronous copies, cudaFree), by the innermost torch op and DeepSpeed method around each
+(on the calling thread), so a phase's time spent waiting for the GPU reads apart from its Python. The profiler slows the host (about 1.7-2x here): time the phases with
 --phase-steps, read the structure here. Standard library only.
 """
 import argparse
@@ -43,6 +45,39 @@ def kernel_class(event):
     return "other"
 
 
+# CUDA runtime calls that block the host until the GPU has run what they wait for (a stream's, an event's or the
+# device's work; a synchronous copy; cudaFree synchronizes the device).
+BLOCKING_RUNTIME_CALLS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaMemcpy",
+                          "cudaFree")
+
+
+def is_blocking(event):
+    return event["name"] in BLOCKING_RUNTIME_CALLS
+
+
+def innermost(candidates, event):
+    """The latest-starting candidate on the event's thread that encloses it (None when none does)."""
+    best = None
+    for c in candidates:
+        if c.get("tid") == event.get("tid") and c["ts"] <= event["ts"] and \
+                c["ts"] + c["dur"] >= event["ts"] + event["dur"] and (best is None or c["ts"] >= best["ts"]):
+            best = c
+    return best
+
+
+def host_waits(waits, ops, ds):
+    """The host's blocking calls: their time, count, and time by the torch op and DeepSpeed method that made them."""
+    by_op, by_method = collections.Counter(), collections.Counter()
+    for w in waits:
+        op = innermost(ops, w)
+        method = innermost(ds, w)
+        by_op[op["name"] if op else w["name"]] += w["dur"]
+        by_method[method["name"] if method else "(no DeepSpeed method)"] += w["dur"]
+    return {"ms": round(sum(w["dur"] for w in waits) / 1e3, 3), "calls": len(waits),
+            "ms_by_op": {n: round(v / 1e3, 3) for n, v in by_op.most_common(8)},
+            "ms_by_deepspeed_method": {n: round(v / 1e3, 3) for n, v in by_method.most_common(8)}}
+
+
 def summarize(events):
     X = [e for e in events if e.get("ph") == "X"]
     phases = [e for e in X if e.get("cat") == "user_annotation" and e["name"].startswith("zsim.")]
@@ -75,6 +110,7 @@ def summarize(events):
             "top_level_ops": top,
             "gpu_ms_by_class": {c: round(v / 1e3, 3) for c, v in sorted(by_class.items())},
             "deepspeed_ms": {n: round(v / 1e3, 3) for n, v in annotated.most_common(12)},
+            "host_waits": host_waits([x for x in runtime if inside(x) and is_blocking(x)], ops, ds),
         })
     return out
 
@@ -92,7 +128,9 @@ def main(argv=None):
         for phase, steps in result[path].items():
             for x in steps:
                 print(f"{path} {phase:9s} host {x['host_ms']:8.2f} ms  GPU busy {x['gpu_busy_ms']:7.2f} ms  "
-                      f"kernels {x['kernels']:5d}  ops {x['top_level_ops']:5d}  {x['gpu_ms_by_class']}")
+                      f"kernels {x['kernels']:5d}  ops {x['top_level_ops']:5d}  {x['gpu_ms_by_class']}  "
+                      f"host waits {x['host_waits']['ms']:.2f} ms in {x['host_waits']['calls']} calls "
+                      f"{x['host_waits']['ms_by_deepspeed_method']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -581,6 +581,9 @@ class FakeStackRunTest(unittest.TestCase):
         self.assertEqual(kinds, ["warmup"] * 3 + ["collectives", "memory_history", "timed", "timed"])
         self.assertEqual(rk["timing"]["timed_steps"], [5, 6])
         self.assertIsNotNone(rk["timing"]["median_step_seconds"])
+        # The fake engine never waits for the GPU, and the harness's own synchronize at a step's end is not counted.
+        timed = [h for h, k in zip(rk["timing"]["host_per_step"], rk["timing"]["step_kinds"]) if k == "timed"]
+        self.assertEqual([h["sync_calls"] for h in timed], [0, 0])
         m = rk["memory"]
         for k in ("after_forward", "after_backward", "after_step", "after_initialize", "init", "phase_peaks",
                   "stats", "device"):

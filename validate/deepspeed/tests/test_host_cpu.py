@@ -3,6 +3,7 @@ Run: cd validate/deepspeed && python3 -m unittest discover -s tests"""
 import gc
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -63,6 +64,33 @@ class GcClockTest(unittest.TestCase):
         clock.close()
         gc.collect()
         self.assertEqual(clock.take()["gc_collections"], 0)
+
+
+class SyncClockTest(unittest.TestCase):
+    class Stream:
+        def synchronize(self):
+            time.sleep(0.002)
+            return "done"
+
+    def test_a_wrapped_call_is_timed_by_its_label_and_still_returns_its_result(self):
+        clock = host_cpu.SyncClock([(self.Stream, "synchronize", "stream"), (self.Stream, "absent", "skipped")])
+        try:
+            self.assertEqual(self.Stream().synchronize(), "done")
+            self.Stream().synchronize()
+            out = clock.take()
+        finally:
+            clock.close()
+        self.assertEqual(out["sync_calls"], 2)
+        self.assertEqual(out["sync_calls_by_call"], {"stream": 2})
+        self.assertGreaterEqual(out["sync_seconds"], 0.004)
+        self.assertEqual(clock.take()["sync_calls"], 0)
+
+    def test_close_restores_the_original(self):
+        original = self.Stream.__dict__["synchronize"]
+        clock = host_cpu.SyncClock([(self.Stream, "synchronize", "stream")])
+        self.assertIsNot(self.Stream.__dict__["synchronize"], original)
+        clock.close()
+        self.assertIs(self.Stream.__dict__["synchronize"], original)
 
 
 class InvoluntarySwitches(unittest.TestCase):

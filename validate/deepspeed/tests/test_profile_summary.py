@@ -10,8 +10,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 import profile_summary as ps  # noqa: E402
 
 
-def X(cat, name, ts, dur):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+def X(cat, name, ts, dur, tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid}
 
 
 class ProfileSummaryTest(unittest.TestCase):
@@ -31,6 +31,21 @@ class ProfileSummaryTest(unittest.TestCase):
         self.assertEqual(f["top_level_ops"], 2)
         self.assertEqual(f["deepspeed_ms"], {"ds.DeepSpeedEngine.forward": 0.9})
         self.assertEqual(b["gpu_ms_by_class"], {"memcpy": 0.05})
+
+    def test_host_waits_are_the_blocking_runtime_calls_by_the_op_and_method_around_them_on_their_thread(self):
+        events = [X("user_annotation", "zsim.backward", 0, 1000),
+                  X("user_annotation", "ds.Stage3.reduce", 100, 500, tid=2),
+                  X("cpu_op", "aten::item", 150, 100, tid=2), X("cpu_op", "aten::_local_scalar_dense", 160, 80, tid=2),
+                  X("cuda_runtime", "cudaMemcpyAsync", 170, 5, tid=2),
+                  X("cuda_runtime", "cudaStreamSynchronize", 180, 50, tid=2),  # in .item(), in the method
+                  X("cuda_runtime", "cudaEventSynchronize", 700, 30, tid=1),   # on the main thread, no op around it
+                  X("cpu_op", "aten::mul", 650, 200, tid=2),                   # another thread's op: not around it
+                  X("cuda_runtime", "cudaLaunchKernel", 660, 5, tid=2)]        # launches do not block
+        w = ps.summarize(events)["backward"][0]["host_waits"]
+        self.assertEqual(w["calls"], 2)
+        self.assertAlmostEqual(w["ms"], 0.08)
+        self.assertEqual(w["ms_by_op"], {"aten::_local_scalar_dense": 0.05, "cudaEventSynchronize": 0.03})
+        self.assertEqual(w["ms_by_deepspeed_method"], {"ds.Stage3.reduce": 0.05, "(no DeepSpeed method)": 0.03})
 
 
 if __name__ == "__main__":
