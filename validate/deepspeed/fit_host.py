@@ -3,8 +3,8 @@
 
     python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
-Each RESULTS_DIR holds harness results (<case>.json) of list `fit` (cases.tsv: models of their own, never a
-validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a synchronisation
+Each RESULTS_DIR holds harness results (<case>.json) of lists `fit` and `fit2` (cases.tsv: models of their own,
+never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a synchronisation
 after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a third of the
 time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
 zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from; M = the model's own modules,
@@ -28,7 +28,8 @@ Runs with CPU offload are left out (their phases wait for PCIe and CPU Adam, whi
 
 The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
 there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
-reduction 47 -> 19 us a tensor); list `fit2` crosses eager and SDPA with the stages to separate them.
+reduction 47 -> 19 us a tensor); list `fit2` crosses eager and SDPA with the stages to separate them (with its runs:
+0.18 / 0.21 ms a layer, the reduction 44 us).
 
 Scaled to free-running steps: a phase-timed step's three phases sum to ~5-15% more than a free-running step of the
 same run, because the synchronisation after each phase waits for the GPU's tail (the kernels the host queued last,
@@ -207,7 +208,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
 
 PROFILE_HEAD = """# zsim hardware profile: one NVIDIA H200 running DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17 (bf16), the
 # host's figures of a DeepSpeed step (efficiency.deepspeed_host) fitted by validate/deepspeed/fit_host.py from the
-# phase-timed micro-runs of list `fit` (never a validation case): {runs}.
+# phase-timed micro-runs of lists `fit` and `fit2` (never a validation case): {runs}.
 # {scaling}
 # Command: python3 validate/deepspeed/fit_host.py {dirs} --profile validate/deepspeed/host-h200.yaml{flags}
 # make_cases.py writes these figures into every case's scenario (cluster.efficiency.deepspeed_host). docs/deepspeed-time.md.
@@ -279,7 +280,7 @@ def profile_text(x, samples, args, fit_summary, tail):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of list fit, phase-timed")
+    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit and fit2, phase-timed")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"), help="the case folders (default: cases/)")
     ap.add_argument("--profile", help="write the hardware profile here")
     ap.add_argument("--report", help="write every sample's fit here (JSON)")
