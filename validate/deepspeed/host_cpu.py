@@ -132,7 +132,8 @@ class SyncClock:
     """Times the calls that make the host wait for the GPU: wraps each (owner, attribute, label) of `targets` (the
     harness passes torch.cuda.Stream.synchronize, torch.cuda.Event.synchronize, torch.cuda.synchronize and
     torch.Tensor.item) so that take() returns their wall seconds and calls since the last take, by label. An owner
-    without the attribute is skipped. close() restores them."""
+    without the attribute is skipped. close() restores them. Waits inside torch's C++ (a copy to the CPU, .tolist(),
+    a tensor's truth value) are not seen: the profiler's runtime calls show those (profile_summary.py)."""
 
     def __init__(self, targets):
         self._patched = []

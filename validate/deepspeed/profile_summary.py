@@ -10,8 +10,10 @@ a host-bound phase's kernels all start inside it). Classes by kernel name: gemm 
 nvjet, cutlass, xmma, sm90), attn (flash, fmha, attention, cudnn), adam, memcpy (copies and memsets), other (the
 elementwise, norm and loss kernels). Host waits: the blocking CUDA runtime calls in the phase (stream, event and
 device synchronisations, synchronous copies, cudaFree), by the innermost torch op and DeepSpeed method around each
-(on the calling thread), so a phase's time spent waiting for the GPU reads apart from its Python. The profiler slows the host (about 1.7-2x here): time the phases with
---phase-steps, read the structure here. Standard library only.
+(on the calling thread), so a phase's time spent waiting for the GPU reads apart from its Python; a profiled host
+runs behind the GPU, so it waits less than a free-running one (the harness's timing.host_per_step times those).
+The profiler slows the host (about 1.7-2x here): time the phases with --phase-steps, read the structure here.
+Standard library only.
 """
 import argparse
 import collections
