@@ -17,6 +17,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -59,7 +60,7 @@ CLUSTER_YAML = """cluster:
   efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
     outside_allocator_bytes: {outside}
 {gemm}    deepspeed_host: {{{host}}}
-{misaligned}{kinds}"""
+{misaligned}{kinds}{cpu_adam}"""
 HOST_FIGURES = os.path.join(HERE, "host-h200.yaml")
 
 
@@ -82,6 +83,22 @@ def gemm_line(path=HOST_FIGURES):
     """The profile's efficiency.gemm (torch's measured GEMM efficiency) as a scenario line ("" where it has none)."""
     value = efficiency_scalar("gemm", path)
     return f"    gemm: {float(value)}\n" if value is not None else ""
+
+
+CPU_ADAM_MEASURED = re.compile(r"\{\s*ranks_\d+: \{\s*threads_\d+: [0-9.e+]+(,\s*threads_\d+: [0-9.e+]+)*\s*\}"
+                               r"(,\s*ranks_\d+: \{\s*threads_\d+: [0-9.e+]+(,\s*threads_\d+: [0-9.e+]+)*\s*\})*\s*\}")
+
+
+def cpu_adam_line(path=HOST_FIGURES):
+    """The profile's efficiency.cpu_adam_measured (DeepSpeedCPUAdam's rates, probe_cpu_adam.py --summarize: one flow
+    mapping {ranks_R: {threads_T: params/s, ...}}) as a scenario line ("" where it has none)."""
+    value = efficiency_scalar("cpu_adam_measured", path)
+    if value is None:
+        return ""
+    if not CPU_ADAM_MEASURED.fullmatch(value):
+        raise CaseTableError(f"{path}: efficiency.cpu_adam_measured must be one line "
+                             f"{{ranks_R: {{threads_T: params/s, ...}}}} (probe_cpu_adam.py --summarize), not {value!r}")
+    return f"    cpu_adam_measured: {value}\n"
 
 
 def outside_allocator_bytes(path=HOST_FIGURES):
@@ -334,7 +351,7 @@ def scenario_for(row):
     text = "\n".join(lines) + "\n"
     text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note, host=host_figures(),
                                 outside=outside_allocator_bytes(), gemm=gemm_line(), misaligned=block_line("torch_misaligned_gemm"),
-                                kinds=block_line("hbm_by_kind"))
+                                kinds=block_line("hbm_by_kind"), cpu_adam=cpu_adam_line())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
     return text
 

@@ -239,3 +239,14 @@ class ProfileBlocksTest(unittest.TestCase):
         self.assertEqual(mc.block_line("torch_misaligned_gemm", path), "")
         self.assertEqual(mc.block_line("hbm_by_kind", path), "")
         self.assertEqual(mc.gemm_line(path), "")
+        self.assertEqual(mc.cpu_adam_line(path), "")
+
+    def test_deepspeeds_cpu_adam_rates_become_one_scenario_line(self):
+        line = "    cpu_adam_measured: {ranks_1: {threads_1: 6e+08, threads_16: 3.5e+09}}\n"
+        path = self.profile(self.PROFILE + line)
+        self.assertEqual(mc.cpu_adam_line(path), line)
+
+    def test_a_cpu_adam_block_not_in_the_probes_form_is_an_error_naming_the_file(self):
+        path = self.profile(self.PROFILE + "    cpu_adam_measured: {ranks_1: fast}\n")
+        with self.assertRaisesRegex(mc.CaseTableError, "profile.yaml: efficiency.cpu_adam_measured must be"):
+            mc.cpu_adam_line(path)
