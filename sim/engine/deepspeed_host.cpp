@@ -86,6 +86,18 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts
   }
 }
 
+// Stage 3: after each backward, engine.py's allreduce_gradients runs the optimizer's gradient epilogue
+// (overlapping_partition_gradients_reduce_epilogue -> stage3.py independent_gradient_partition_epilogue), which
+// synchronizes the reduce-and-partition stream; that stream waited for the compute stream before each bucket
+// (__add_grad_to_ipg_bucket's wait_stream), so the host issues nothing after a backward until its work is done: the
+// first op after each micro-step's backward waits for the GPU.
+void wait_after_each_backward(const Schedule& s, const std::vector<int>& step_of, std::vector<HostIssue>& out) {
+  for (size_t i = 1; i < s.ops.size(); ++i)
+    if (step_of[i] >= 0 && step_of[i] == step_of[i - 1] && s.ops[i - 1].phase == Phase::backward &&
+        s.ops[i].phase != Phase::backward)
+      out[i].waits_for_gpu = true;
+}
+
 }  // namespace
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
@@ -128,6 +140,7 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
     if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] >= 0 &&
         stepped.insert(step_of[op.id]).second)
       out[op.id] = {out[op.id].total_s + step_us * 1e-6, 0.0};
+  if (stage == 3) wait_after_each_backward(s, step_of, out);
   return out;
 }
 

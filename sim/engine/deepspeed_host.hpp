@@ -36,6 +36,12 @@
 //   step        step_fixed_us + parameter tensors x step_param_us (stage 3: stage3_step_param_us): DeepSpeed's
 //               optimizer step, its gradient norm over each tensor and the optimizer's Python, on the step's first
 //               optimizer op.
+// And where the host waits for the GPU within a step (HostIssue::waits_for_gpu): at stage 3 after each backward,
+// DeepSpeed's gradient epilogue (stage3.py independent_gradient_partition_epilogue, from engine.py
+// allreduce_gradients) synchronizes its reduce-and-partition stream, which waited for the compute stream, so the ops
+// after a backward (the next micro-step's forward, or the optimizer step) are issued once the backward's work is done.
+// Stages 0-2 wait only at the step's end (the engine's step boundary: engine.py's ThroughputTimer synchronizes there);
+// stage 2 with overlap_comm synchronizes in its epilogue too, not modelled.
 #pragma once
 #include <vector>
 

@@ -269,5 +269,64 @@ TEST(DeepSpeedHost, LongKernelsHideTheHost) {
   EXPECT_FALSE(summarize(s, t).host_binds());
 }
 
+// Stage 3's gradient epilogue synchronizes after each backward: the first op after each micro-step's backward (the
+// next micro-step's forward, or the step) waits for the GPU, and no other op does; stage 2 (no overlap_comm) waits
+// only at the step's end, the engine's step boundary.
+TEST(DeepSpeedHost, StageThreeWaitsForTheGpuAfterEachBackwardAndNowhereElse) {
+  Scenario sc = deepspeed_scenario(3);
+  sc.training.grad_accum = 2;
+  const Priced p = priced(sc, 2);
+  const std::vector<int> step_of = find_steps(p.s, nullptr);
+  int waits = 0;
+  for (const Op& op : p.s.ops) {
+    if (!p.h[op.id].waits_for_gpu) continue;
+    ++waits;
+    ASSERT_GT(op.id, 0);
+    EXPECT_EQ(p.s.ops[op.id - 1].phase, Phase::backward);
+    EXPECT_NE(op.phase, Phase::backward);
+    EXPECT_EQ(step_of[op.id], step_of[op.id - 1]);
+  }
+  EXPECT_EQ(waits, 2 * 2);  // two micro-steps' backwards in each of two steps
+  Scenario stage2 = deepspeed_scenario(2);
+  stage2.training.grad_accum = 2;
+  for (const HostIssue& x : priced(stage2, 2).h) EXPECT_FALSE(x.waits_for_gpu);
+}
+
+// The engine: where the host waits for the GPU, the op after the backward starts only once every op of its step before
+// it is done, so a GPU-bound backward's kernels are no longer hidden behind the step's Python.
+TEST(DeepSpeedHost, AfterStageThreesBackwardTheHostIssuesNothingUntilTheBackwardsWorkIsDone) {
+  Scenario sc = deepspeed_scenario(3);
+  sc.training.micro_batch = 16;
+  sc.training.seq_len = 4096;
+  const Schedule s = make_schedule(sc, make_plan(sc), 2);
+  ClusterSpec c = testing::test_cluster(1, 1);
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.step_fixed_us = 50'000;  // the step's Python long enough to show
+  c.efficiency.deepspeed_host = h;
+  const std::vector<HostIssue> issue = host_issue(s, c);
+  const TimingResult t = simulate(c, s);
+  const std::vector<int> step_of = find_steps(s, nullptr);
+  int checked = 0;
+  for (const Op& op : s.ops) {
+    if (!issue[op.id].waits_for_gpu) continue;
+    double before_done = 0;
+    for (const Op& earlier : s.ops)
+      if (earlier.id < op.id && step_of[earlier.id] == step_of[op.id])
+        before_done = std::max(before_done, t.ops[earlier.id].end_s);
+    EXPECT_GE(t.ops[op.id].start_s, before_done - 1e-12) << op.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+  // The step's Python (on its first optimizer op) runs after the backward's kernels, not beside them.
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] == 1) {
+      double backward_done = 0;
+      for (const Op& b : s.ops)
+        if (b.phase == Phase::backward && step_of[b.id] == 1) backward_done = std::max(backward_done, t.ops[b.id].end_s);
+      EXPECT_GE(t.ops[op.id].end_s, backward_done + 0.05 - 1e-9);
+      break;
+    }
+}
+
 }  // namespace
 }  // namespace zsim

@@ -13,6 +13,9 @@ namespace zsim {
 struct HostIssue {
   Seconds total_s = 0;  // the whole op
   Seconds lead_s = 0;   // up to and including its first call (its GPU work cannot start before)
+  // Before the op the host waits until every op of its step before it is done (a framework's synchronisation: DeepSpeed
+  // stage 3's gradient epilogue, sim/engine/deepspeed_host.hpp); the engine's host issue begins a segment there.
+  bool waits_for_gpu = false;
 };
 
 // Calls the op makes, by kind (what efficiency.host_issue prices).

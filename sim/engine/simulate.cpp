@@ -463,7 +463,7 @@ class Engine {
       if (const OpId d = link_dependents_[k]; --link_pending_[d] == 0 && state_[d] == State::link_wait) begin_flow(d);
     state_[id] = State::done;
     r_.ops[id].end_s = t;
-    if (host_) step_op_done(id, t);
+    if (host_) segment_op_done(id, t);
     const int st = p_.stream_of[id];
     r_.stream_busy_s[st] += t - r_.ops[id].start_s;
     busy_[st] = 0;
@@ -535,7 +535,9 @@ class Engine {
 
   // efficiency.host_issue: one host thread issues each step's ops in program order, as zrun's executor does after it
   // has waited for the step before (runtime/exec/executor.cpp run_step); an op starts once the host has made its
-  // first call, and its fixed part ends no earlier than the host has issued all of it.
+  // first call, and its fixed part ends no earlier than the host has issued all of it. The host's issue runs in
+  // segments: each step begins one, and so does an op before which the host waits for the GPU (HostIssue::
+  // waits_for_gpu: a framework's synchronisation); a segment's issue begins when every op of the one before is done.
   void init_host_issue(const ClusterSpec& c) {
     const std::vector<HostIssue> h = host_issue(s_, c);
     const size_t n = s_.ops.size();
@@ -544,39 +546,47 @@ class Engine {
     for (size_t i = 0; i < n; ++i) r_.host_issue_s[i] = h[i].total_s;
     issue_lead_.assign(n, 0.0);
     issue_end_.assign(n, 0.0);
-    std::vector<Seconds> at(p_.steps.size(), 0.0);  // the host's time into each step
-    step_left_.assign(p_.steps.size(), 0);
+    segment_of_op_.assign(n, -1);
+    std::vector<Seconds> at;  // the host's time into each segment
+    int last_step = -1;
     for (const Op& op : s_.ops) {
       const int k = p_.step_of_op[op.id];
       if (k < 0) continue;
-      issue_lead_[op.id] = at[k] + h[op.id].lead_s;
-      at[k] += h[op.id].total_s;
-      issue_end_[op.id] = at[k];
-      ++step_left_[k];
+      if (k != last_step || h[op.id].waits_for_gpu) {
+        at.push_back(0.0);
+        segment_left_.push_back(0);
+      }
+      last_step = k;
+      const int g = static_cast<int>(at.size()) - 1;
+      segment_of_op_[op.id] = g;
+      issue_lead_[op.id] = at[g] + h[op.id].lead_s;
+      at[g] += h[op.id].total_s;
+      issue_end_[op.id] = at[g];
+      ++segment_left_[g];
     }
     asleep_.assign(n, 0);
-    step_base_.assign(p_.steps.size(), -1.0);
-    if (!step_base_.empty()) step_base_[0] = 0;
-    parked_.assign(p_.steps.size(), {});
+    segment_base_.assign(at.size(), -1.0);
+    if (!segment_base_.empty()) segment_base_[0] = 0;
+    parked_.assign(at.size(), {});
   }
-  // Whether the host has issued op id's first call by t; if not, the op sleeps until then (or, its step's issue not
-  // begun, until the step before has ended).
+  // Whether the host has issued op id's first call by t; if not, the op sleeps until then (or, its segment's issue
+  // not begun, until the segment before has ended).
   bool issued(OpId id, Seconds t) {
-    const int k = p_.step_of_op[id];
+    const int k = segment_of_op_[id];
     if (k < 0) return true;
-    if (step_base_[k] < 0) {
+    if (segment_base_[k] < 0) {
       parked_[k].push_back(id);
       return false;
     }
-    const Seconds at = step_base_[k] + issue_lead_[id];
+    const Seconds at = segment_base_[k] + issue_lead_[id];
     if (t >= at) return true;
     if (!asleep_[id]) sleeping_.push_back({at, id});
     asleep_[id] = 1;
     return false;
   }
   Seconds issued_by(OpId id) const {
-    const int k = p_.step_of_op[id];
-    return k < 0 ? 0 : step_base_[k] + issue_end_[id];
+    const int k = segment_of_op_[id];
+    return k < 0 ? 0 : segment_base_[k] + issue_end_[id];
   }
   // Moves the ops the host has issued by t (or, t infinite, the earliest) back to the candidates; returns the time.
   Seconds wake_sleepers(Seconds t) {
@@ -590,11 +600,11 @@ class Engine {
     });
     return t;
   }
-  // The step's last op done: the host, which waited for it, begins issuing the next step.
-  void step_op_done(OpId id, Seconds t) {
-    const int k = p_.step_of_op[id];
-    if (k < 0 || --step_left_[k] > 0 || k + 1 >= static_cast<int>(step_base_.size())) return;
-    step_base_[k + 1] = t;
+  // The segment's last op done: the host, which waited for it, begins issuing the next segment.
+  void segment_op_done(OpId id, Seconds t) {
+    const int k = segment_of_op_[id];
+    if (k < 0 || --segment_left_[k] > 0 || k + 1 >= static_cast<int>(segment_base_.size())) return;
+    segment_base_[k + 1] = t;
     candidates_.insert(candidates_.end(), parked_[k + 1].begin(), parked_[k + 1].end());
     parked_[k + 1].clear();
   }
@@ -679,12 +689,14 @@ class Engine {
   std::vector<OpId> blocked_;
   std::vector<char> waited_;
   OpId forced_ = -1;
-  // efficiency.host_issue (none without): per op the host's time into its step when it has made the op's first call
-  // and all of them; per step the time its issue began (-1: the step before still runs) and its ops not yet done.
+  // efficiency.host_issue (none without): per op its segment of the host's issue (-1: none, an init op) and the
+  // host's time into that segment when it has made the op's first call and all of them; per segment the time its
+  // issue began (-1: the segment before still runs) and its ops not yet done.
   bool host_ = false;
-  std::vector<Seconds> issue_lead_, issue_end_, step_base_;
-  std::vector<int> step_left_;
-  std::vector<std::vector<OpId>> parked_;            // by step: ops waiting for the step's issue to begin
+  std::vector<int> segment_of_op_;
+  std::vector<Seconds> issue_lead_, issue_end_, segment_base_;
+  std::vector<int> segment_left_;
+  std::vector<std::vector<OpId>> parked_;            // by segment: ops waiting for the segment's issue to begin
   std::vector<std::pair<Seconds, OpId>> sleeping_;   // (when the host issues it, op)
   std::vector<char> asleep_;                         // by op: in sleeping_
   // By op: the op waiting in comm_wait for it to end (-1: none; SimProgram::comm_prev says whom each waits for).
