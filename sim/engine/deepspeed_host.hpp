@@ -40,8 +40,10 @@
 // DeepSpeed's gradient epilogue (stage3.py independent_gradient_partition_epilogue, from engine.py
 // allreduce_gradients) synchronizes its reduce-and-partition stream, which waited for the compute stream, so the ops
 // after a backward (the next micro-step's forward, or the optimizer step) are issued once the backward's work is done.
-// Stages 0-2 wait only at the step's end (the engine's step boundary: engine.py's ThroughputTimer synchronizes there);
-// stage 2 with overlap_comm synchronizes in its epilogue too, not modelled.
+// Stages 0-2 wait only at the step's end (the engine's step boundary: engine.py's ThroughputTimer synchronizes the
+// device in step() and again as the next forward begins, with the default timers config). Not modelled: stage 2 with
+// overlap_comm, which synchronizes in its epilogue too, and, with gradient accumulation, the ThroughputTimer's
+// synchronisations between micro-steps (step() and forward() run every micro-step).
 #pragma once
 #include <vector>
 
