@@ -255,11 +255,17 @@ TEST(DeepSpeedHost, AStepOfShortKernelsIsAsLongAsTheHost) {
   EXPECT_LT(with_host, host_step + gpu_only);
 }
 
-// A GPU-bound step hides the host: the same figures barely lengthen a step whose kernels are long.
-TEST(DeepSpeedHost, LongKernelsHideTheHost) {
-  Scenario sc = deepspeed_scenario(2);
+// A scenario of long kernels (16 x 4096 tokens on the small model): its steps are GPU-bound.
+Scenario long_kernels(int stage) {
+  Scenario sc = deepspeed_scenario(stage);
   sc.training.micro_batch = 16;
   sc.training.seq_len = 4096;
+  return sc;
+}
+
+// A GPU-bound step hides the host: the same figures barely lengthen a step whose kernels are long.
+TEST(DeepSpeedHost, LongKernelsHideTheHost) {
+  const Scenario sc = long_kernels(2);
   const Schedule s = make_schedule(sc, make_plan(sc), 2);
   ClusterSpec c = testing::test_cluster(1, 1);
   const double gpu_only = simulate(c, s).step_s();
@@ -295,9 +301,7 @@ TEST(DeepSpeedHost, StageThreeWaitsForTheGpuAfterEachBackwardAndNowhereElse) {
 // The engine: where the host waits for the GPU, the op after the backward starts only once every op of its step before
 // it is done, so a GPU-bound backward's kernels are no longer hidden behind the step's Python.
 TEST(DeepSpeedHost, AfterStageThreesBackwardTheHostIssuesNothingUntilTheBackwardsWorkIsDone) {
-  Scenario sc = deepspeed_scenario(3);
-  sc.training.micro_batch = 16;
-  sc.training.seq_len = 4096;
+  const Scenario sc = long_kernels(3);
   const Schedule s = make_schedule(sc, make_plan(sc), 2);
   ClusterSpec c = testing::test_cluster(1, 1);
   EfficiencySpec::DeepSpeedHost h = figures();
