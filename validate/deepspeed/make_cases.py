@@ -85,8 +85,9 @@ def gemm_line(path=HOST_FIGURES):
     return f"    gemm: {float(value)}\n" if value is not None else ""
 
 
-CPU_ADAM_MEASURED = re.compile(r"\{\s*ranks_\d+: \{\s*threads_\d+: [0-9.e+]+(,\s*threads_\d+: [0-9.e+]+)*\s*\}"
-                               r"(,\s*ranks_\d+: \{\s*threads_\d+: [0-9.e+]+(,\s*threads_\d+: [0-9.e+]+)*\s*\})*\s*\}")
+_THREADS_RATE = r"threads_\d+: [0-9.e+]+"
+_RANKS_BLOCK = rf"ranks_\d+: \{{\s*{_THREADS_RATE}(,\s*{_THREADS_RATE})*\s*\}}"
+CPU_ADAM_MEASURED = re.compile(rf"\{{\s*{_RANKS_BLOCK}(,\s*{_RANKS_BLOCK})*\s*\}}")
 
 
 def cpu_adam_line(path=HOST_FIGURES):
