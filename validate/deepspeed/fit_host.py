@@ -3,7 +3,7 @@
 
     python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
-Each RESULTS_DIR holds harness results (<case>.json) of lists `fit` and `fit2` (cases.tsv: models of their own,
+Each RESULTS_DIR holds harness results (<case>.json) of lists `fit`, `fit2` and `fit3` (cases.tsv: models of their own,
 never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a synchronisation
 after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a third of the
 time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
@@ -208,7 +208,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
 
 PROFILE_HEAD = """# zsim hardware profile: one NVIDIA H200 running DeepSpeed 0.14.5 + torch 2.11 + transformers 5.17 (bf16), the
 # host's figures of a DeepSpeed step (efficiency.deepspeed_host) fitted by validate/deepspeed/fit_host.py from the
-# phase-timed micro-runs of lists `fit` and `fit2` (never a validation case): {runs}.
+# phase-timed micro-runs of lists `fit`, `fit2` and `fit3` (never a validation case): {runs}.
 # {scaling}
 # Command: python3 validate/deepspeed/fit_host.py {dirs} --profile validate/deepspeed/host-h200.yaml{flags}
 # make_cases.py writes these figures into every case's scenario (cluster.efficiency.deepspeed_host). docs/deepspeed-time.md.
