@@ -153,8 +153,10 @@ void Builder::emit_optimizer_step() {
     }
     // Without param offload CPU Adam writes the 16-bit weights into a host buffer that the h2d copy takes to the
     // GPU: stages 1-2 the persistent param_buffer_of_bit16_for_cpu_offload_groups, stage 3 a transient (torch's
-    // copy_ of the fp32 master into the GPU's 16-bit partition converts on the CPU first).
-    const OpId weights16 = p_.param_device != OffloadDevice::none ? -1
+    // copy_ of the fp32 master into the GPU's 16-bit partition converts on the CPU first). Stages 1-2 under
+    // DeepSpeed 0.14.5 have no such buffer: CPU Adam updates the fp32 master alone (fp32_up_then_cast).
+    const bool fp32_up = fp32_up_then_cast();
+    const OpId weights16 = p_.param_device != OffloadDevice::none || fp32_up ? -1
                            : p_.stage <= 2 ? params16_
                                            : alloc("params16." + std::to_string(g) + ".s" + std::to_string(step_),
                                                    Tier::cpu, MemCategory::buffers, "param_h2d", e_ * sub, ph,
@@ -169,8 +171,10 @@ void Builder::emit_optimizer_step() {
                        stream("cpu"));
     // With the partition in host memory CPU Adam writes its 16-bit weights there (stage3.py
     // `_reassign_or_swap_out_partitioned_parameters`: the fp16 flat's `.data.copy_(` the fp32 master).
+    const BufferUse master{state_use.alloc, state_use.offset, kFp32 * sub, Role::param, Access::write};
     use_cpu_adam(sch_.ops[opt], grad_use, state_use,
                  weights16 >= 0     ? whole(sch_.ops[weights16], Role::param, Access::write)
+                 : fp32_up          ? master
                  : params_on_nvme ? BufferUse{param_swap_out_, 0, e_ * sub, Role::param, Access::write}
                                     : sub_group_params(sub_first, sub, Role::param, Access::write));
     if (swap) {
@@ -178,7 +182,9 @@ void Builder::emit_optimizer_step() {
       use_copy(sch_.ops[w], {*swap, 0, state}, {optimizer_, p_.optimizer_bytes_per_param * sub_first, state});
       last_state_write_ = w;
     }
-    if (p_.param_device == OffloadDevice::none) {
+    if (fp32_up) {
+      opt = copy_fp32_master_up(name, master, sub_first, sub, opt);
+    } else if (p_.param_device == OffloadDevice::none) {
       opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
                  {opt});
       {
@@ -217,6 +223,34 @@ void Builder::emit_optimizer_step() {
   for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
   hpz_buffers_.clear();
   hpz_copies_.clear();
+}
+
+// Stages 1-2 with the optimizer on the CPU under DeepSpeed 0.14.5 (stage_1_and_2.py step(), line 1877:
+// `bit16_partitions[partition_id].data.copy_(fp32_partition.to(get_accelerator().current_device_name()).data)`):
+// the updated fp32 master goes up whole into a new GPU tensor (4 bytes an element, pinned with pin_memory), a cast
+// copies it into this rank's 16-bit partition, and the tensor is freed. Later DeepSpeed writes the 16-bit weights
+// into a pinned host buffer first (param_buffer_of_bit16_for_cpu_offload_groups) and copies those up; zrun does.
+bool Builder::fp32_up_then_cast() const {
+  return deepspeed() && p_.stage <= 2 && p_.param_device == OffloadDevice::none;
+}
+
+OpId Builder::copy_fp32_master_up(const std::string& name, BufferUse master, Elements first, Elements sub,
+                                  OpId adam) {
+  const Phase ph = Phase::step;
+  // On the current (compute) stream, as `.to()` allocates and copies (a blocking copy: the host waits for it).
+  const OpId up = alloc(name + ".fp32_up", Tier::gpu, MemCategory::buffers, "param_h2d", kFp32 * sub, ph, compute_,
+                        {adam});
+  const OpId h2d =
+      copy(name + ".h2d", CopyKind::h2d, kFp32 * sub, s_.zero.offload_optimizer.pin_memory, ph, compute_, {up});
+  master.role = Role::input;
+  use_copy(sch_.ops[h2d], master, whole(sch_.ops[up], Role::output, Access::write));
+  const OpId cast = copy(name + ".cast", CopyKind::d2d, e_ * sub, true, ph, compute_, {h2d});
+  set_cast(cast, DType::fp32, p_.dtype);
+  BufferUse to{params_, e_ * first, e_ * sub};
+  to.rank_stride = e_ * p_.param_partition;
+  use_copy(sch_.ops[cast], whole(sch_.ops[up], Role::input, Access::read), to);
+  release(up, ph, compute_, {cast});
+  return cast;
 }
 
 // stage3.py _post_step: persistent_parameters[0].all_gather(persistent_parameters) -> partition_parameters.py

@@ -223,7 +223,9 @@ void Builder::init_zero12_offload_buffers() {
   // The step's 16-bit weights on their way up (param_buffer_of_bit16_for_cpu_offload_groups: pinned, the
   // partition's size; step(): `bit16_partition_buffer.data.copy_(fp32_partition.data)`, then a non_blocking copy_
   // into the GPU's partition).
-  params16_ = alloc("params16.cpu_offload", Tier::cpu, MemCategory::buffers, "param_h2d", e_ * P, ph, compute_);
+  // Not under DeepSpeed 0.14.5, whose step copies the fp32 master up instead (Builder::copy_fp32_master_up).
+  if (!fp32_up_then_cast())
+    params16_ = alloc("params16.cpu_offload", Tier::cpu, MemCategory::buffers, "param_h2d", e_ * P, ph, compute_);
   if (s_.training.grad_accum <= 1) return;
   std::vector<Bytes> used(static_cast<size_t>(p_.dp), 0);  // per rank
   for (int t = 0; t < static_cast<int>(flat_layout_.numel.size()); ++t)

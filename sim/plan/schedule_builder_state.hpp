@@ -385,6 +385,10 @@ class Builder {
   std::vector<OpId> ipg_;
   int ipg_next_ = 0;                           // stages 1-2 with two: the one the next bucket fills
   bool deepspeed() const { return s_.runtime == RuntimeKind::deepspeed; }
+  // Stages 1-2, optimizer on the CPU, under DeepSpeed: the fp32 master goes up and is cast on the GPU
+  // (build_optimizer_step.cpp).
+  bool fp32_up_then_cast() const;
+  OpId copy_fp32_master_up(const std::string& name, BufferUse master, Elements first, Elements sub, OpId adam);
   // DeepSpeed at stage 2 (contiguous_gradients, the optimizer on the GPU): grads_in_partition is allocated by the
   // step's first copy_grads_in_partition and dropped with the step (stage_1_and_2.py), not held for the run.
   bool lazy_grad_partition() const {

@@ -603,8 +603,47 @@ TEST(ScheduleBuilder, Zero2CpuOffloadCopiesThePartitionDownOnceInFp32) {
   EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d), 0);
   Bytes cast = 0;
   for (const Op* op : ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.cast; }))
-    cast += op->copy.bytes;
+    if (op->phase == Phase::backward) cast += op->copy.bytes;
   EXPECT_EQ(cast, 4 * p.params);
+}
+
+Bytes step_copy_bytes(const Schedule& sch, CopyKind kind) {
+  Bytes b = 0;
+  for (const Op& op : sch.ops)
+    if (op.kind == OpKind::copy && op.copy.what == kind && op.phase == Phase::step && op.copy.rank <= 0)
+      b += op.copy.bytes;
+  return b;
+}
+
+// DeepSpeed 0.14.5's ZeRO-1/2 step with the optimizer on the CPU (stage_1_and_2.py step():
+// `bit16.copy_(fp32_partition.to(device))`): the fp32 master goes up whole into a GPU tensor that lives until a
+// cast writes the 16-bit partition; no 16-bit host buffer. zrun's schedule keeps the pinned 16-bit buffer.
+TEST(ScheduleBuilder, DeepSpeedZero2CpuOffloadStepCopiesTheFp32MasterUpAndCastsItOnTheGpu) {
+  Scenario s = test::scenario(test::small_llama(2), 2, 1, 1);
+  s.zero.offload_optimizer.device = OffloadDevice::cpu;
+  for (RuntimeKind runtime : {RuntimeKind::deepspeed, RuntimeKind::zrun}) {
+    s.runtime = runtime;
+    const Plan p = make_plan(s);
+    const Schedule sch = make_schedule(s, p, 1);
+    const bool ds = runtime == RuntimeKind::deepspeed;
+    EXPECT_EQ(step_copy_bytes(sch, CopyKind::h2d), (ds ? 4 : p.elem_bytes) * p.params);
+    Bytes step_cast = 0, fp32_up = 0;
+    bool host16 = false;
+    for (const Op& op : sch.ops) {
+      if (op.kind == OpKind::copy && op.copy.cast && op.phase == Phase::step) {
+        EXPECT_EQ(op.copy.cast_from, DType::fp32);
+        EXPECT_EQ(op.copy.cast_to, p.dtype);
+        step_cast += op.copy.bytes;
+      }
+      if (op.kind == OpKind::alloc && op.mem.tier == Tier::gpu && op.phase == Phase::step &&
+          op.mem.detail == "param_h2d")
+        fp32_up += op.mem.bytes;
+      if (op.kind == OpKind::alloc && op.mem.buffer == "params16.cpu_offload") host16 = true;
+    }
+    EXPECT_EQ(step_cast, ds ? p.elem_bytes * p.params : 0);
+    EXPECT_EQ(fp32_up, ds ? 4 * p.params : 0);
+    EXPECT_EQ(host16, !ds);
+  }
 }
 
 // ZeRO-2 with cpu_offload over 3 micro-steps (async_accumulate_grad_in_cpu_via_gpu, whole tensors in 16 bits): the
