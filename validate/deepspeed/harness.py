@@ -41,6 +41,7 @@ import time
 import traceback
 
 import host_cpu
+import sync_debug
 
 FORMAT = "zsim.deepspeed_run"
 FORMAT_VERSION = 1
@@ -195,9 +196,10 @@ def case_summary(case, ds, world, case_dir=None):
     }
 
 
-def step_plan(steps, warmup, phase_steps=0, profile_steps=0):
-    """Kind of each step: warmup, collectives, memory_history, timed; then phase_timed and profiled steps, which come
-    after the `steps` (they time each phase with a synchronisation at its end, and run under torch's profiler)."""
+def step_plan(steps, warmup, phase_steps=0, profile_steps=0, sync_debug_steps=0):
+    """Kind of each step: warmup, collectives, memory_history, timed; then phase_timed, profiled and sync_debug steps,
+    which come after the `steps` (they time each phase with a synchronisation at its end, run under torch's profiler,
+    and under torch's CUDA sync debug mode: sync_debug.py)."""
     kinds = []
     for s in range(steps):
         if s < warmup:
@@ -208,7 +210,7 @@ def step_plan(steps, warmup, phase_steps=0, profile_steps=0):
             kinds.append("memory_history")
         else:
             kinds.append("timed")
-    return kinds + ["phase_timed"] * phase_steps + ["profiled"] * profile_steps
+    return kinds + ["phase_timed"] * phase_steps + ["profiled"] * profile_steps + ["sync_debug"] * sync_debug_steps
 
 
 def median(xs):
@@ -1264,7 +1266,7 @@ def run_worker(args, res, flush):
     flush()
 
     torch.cuda.reset_peak_memory_stats()
-    kinds = step_plan(args.steps, args.warmup, args.phase_steps, args.profile_steps)
+    kinds = step_plan(args.steps, args.warmup, args.phase_steps, args.profile_steps, args.sync_debug_steps)
     n_batches_needed = len(kinds) * ga
     while len(batches) < n_batches_needed:  # the phase-timed and profiled steps reuse the batches from the start
         batches.append(batches[len(batches) % max(1, args.steps * ga)])
@@ -1345,6 +1347,9 @@ def run_worker(args, res, flush):
         process_before = host_cpu.process_sample()
         gc_clock.take()
         sync_clock.take()
+        debug = sync_debug.SyncDebug(torch) if kind == "sync_debug" else None
+        if debug is not None:
+            debug.__enter__()
         t0 = time.perf_counter()
         for micro in range(ga):
             ids = batches[s * ga + micro]
@@ -1366,6 +1371,9 @@ def run_worker(args, res, flush):
             annotation.__exit__(None, None, None)
             annotation = None
         waits = sync_clock.take()
+        if debug is not None:
+            debug.__exit__(None, None, None)
+            res.setdefault("sync_debug", []).append({"step": s, "sites": debug.sites()})
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
@@ -1666,7 +1674,8 @@ def parent_main(args):
                    "--steps", str(steps), "--warmup", str(args.warmup), "--seed", str(args.seed),
                    "--inventory", args.inventory, "--gc-reentrant", args.gc_reentrant,
                    "--history-entries", str(args.history_entries),
-                   "--phase-steps", str(args.phase_steps), "--profile-steps", str(args.profile_steps)]
+                   "--phase-steps", str(args.phase_steps), "--profile-steps", str(args.profile_steps),
+                   "--sync-debug-steps", str(args.sync_debug_steps)]
             if not args.memory_history:
                 cmd.append("--no-memory-history")
             if args.record_init:
@@ -1751,6 +1760,10 @@ def main(argv=None):
     ap.add_argument("--profile-steps", type=int, default=0,
                     help="steps after the others under torch's profiler (CPU and CUDA, DeepSpeed's hooks annotated); "
                          "the trace is written gzipped beside each rank's JSON (rank<R>.trace.json.gz)")
+    ap.add_argument("--sync-debug-steps", type=int, default=0,
+                    help="steps after the others under torch's CUDA sync debug mode: every call that makes the host "
+                         "wait for the GPU, counted by the DeepSpeed / transformers line that made it (sync_debug.py; "
+                         "the result's sync_debug)")
     ap.add_argument("--record-init", action="store_true", help="also record the collectives of initialize")
     ap.add_argument("--summary", nargs="+", metavar="RESULT", help="print one line per result JSON and exit")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
