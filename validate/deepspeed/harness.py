@@ -1345,6 +1345,7 @@ def run_worker(args, res, flush):
             threads_at_first_timed = host_cpu.threads_cpu_seconds()
         host_before = host_cpu.main_thread_sample()
         process_before = host_cpu.process_sample()
+        machine_before = host_cpu.machine_sample()
         gc_clock.take()
         sync_clock.take()
         debug = sync_debug.SyncDebug(torch) if kind == "sync_debug" else None
@@ -1378,6 +1379,7 @@ def run_worker(args, res, flush):
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
         host.update(host_cpu.process_figures(process_before, host_cpu.process_sample()))
+        host.update(host_cpu.machine_figures(machine_before, host_cpu.machine_sample()))
         host.update(gc_clock.take())
         host.update(waits)
         # The host's speed right after the step, outside its timing: a fixed Python loop (about 5 ms a step).

@@ -102,6 +102,33 @@ def process_figures(before, after):
             "process_major_faults": after["major_faults"] - before["major_faults"]}
 
 
+def parse_proc_stat_cpu(text):
+    """The machine's `cpu` line of /proc/stat: every CPU's ticks by state (user nice system idle iowait irq softirq
+    steal ...); steal is time the hypervisor ran something else while this guest's CPU wanted to run."""
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            ticks = [int(x) for x in fields[1:]]
+            ticks += [0] * (8 - len(ticks))
+            return {"steal_ticks": ticks[7], "idle_ticks": ticks[3] + ticks[4], "all_ticks": sum(ticks[:8])}
+    return None
+
+
+def machine_sample(path="/proc/stat"):
+    """Every CPU's ticks so far (parse_proc_stat_cpu); None without /proc."""
+    return parse_proc_stat_cpu(_read(path))
+
+
+def machine_figures(before, after):
+    """Between two machine_sample()s, over all CPUs: the seconds the hypervisor stole from this guest, and the
+    seconds the CPUs were busy (neither idle nor waiting for I/O). None where either sample is missing."""
+    if before is None or after is None:
+        return {"machine_steal_seconds": None, "machine_busy_seconds": None}
+    steal = after["steal_ticks"] - before["steal_ticks"]
+    busy = (after["all_ticks"] - before["all_ticks"]) - (after["idle_ticks"] - before["idle_ticks"])
+    return {"machine_steal_seconds": steal / CLOCK_TICKS, "machine_busy_seconds": busy / CLOCK_TICKS}
+
+
 class GcClock:
     """Times Python's garbage collections (gc.callbacks) from its creation; take() returns the seconds and the
     collections since the last take. close() stops timing."""

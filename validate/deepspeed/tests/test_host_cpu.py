@@ -146,3 +146,22 @@ class ReferenceWork(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MachineSteal(unittest.TestCase):
+    STAT = "cpu  100 5 50 1000 20 3 2 40 0 0\ncpu0 50 2 25 500 10 1 1 20 0 0\nintr 1 2 3\n"
+
+    def test_the_cpu_line_gives_steal_idle_and_all_ticks(self):
+        self.assertEqual(host_cpu.parse_proc_stat_cpu(self.STAT),
+                         {"steal_ticks": 40, "idle_ticks": 1020, "all_ticks": 1220})
+
+    def test_figures_are_the_steal_and_busy_seconds_between_two_samples(self):
+        before = host_cpu.parse_proc_stat_cpu(self.STAT)
+        after = {"steal_ticks": 40 + host_cpu.CLOCK_TICKS, "idle_ticks": 1020,
+                 "all_ticks": 1220 + 3 * host_cpu.CLOCK_TICKS}
+        self.assertEqual(host_cpu.machine_figures(before, after),
+                         {"machine_steal_seconds": 1.0, "machine_busy_seconds": 3.0})
+
+    def test_a_missing_sample_gives_none(self):
+        self.assertEqual(host_cpu.machine_figures(None, None),
+                         {"machine_steal_seconds": None, "machine_busy_seconds": None})
