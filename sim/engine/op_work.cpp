@@ -1,6 +1,7 @@
 #include "sim/engine/op_work.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -14,6 +15,10 @@
 namespace zsim {
 
 namespace {
+
+// DeepSpeedCPUAdam's host-memory bytes a parameter (fp32, AdamW): it reads the weight, gradient and both moments
+// and writes the weight and both moments back (DeepSpeed csrc/includes/cpu_adam.h Step_AVX).
+constexpr double kCpuAdamBytesPerParam = 28.0;
 
 FlowPath scaled(const FlowPath& p, double coefficient) {
   FlowPath out;
@@ -278,14 +283,19 @@ OpWork compute_work(const Op& op, const Schedule& s, const ClusterSpec& c, const
     // Every rank of the node runs its CPU Adam at once (a data-parallel step): at the rate calibrate measured for as
     // many ranks at once on its cores (efficiency.cpu_adam_measured), where the profile has them; else its cores' rate,
     // at most its share of the node's ceiling (efficiency.cpu_adam_node_params_per_s; 0 = none).
+    // Another pass over host memory (hbm_bytes given: DeepSpeed's unscale mul_) runs at CPU Adam's rate per byte:
+    // both are bound by the host's memory bandwidth (one H200 host, DeepSpeed's profiled offload step: the unscale
+    // 7.5 ms beside Adam's 24.5 ms, 0.305x; bytes 8 / 28, 0.286x; docs/deepspeed-time.md).
+    const double adam_equivalents = cp.hbm_bytes > 0 ? static_cast<double>(cp.hbm_bytes) / kCpuAdamBytesPerParam
+                                                     : static_cast<double>(cp.elements);
     const auto measured = c.efficiency.cpu_adam_measured.find(c.gpus_per_node);
     if (measured != c.efficiency.cpu_adam_measured.end() && !measured->second.empty()) {
-      if (cp.elements > 0)
-        w.fixed_s = static_cast<double>(cp.elements) / cpu_adam_measured_params_per_s(measured->second, cores);
+      if (adam_equivalents > 0) w.fixed_s = adam_equivalents / cpu_adam_measured_params_per_s(measured->second, cores);
       return w;
     }
-    w.fixed_s = cpu_adam_s(cp.elements, cores, c.efficiency.cpu_adam_params_per_s_per_core,
-                           c.efficiency.cpu_adam_node_params_per_s, c.gpus_per_node);
+    w.fixed_s = cpu_adam_s(static_cast<Elements>(std::llround(adam_equivalents)), cores,
+                           c.efficiency.cpu_adam_params_per_s_per_core, c.efficiency.cpu_adam_node_params_per_s,
+                           c.gpus_per_node);
     return w;
   }
   const bool fp32 = o.precision == Precision::fp32;

@@ -236,6 +236,18 @@ TEST(Simulate, CpuAdamRunsAtTheRateMeasuredForTheNodesRankCountAtItsCores) {
   EXPECT_NEAR(simulate(c, b.s).ops[o].duration_s(), 1.6e9 / 4e8, 1e-9);
 }
 
+// Another pass over host memory on the CPU (DeepSpeed's unscale mul_: hbm_bytes given) runs at CPU Adam's rate per
+// byte, 28 bytes a parameter (Adam reads weight, gradient and both moments, writes three back), measured or not.
+TEST(Simulate, ACpuPassWithHostBytesRunsAtCpuAdamsRatePerByte) {
+  ClusterSpec c = test_cluster(1, 8);  // 8 cores per rank at 1e8: 8e8 params/s
+  ScheduleBuilder b(c);
+  OpId o = b.cpu_adam("unscale", 1'400'000'000);
+  b.s.ops[o].compute.hbm_bytes = 8 * 1'400'000'000LL;  // 4e8 Adam-equivalents
+  EXPECT_NEAR(simulate(c, b.s).ops[o].duration_s(), 4e8 / 8e8, 1e-9);
+  c.efficiency.cpu_adam_measured[8] = {{4, 2e8}, {16, 8e8}};  // 8 threads: 4e8 params/s
+  EXPECT_NEAR(simulate(c, b.s).ops[o].duration_s(), 4e8 / 4e8, 1e-9);
+}
+
 TEST(Simulate, SeveralStepsGiveTheSteadyStatePerStep) {
   // Each step: compute 1 s, then an all-reduce; step k's forward waits for step k-1's all-reduce.
   const ClusterSpec c = test_cluster(1, 8);

@@ -167,6 +167,7 @@ void Builder::emit_optimizer_step() {
     const bool params_on_nvme = p_.param_device == OffloadDevice::nvme && sub_group_on_nvme(sub_first);
     std::vector<OpId> adam_deps = deps;
     if (params_on_nvme && last_param_write_ >= 0) adam_deps.push_back(last_param_write_);
+    if (deepspeed()) adam_deps = {unscale_on_cpu(name, grad_use, sub, adam_deps)};
     OpId opt = compute(name + ".cpu_adam", ComputeKind::optimizer, ph, adam_deps, 10.0 * sub, 0, sub, -1, Device::cpu,
                        stream("cpu"));
     // With the partition in host memory CPU Adam writes its 16-bit weights there (stage3.py
@@ -223,6 +224,19 @@ void Builder::emit_optimizer_step() {
   for (auto& [u, a] : hpz_buffers_) release(a, ph, comm_, param_ready);
   hpz_buffers_.clear();
   hpz_copies_.clear();
+}
+
+// DeepSpeed's unscale_and_clip_grads before each CPU Adam (stage_1_and_2.py line 1981, stage3.py line 2118):
+// `grad.data.mul_(1. / combined_scale)` over the sub-group's fp32 gradients in host memory, unconditionally (a scale
+// of 1 too): torch's CPU mul_, reading and writing 4 bytes an element (host-memory bytes: op_work.cpp prices them
+// at CPU Adam's measured rate per byte).
+OpId Builder::unscale_on_cpu(const std::string& name, BufferUse grads, Elements sub, std::vector<OpId> deps) {
+  const OpId op = compute(name + ".unscale", ComputeKind::optimizer, Phase::step, std::move(deps), 1.0 * sub,
+                          2 * kFp32 * sub, sub, -1, Device::cpu, stream("cpu"));
+  grads.role = Role::grad;
+  grads.access = Access::read_write;
+  sch_.ops[op].uses.push_back(grads);
+  return op;
 }
 
 // Stages 1-2 with the optimizer on the CPU under DeepSpeed 0.14.5 (stage_1_and_2.py step(), line 1877:

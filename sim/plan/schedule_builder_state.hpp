@@ -389,6 +389,7 @@ class Builder {
   // (build_optimizer_step.cpp).
   bool fp32_up_then_cast() const;
   OpId copy_fp32_master_up(const std::string& name, BufferUse master, Elements first, Elements sub, OpId adam);
+  OpId unscale_on_cpu(const std::string& name, BufferUse grads, Elements sub, std::vector<OpId> deps);
   // DeepSpeed at stage 2 (contiguous_gradients, the optimizer on the GPU): grads_in_partition is allocated by the
   // step's first copy_grads_in_partition and dropped with the step (stage_1_and_2.py), not held for the run.
   bool lazy_grad_partition() const {

@@ -409,13 +409,49 @@ TEST(ScheduleBuilder, CpuOffloadCopiesGradsDownRunsAdamOnCpuAndCopiesParamsUp) {
   Scenario s = test::scenario(test::small_llama(2), 2, 1, 8);
   s.zero.offload_optimizer.device = OffloadDevice::cpu;
   const Schedule sch = build(s);
-  const auto adam = ops_where(sch, [](const Op& o) { return o.kind == OpKind::compute && o.compute.what == ComputeKind::optimizer; });
+  const auto adam = ops_where(sch, [](const Op& o) {
+    return o.kind == OpKind::compute && o.compute.what == ComputeKind::optimizer && o.name.ends_with(".cpu_adam");
+  });
   ASSERT_EQ(adam.size(), 1u);
   EXPECT_EQ(adam[0]->compute.device, Device::cpu);
   EXPECT_EQ(sch.streams[adam[0]->stream], "cpu");
   EXPECT_EQ(adam[0]->compute.elements, make_plan(s).optimizer_partition);
   EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::d2h; }).empty());
   EXPECT_FALSE(ops_where(sch, [](const Op& o) { return o.kind == OpKind::copy && o.copy.what == CopyKind::h2d; }).empty());
+}
+
+// Under DeepSpeed each CPU Adam follows unscale_and_clip_grads' `grad.data.mul_(1. / combined_scale)` over the same
+// fp32 gradients in host memory (stage_1_and_2.py, stage3.py): a CPU op reading and writing 4 bytes an element.
+// zrun's schedule has none.
+TEST(ScheduleBuilder, DeepSpeedUnscalesTheFp32GradientsOnTheCpuBeforeEachCpuAdam) {
+  for (int stage : {2, 3}) {
+    Scenario s = test::scenario(test::small_llama(2), stage, 1, 1);
+    s.zero.offload_optimizer.device = OffloadDevice::cpu;
+    for (RuntimeKind runtime : {RuntimeKind::deepspeed, RuntimeKind::zrun}) {
+      s.runtime = runtime;
+      const Schedule sch = build(s);
+      const auto unscale = ops_where(sch, [](const Op& o) { return o.name.ends_with(".unscale"); });
+      const auto adam = ops_where(sch, [](const Op& o) { return o.name.ends_with(".cpu_adam"); });
+      ASSERT_FALSE(adam.empty());
+      if (runtime == RuntimeKind::zrun) {
+        EXPECT_TRUE(unscale.empty());
+        continue;
+      }
+      ASSERT_EQ(unscale.size(), adam.size()) << "stage " << stage;
+      for (size_t i = 0; i < adam.size(); ++i) {
+        const Op& u = *unscale[i];
+        EXPECT_EQ(u.compute.device, Device::cpu);
+        EXPECT_EQ(u.compute.hbm_bytes, 8 * u.compute.elements);
+        EXPECT_EQ(u.compute.elements, adam[i]->compute.elements);
+        EXPECT_NE(std::find(adam[i]->deps.begin(), adam[i]->deps.end(), u.id), adam[i]->deps.end());
+        ASSERT_EQ(u.uses.size(), 1u);
+        EXPECT_EQ(u.uses[0].role, Role::grad);
+        EXPECT_EQ(u.uses[0].access, Access::read_write);
+        EXPECT_EQ(u.uses[0].alloc, adam[i]->uses[0].alloc);  // Adam's gradients
+        EXPECT_EQ(u.uses[0].offset, adam[i]->uses[0].offset);
+      }
+    }
+  }
 }
 
 // Stage 3 with the optimizer on NVMe: each sub-group's step reads its state (12 bytes per element) and the fp32
