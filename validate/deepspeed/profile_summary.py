@@ -80,6 +80,25 @@ def host_waits(waits, ops, ds):
             "ms_by_deepspeed_method": {n: round(v / 1e3, 3) for n, v in by_method.most_common(8)}}
 
 
+def runtime_calls(calls, top=10):
+    """The CUDA runtime calls by name: how many, and their host time (cudaLaunchKernel waits where the launch queue
+    is full; cudaMalloc and cudaFree are the caching allocator growing or shrinking)."""
+    count, dur = collections.Counter(), collections.Counter()
+    for c in calls:
+        count[c["name"]] += 1
+        dur[c["name"]] += c["dur"]
+    return {n: {"calls": count[n], "ms": round(dur[n] / 1e3, 3)} for n, _ in dur.most_common(top)}
+
+
+def thread_busy_ms(ops):
+    """Each thread's time inside torch ops (the union of its ops' intervals): the main thread's forward and step,
+    autograd's thread's backward."""
+    by_tid = collections.defaultdict(list)
+    for x in ops:
+        by_tid[x.get("tid")].append((x["ts"], x["ts"] + x["dur"]))
+    return {str(t): round(union_us(v) / 1e3, 3) for t, v in by_tid.items()}
+
+
 def summarize(events):
     X = [e for e in events if e.get("ph") == "X"]
     phases = [e for e in X if e.get("cat") == "user_annotation" and e["name"].startswith("zsim.")]
@@ -113,6 +132,8 @@ def summarize(events):
             "gpu_ms_by_class": {c: round(v / 1e3, 3) for c, v in sorted(by_class.items())},
             "deepspeed_ms": {n: round(v / 1e3, 3) for n, v in annotated.most_common(12)},
             "host_waits": host_waits([x for x in runtime if inside(x) and is_blocking(x)], ops, ds),
+            "runtime_calls": runtime_calls([x for x in runtime if inside(x)]),
+            "thread_busy_ms": thread_busy_ms([x for x in ops if inside(x)]),
         })
     return out
 

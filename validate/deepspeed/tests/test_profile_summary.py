@@ -32,6 +32,17 @@ class ProfileSummaryTest(unittest.TestCase):
         self.assertEqual(f["deepspeed_ms"], {"ds.DeepSpeedEngine.forward": 0.9})
         self.assertEqual(b["gpu_ms_by_class"], {"memcpy": 0.05})
 
+    def test_runtime_calls_are_counted_and_timed_by_name_and_each_threads_ops_are_unioned(self):
+        events = [X("user_annotation", "zsim.backward", 0, 1000),
+                  X("cuda_runtime", "cudaLaunchKernel", 10, 5), X("cuda_runtime", "cudaLaunchKernel", 20, 7),
+                  X("cuda_runtime", "cudaMalloc", 30, 400),
+                  X("cpu_op", "aten::mm", 100, 100, tid=1), X("cpu_op", "aten::addmm", 150, 100, tid=1),
+                  X("cpu_op", "aten::mul", 100, 30, tid=2)]
+        b = ps.summarize(events)["backward"][0]
+        self.assertEqual(b["runtime_calls"], {"cudaMalloc": {"calls": 1, "ms": 0.4},
+                                              "cudaLaunchKernel": {"calls": 2, "ms": 0.012}})
+        self.assertEqual(b["thread_busy_ms"], {"1": 0.15, "2": 0.03})
+
     def test_host_waits_are_the_blocking_runtime_calls_by_the_op_and_method_around_them_on_their_thread(self):
         events = [X("user_annotation", "zsim.backward", 0, 1000),
                   X("user_annotation", "ds.Stage3.reduce", 100, 500, tid=2),
