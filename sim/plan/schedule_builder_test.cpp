@@ -568,11 +568,11 @@ TEST(ScheduleBuilder, OptimizerOnNvmeSwapsThroughTheSwappersPinnedPool) {
   }
 }
 
-// Bytes rank 0 moves per step by copies of `kind` in the backward pass.
-Bytes backward_copy_bytes(const Schedule& sch, CopyKind kind) {
+// Bytes rank 0 moves per step by copies of `kind` in a phase (the backward pass unless given).
+Bytes backward_copy_bytes(const Schedule& sch, CopyKind kind, Phase phase = Phase::backward) {
   Bytes b = 0;
   for (const Op& op : sch.ops)
-    if (op.kind == OpKind::copy && op.copy.what == kind && op.phase == Phase::backward && op.copy.rank <= 0)
+    if (op.kind == OpKind::copy && op.copy.what == kind && op.phase == phase && op.copy.rank <= 0)
       b += op.copy.bytes;
   return b;
 }
@@ -643,14 +643,6 @@ TEST(ScheduleBuilder, Zero2CpuOffloadCopiesThePartitionDownOnceInFp32) {
   EXPECT_EQ(cast, 4 * p.params);
 }
 
-Bytes step_copy_bytes(const Schedule& sch, CopyKind kind) {
-  Bytes b = 0;
-  for (const Op& op : sch.ops)
-    if (op.kind == OpKind::copy && op.copy.what == kind && op.phase == Phase::step && op.copy.rank <= 0)
-      b += op.copy.bytes;
-  return b;
-}
-
 // DeepSpeed 0.14.5's ZeRO-1/2 step with the optimizer on the CPU (stage_1_and_2.py step():
 // `bit16.copy_(fp32_partition.to(device))`): the fp32 master goes up whole into a GPU tensor that lives until a
 // cast writes the 16-bit partition; no 16-bit host buffer. zrun's schedule keeps the pinned 16-bit buffer.
@@ -662,7 +654,7 @@ TEST(ScheduleBuilder, DeepSpeedZero2CpuOffloadStepCopiesTheFp32MasterUpAndCastsI
     const Plan p = make_plan(s);
     const Schedule sch = make_schedule(s, p, 1);
     const bool ds = runtime == RuntimeKind::deepspeed;
-    EXPECT_EQ(step_copy_bytes(sch, CopyKind::h2d), (ds ? 4 : p.elem_bytes) * p.params);
+    EXPECT_EQ(backward_copy_bytes(sch, CopyKind::h2d, Phase::step), (ds ? 4 : p.elem_bytes) * p.params);
     Bytes step_cast = 0, fp32_up = 0;
     bool host16 = false;
     for (const Op& op : sch.ops) {
