@@ -251,7 +251,7 @@ bool Builder::fp32_up_then_cast() const {
 OpId Builder::copy_fp32_master_up(const std::string& name, BufferUse master, Elements first, Elements sub,
                                   OpId adam) {
   const Phase ph = Phase::step;
-  // On the current (compute) stream, as `.to()` allocates and copies (a blocking copy: the host waits for it).
+  // On the current (compute) stream, as `.to()` allocates and copies (blocking: the step ends after it anyway).
   const OpId up = alloc(name + ".fp32_up", Tier::gpu, MemCategory::buffers, "param_h2d", kFp32 * sub, ph, compute_,
                         {adam});
   const OpId h2d =
