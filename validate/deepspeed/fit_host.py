@@ -3,10 +3,10 @@
 
     python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
-Each RESULTS_DIR holds harness results (<case>.json) of lists `fit`, `fit2` and `fit3` (cases.tsv: models of their own,
-never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a synchronisation
-after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a third of the
-time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
+Each RESULTS_DIR holds harness results (<case>.json) of lists `fit`, `fit2` and `fit3` (cases.tsv: models of their
+own, never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a
+synchronisation after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a
+third of the time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
 zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from; M = the model's own modules,
 6 Llama / 7 GPT-2):
 
@@ -280,7 +280,7 @@ def profile_text(x, samples, args, fit_summary, tail):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit and fit2, phase-timed")
+    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit, fit2 and fit3, phase-timed")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"), help="the case folders (default: cases/)")
     ap.add_argument("--profile", help="write the hardware profile here")
     ap.add_argument("--report", help="write every sample's fit here (JSON)")
