@@ -17,10 +17,14 @@ import os
 import traceback
 import warnings
 
+_HOST_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_cpu.py")
+
+
 def _skipped(filename):
-    """torch's own frames, the warnings module's and this file's."""
+    """torch's own frames, the warnings module's, this file's and host_cpu.py's (SyncClock wraps the sync calls, so
+    its frame stands between the caller and torch)."""
     return (os.sep + "torch" + os.sep in filename or os.path.basename(filename) == "warnings.py"
-            or os.path.abspath(filename) == os.path.abspath(__file__))
+            or os.path.abspath(filename) in (os.path.abspath(__file__), _HOST_CPU))
 
 
 def _site(stack):

@@ -54,6 +54,14 @@ class SyncDebugTest(unittest.TestCase):
                                        name="synchronize")]
         self.assertEqual(sync_debug._site(stack), "/x/deepspeed/runtime/zero/stage3.py:12 step")
 
+    def test_the_sync_clock_wrapper_is_skipped_for_the_caller(self):
+        host_cpu = os.path.join(os.path.dirname(os.path.abspath(sync_debug.__file__)), "host_cpu.py")
+        stack = [types.SimpleNamespace(filename="/x/deepspeed/runtime/zero/stage3.py", lineno=12, name="step"),
+                 types.SimpleNamespace(filename=host_cpu, lineno=40, name="timed"),
+                 types.SimpleNamespace(filename=os.sep.join(["", "x", "torch", "cuda", "__init__.py"]), lineno=3,
+                                       name="synchronize")]
+        self.assertEqual(sync_debug._site(stack), "/x/deepspeed/runtime/zero/stage3.py:12 step")
+
 
 if __name__ == "__main__":
     unittest.main()
