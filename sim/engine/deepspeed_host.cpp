@@ -55,10 +55,11 @@ int total_tensors(const std::map<int, LayerFacts>& facts) {
 }
 
 // Stages 1-2: DeepSpeed's reduction of the pass's parameter tensors' gradients (stage_1_and_2.py: stage 2's hooks
-// every micro-step, stage 1's reduce_gradients at the boundary's backward only).
+// every micro-step, stage 1's reduce_gradients at the boundary's backward only, each at its own figure).
 double reduce_us(const Op& op, const ScheduleModel& m, int stage, int tensors, const EfficiencySpec::DeepSpeedHost& h) {
-  const bool reduces = stage == 2 || (stage == 1 && op.micro_step == m.grad_accum - 1);
-  return reduces ? tensors * h.stage12_reduce_param_us : 0;
+  if (stage == 2) return tensors * h.stage12_reduce_param_us;
+  if (stage == 1 && op.micro_step == m.grad_accum - 1) return tensors * h.effective_stage1_reduce_param_us();
+  return 0;
 }
 
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).

@@ -14,7 +14,8 @@
 //               stages 1-2 the pass's parameter tensors x stage12_reduce_param_us: stage_1_and_2.py's
 //               reduce_ready_partitions_and_remove_grads for each (the bucket's bookkeeping, the gradient's copy into
 //               the bucket, copy_grads_in_partition), in stage 2's gradient hooks every micro-step, in stage 1's
-//               reduce_gradients after the boundary's backward only (engine.py allreduce_gradients);
+//               reduce_gradients after the boundary's backward only (engine.py allreduce_gradients), there at
+//               stage1_reduce_param_us when given (the same loop on the main thread, measured far cheaper);
 //   eager       a layer with eager attention adds eager_forward_layer_us to its forward and its recompute and
 //               eager_backward_layer_us to its backward (transformers' eager_attention_forward's ops and their
 //               autograd nodes, beyond SDPA's one call);

@@ -132,6 +132,22 @@ TEST(DeepSpeedHost, StageTwoReducesEveryMicroStepStageOneOnlyAfterTheBoundarysBa
   }
 }
 
+TEST(DeepSpeedHost, StageOnePricesItsReductionAtItsOwnFigureWhenGiven) {
+  EfficiencySpec::DeepSpeedHost h1 = with_reduction(60);
+  h1.stage1_reduce_param_us = 5;
+  const auto [s1, p1] = priced(deepspeed_scenario(1), 1, h1);
+  EXPECT_NEAR(host_s(s1, p1, ComputeKind::backward, 0), (2000 + 9 * 5) * 1e-6, 1e-12);
+  // Stage 2's hooks keep stage12_reduce_param_us.
+  const auto [s2, p2] = priced(deepspeed_scenario(2), 1, h1);
+  EXPECT_NEAR(host_s(s2, p2, ComputeKind::backward, 0), (2000 + 9 * 60) * 1e-6, 1e-12);
+}
+
+TEST(DeepSpeedHost, StageOnesReductionIsStageTwosFigureWhenNotGiven) {
+  const EfficiencySpec::DeepSpeedHost h = with_reduction(60);
+  EXPECT_FALSE(h.stage1_reduce_param_us.has_value());
+  EXPECT_EQ(h.effective_stage1_reduce_param_us(), 60);
+}
+
 TEST(DeepSpeedHost, GptTwosLayerHoldsTransformersTwelveTensorsAndTheModelItsFour) {
   ModelSpec gpt2 = test::small_llama(2);  // GPT-2's shape: learned positions, a tied head, biases, a plain MLP
   gpt2.max_position_embeddings = 1024, gpt2.tie_word_embeddings = true, gpt2.bias = true, gpt2.mlp = MlpKind::plain;

@@ -187,6 +187,17 @@ TEST(ScenarioParse, TheStageThreeCheckpointingHostFiguresAreReadAndWrittenOnlyWh
   EXPECT_DOUBLE_EQ(jw["stage3_recompute_module_us"].get<double>(), 0);
 }
 
+TEST(ScenarioParse, StageOnesReductionFigureIsReadAndWrittenOnlyWhereGiven) {
+  const std::string host = "cluster.efficiency.deepspeed_host.";
+  const Scenario without = parse(kBase, {host + "stage12_reduce_param_us=50"});
+  EXPECT_FALSE(without.cluster.efficiency.deepspeed_host.stage1_reduce_param_us.has_value());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"]["deepspeed_host"].contains("stage1_reduce_param_us"));
+  const Scenario with = parse(kBase, {host + "stage12_reduce_param_us=50", host + "stage1_reduce_param_us=0"});
+  EXPECT_EQ(with.cluster.efficiency.deepspeed_host.stage1_reduce_param_us, 0.0);  // given 0: costs nothing
+  EXPECT_DOUBLE_EQ(
+      scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"]["stage1_reduce_param_us"].get<double>(), 0);
+}
+
 TEST(ScenarioParse, TorchsMisalignedGemmFiguresAreReadAndWrittenOnlyWhereGiven) {
   const Scenario without = parse(kBase);
   EXPECT_FALSE(without.cluster.efficiency.torch_misaligned_gemm.present());
