@@ -16,7 +16,8 @@ zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from
               + [stage 3, ckpt] 13 L x stage3_checkpoint_forward_module + M x stage3_forward_module
   backward  = backward_fixed + L x {llama,gpt2}_backward_layer + [ckpt] L x recompute_layer
               + [stage 3] (13 L + M) x stage3_backward_module + [stage 3, ckpt] 13 L x stage3_recompute_module
-              + [stages 1-2] P x stage12_reduce_param          (the fit's runs have no gradient accumulation)
+              + [stage 2] P x stage12_reduce_param + [stage 1] P x stage1_reduce_param
+                                                             (the fit's runs have no gradient accumulation)
               + [eager] L x eager_backward_layer + [eager, ckpt] L x eager_forward_layer   (the recompute's)
   step      = step_fixed + P x (stage 3 ? stage3_step_param : step_param)
 
@@ -55,11 +56,12 @@ FIGURES = ["forward_fixed_us", "llama_forward_layer_us", "gpt2_forward_layer_us"
            "stage3_forward_module_us", "stage3_checkpoint_forward_module_us", "backward_fixed_us",
            "llama_backward_layer_us", "gpt2_backward_layer_us", "recompute_layer_us", "stage3_backward_module_us",
            "stage3_recompute_module_us", "step_fixed_us", "step_param_us", "stage3_step_param_us",
-           "stage12_reduce_param_us", "eager_forward_layer_us", "eager_backward_layer_us"]
+           "stage12_reduce_param_us", "stage1_reduce_param_us", "eager_forward_layer_us", "eager_backward_layer_us"]
 EAGER_FIGURES = ("eager_forward_layer_us", "eager_backward_layer_us")
 # What zsim prices a figure at when the profile leaves it out (sim/scenario/scenario.hpp, DeepSpeedHost).
 DEFAULT_WHEN_LEFT_OUT = {"stage3_checkpoint_forward_module_us": "stage3_forward_module_us",
-                         "stage3_recompute_module_us": "stage3_forward_module_us"}
+                         "stage3_recompute_module_us": "stage3_forward_module_us",
+                         "stage1_reduce_param_us": "stage12_reduce_param_us"}
 
 
 def structure(case_dir):
@@ -109,7 +111,10 @@ def features(st, phase):
         row["recompute_layer_us"] = L if ck else 0
         row["stage3_backward_module_us"] = layer_modules + model_modules if z3 else 0
         row["stage3_recompute_module_us"] = layer_modules if (z3 and ck) else 0
-        row["stage12_reduce_param_us"] = st["params"] if st["stage"] in (1, 2) else 0
+        # the same loop in stage 2's gradient hooks (autograd's thread) and in stage 1's reduce_gradients after
+        # backward (the main thread): fitted apart
+        row["stage12_reduce_param_us"] = st["params"] if st["stage"] == 2 else 0
+        row["stage1_reduce_param_us"] = st["params"] if st["stage"] == 1 else 0
         row["eager_backward_layer_us"] = L if st["eager"] else 0
         row["eager_forward_layer_us"] = L if (st["eager"] and ck) else 0  # the recompute runs the forward again
     else:

@@ -20,7 +20,8 @@ TRUE = {"forward_fixed_us": 3000, "llama_forward_layer_us": 1500, "gpt2_forward_
         "stage3_checkpoint_forward_module_us": 180, "backward_fixed_us": 500, "llama_backward_layer_us": 3500,
         "gpt2_backward_layer_us": 2300, "recompute_layer_us": 2900, "stage3_backward_module_us": 310,
         "stage3_recompute_module_us": 220, "step_fixed_us": 2600, "step_param_us": 43, "stage3_step_param_us": 96,
-        "stage12_reduce_param_us": 60, "eager_forward_layer_us": 220, "eager_backward_layer_us": 310}
+        "stage12_reduce_param_us": 60, "stage1_reduce_param_us": 8, "eager_forward_layer_us": 220,
+        "eager_backward_layer_us": 310}
 CHECKPOINTING_AT_STAGE_3 = ["stage3_checkpoint_forward_module_us", "stage3_recompute_module_us"]
 FIT_CASES = [r["name"] for r in mc.parse_table(open(os.path.join(ROOT, "cases.tsv")).read()) if "fit" in r["lists"]]
 CASES = os.path.join(ROOT, "cases")
