@@ -99,6 +99,19 @@ void wait_after_each_backward(const Schedule& s, const std::vector<int>& step_of
       out[i].waits_for_gpu = true;
 }
 
+// Stages 1-2 with the optimizer on the CPU: at the boundary copy_grads_in_partition runs, per parameter tensor, the
+// gradient's float64 norm, an overflow check (_has_inf_or_nan: float(x.float().sum()), which waits for the GPU) and
+// the fp32 cast and copy down (stage_1_and_2.py lines 1327-1340), so the host issues each tensor's `.to_fp32` op (the
+// schedule's cast; its `.d2h` follows) after its Python and once the GPU has done all before it.
+void price_offloaded_gradients(const Schedule& s, const EfficiencySpec::DeepSpeedHost& h, std::vector<HostIssue>& out) {
+  if (h.stage12_offload_param_us <= 0) return;
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::copy || op.phase != Phase::backward || !op.name.ends_with(".to_fp32")) continue;
+    const Seconds python_s = out[op.id].total_s + h.stage12_offload_param_us * 1e-6;
+    out[op.id] = {python_s, python_s, true};  // the cast is launched at the end of the tensor's Python
+  }
+}
+
 }  // namespace
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
@@ -141,6 +154,7 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
     if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] >= 0 &&
         stepped.insert(step_of[op.id]).second)
       out[op.id] = {out[op.id].total_s + step_us * 1e-6, 0.0};
+  if (stage == 1 || stage == 2) price_offloaded_gradients(s, h, out);
   if (stage == 3) wait_after_each_backward(s, step_of, out);
   return out;
 }

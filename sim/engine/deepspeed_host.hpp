@@ -16,6 +16,9 @@
 //               the bucket, copy_grads_in_partition), in stage 2's gradient hooks every micro-step, in stage 1's
 //               reduce_gradients after the boundary's backward only (engine.py allreduce_gradients), there at
 //               stage1_reduce_param_us when given (the same loop on the main thread, measured far cheaper);
+//   offload     stages 1-2 with the optimizer on the CPU: stage12_offload_param_us on each parameter tensor's
+//               `.to_fp32` op at the boundary (copy_grads_in_partition: the float64 norm, the overflow check that
+//               waits for the GPU, the cast and the copy down), the host waiting for the GPU before it;
 //   eager       a layer with eager attention adds eager_forward_layer_us to its forward and its recompute and
 //               eager_backward_layer_us to its backward (transformers' eager_attention_forward's ops and their
 //               autograd nodes, beyond SDPA's one call);

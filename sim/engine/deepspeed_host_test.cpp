@@ -148,6 +148,40 @@ TEST(DeepSpeedHost, StageOnesReductionIsStageTwosFigureWhenNotGiven) {
   EXPECT_EQ(h.effective_stage1_reduce_param_us(), 60);
 }
 
+// The per-tensor casts of stages 1-2 with the optimizer on the CPU (the schedule's `.to_fp32` copies in backward).
+std::vector<OpId> offload_casts(const Schedule& s) {
+  std::vector<OpId> out;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::copy && op.phase == Phase::backward && op.name.ends_with(".to_fp32")) out.push_back(op.id);
+  return out;
+}
+
+TEST(DeepSpeedHost, OffloadedStagesOneAndTwoWaitForTheGpuBeforeEachTensorsCastAfterItsPython) {
+  for (int stage : {1, 2}) {
+    Scenario sc = deepspeed_scenario(stage);
+    sc.zero.offload_optimizer.device = OffloadDevice::cpu;
+    EfficiencySpec::DeepSpeedHost h = figures();
+    h.stage12_offload_param_us = 150;
+    const auto [s, p] = priced(sc, 1, h);
+    const std::vector<OpId> casts = offload_casts(s);
+    ASSERT_EQ(casts.size(), static_cast<size_t>(hf_parameter_tensors(s.model))) << stage;
+    for (OpId id : casts) {
+      EXPECT_TRUE(p[id].waits_for_gpu) << stage;
+      EXPECT_NEAR(p[id].total_s, 150e-6, 1e-12) << stage;
+      EXPECT_NEAR(p[id].lead_s, 150e-6, 1e-12) << stage;
+    }
+  }
+}
+
+TEST(DeepSpeedHost, WithoutTheOffloadFigureTheCastsCostTheHostNothing) {
+  Scenario sc = deepspeed_scenario(2);
+  sc.zero.offload_optimizer.device = OffloadDevice::cpu;
+  const auto [s, p] = priced(sc, 1, figures());
+  const std::vector<OpId> casts = offload_casts(s);
+  ASSERT_FALSE(casts.empty());
+  for (OpId id : casts) EXPECT_FALSE(p[id].waits_for_gpu);
+}
+
 TEST(DeepSpeedHost, GptTwosLayerHoldsTransformersTwelveTensorsAndTheModelItsFour) {
   ModelSpec gpt2 = test::small_llama(2);  // GPT-2's shape: learned positions, a tied head, biases, a plain MLP
   gpt2.max_position_embeddings = 1024, gpt2.tie_word_embeddings = true, gpt2.bias = true, gpt2.mlp = MlpKind::plain;

@@ -134,6 +134,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.deepspeed_host.stage3_checkpoint_forward_module_us", S, Y},
     {"cluster.efficiency.deepspeed_host.stage3_recompute_module_us", S, Y},
     {"cluster.efficiency.deepspeed_host.stage1_reduce_param_us", S, Y},
+    {"cluster.efficiency.deepspeed_host.stage12_offload_param_us", S, Y},
     {"cluster.efficiency.deepspeed_host.step_fixed_us", S, Y},
     {"cluster.efficiency.deepspeed_host.step_param_us", S, Y},
     {"cluster.efficiency.deepspeed_host.stage3_step_param_us", S, Y},

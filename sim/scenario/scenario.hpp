@@ -354,12 +354,16 @@ struct EfficiencySpec {
     // reduce_ready_partitions_and_remove_grads: the bucket's bookkeeping, the copy into the bucket and into the
     // partition), in backward's hooks every micro-step at stage 2, after the boundary's backward at stage 1.
     double stage12_reduce_param_us = 0;
+    // Stages 1-2 with the optimizer on the CPU: copy_grads_in_partition's work for each parameter tensor at the
+    // boundary (stage_1_and_2.py: the gradient's float64 norm, the overflow check whose float(x.float().sum()) waits
+    // for the GPU, the fp32 cast and its copy down), on the tensor's `.to_fp32` op, the host waiting for the GPU first.
+    double stage12_offload_param_us = 0;
     // A decoder layer with eager attention (transformers' eager_attention_forward: the scores' matmul, the scale, the
     // mask's add, the softmax in fp32 and its cast, dropout, the matmul by V; Llama's repeat_kv), beyond what an SDPA
     // layer's figure holds: in its forward (and its recompute) and its backward (their autograd nodes).
     double eager_forward_layer_us = 0, eager_backward_layer_us = 0;
     // Each figure beside its key name (cluster.efficiency.deepspeed_host.<name>).
-    std::array<std::pair<double*, const char*>, 16> fields() {
+    std::array<std::pair<double*, const char*>, 17> fields() {
       return {{{&llama_forward_layer_us, "llama_forward_layer_us"}, {&gpt2_forward_layer_us, "gpt2_forward_layer_us"},
                {&forward_fixed_us, "forward_fixed_us"}, {&llama_backward_layer_us, "llama_backward_layer_us"},
                {&gpt2_backward_layer_us, "gpt2_backward_layer_us"}, {&backward_fixed_us, "backward_fixed_us"},
@@ -368,12 +372,13 @@ struct EfficiencySpec {
                {&stage3_backward_module_us, "stage3_backward_module_us"}, {&step_fixed_us, "step_fixed_us"},
                {&step_param_us, "step_param_us"}, {&stage3_step_param_us, "stage3_step_param_us"},
                {&stage12_reduce_param_us, "stage12_reduce_param_us"},
+               {&stage12_offload_param_us, "stage12_offload_param_us"},
                {&eager_forward_layer_us, "eager_forward_layer_us"},
                {&eager_backward_layer_us, "eager_backward_layer_us"}}};
     }
-    std::array<std::pair<double, const char*>, 16> fields() const {
+    std::array<std::pair<double, const char*>, 17> fields() const {
       auto f = const_cast<DeepSpeedHost*>(this)->fields();
-      std::array<std::pair<double, const char*>, 16> out{};
+      std::array<std::pair<double, const char*>, 17> out{};
       for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
       return out;
     }
