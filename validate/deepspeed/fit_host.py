@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Fits zsim's DeepSpeed host model (efficiency.deepspeed_host) from the harness's phase-timed micro-runs.
 
-    python3 fit_host.py RESULTS_DIR [RESULTS_DIR ...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
+    python3 fit_host.py RESULTS_DIR|RESULT.json [...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
-Each RESULTS_DIR holds harness results (<case>.json) of lists `fit`, `fit2` and `fit3` (cases.tsv: models of their
-own, never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a
+Each RESULTS_DIR holds harness results (<case>.json; RESULT.json names one) of lists `fit`, `fit2` and `fit3`
+(cases.tsv: models of their own, never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a
 synchronisation after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a
 third of the time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
 zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from; M = the model's own modules,
@@ -25,7 +25,13 @@ fitted together by least squares (every phase of every run one sample; a run rep
 directories counts each time), figures that come out negative dropped and the rest fitted again. A figure no run
 samples (its column all zero: e.g. no run at stage 3 with checkpointing) is not fitted and is left out of the
 profile, so zsim prices it at its default (0; the two stage-3 checkpointing figures: stage3_forward_module_us).
-Runs with CPU offload are left out (their phases wait for PCIe and CPU Adam, which other figures price).
+
+Runs at stages 1-2 with the optimizer on the CPU (and the parameters on the GPU) give their backward phase only, as
+  backward  = the above + P x stage12_offload_param + N x 4 bytes / the case's PCIe rate
+with N the model's elements: at the boundary copy_grads_in_partition handles the tensors one by one, each waiting for
+the GPU (its overflow check reads a sum back), so each tensor's fp32 copy down (the case's scenario.yaml
+`links.pcie_GBps`) runs beside no host work; that time is taken off the sample, which fits the host's part. Their
+forward and step (CPU Adam, the copy up) and every other offload run are left out: other figures price them.
 
 The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
 there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
@@ -47,6 +53,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -56,7 +63,8 @@ FIGURES = ["forward_fixed_us", "llama_forward_layer_us", "gpt2_forward_layer_us"
            "stage3_forward_module_us", "stage3_checkpoint_forward_module_us", "backward_fixed_us",
            "llama_backward_layer_us", "gpt2_backward_layer_us", "recompute_layer_us", "stage3_backward_module_us",
            "stage3_recompute_module_us", "step_fixed_us", "step_param_us", "stage3_step_param_us",
-           "stage12_reduce_param_us", "stage1_reduce_param_us", "eager_forward_layer_us", "eager_backward_layer_us"]
+           "stage12_reduce_param_us", "stage1_reduce_param_us", "stage12_offload_param_us", "eager_forward_layer_us",
+           "eager_backward_layer_us"]
 EAGER_FIGURES = ("eager_forward_layer_us", "eager_backward_layer_us")
 # What zsim prices a figure at when the profile leaves it out (sim/scenario/scenario.hpp, DeepSpeedHost).
 DEFAULT_WHEN_LEFT_OUT = {"stage3_checkpoint_forward_module_us": "stage3_forward_module_us",
@@ -76,6 +84,8 @@ def structure(case_dir):
     layers = cfg["n_layer"] if gpt2 else cfg["num_hidden_layers"]
     tied = cfg.get("tie_word_embeddings", gpt2)
     zero = ds.get("zero_optimization", {})
+    with open(os.path.join(case_dir, "scenario.yaml")) as f:
+        pcie = re.search(r"pcie_GBps:\s*([0-9.]+)", f.read())
     return {
         "layers": layers,
         "gpt2": gpt2,
@@ -87,7 +97,34 @@ def structure(case_dir):
         "ckpt": case["checkpointing"] == "full",
         "eager": case.get("attention") == "eager",
         "offload": "offload_optimizer" in zero or "offload_param" in zero,
+        "offload_optimizer_only": "offload_optimizer" in zero and "offload_param" not in zero,
+        "elements": model_elements(cfg),
+        "pcie_GBps": float(pcie.group(1)) if pcie else None,
     }
+
+
+def model_elements(cfg):
+    """The model's parameter elements as transformers declares them (Llama family without biases, or GPT-2)."""
+    if cfg.get("model_type") == "gpt2":
+        H, L, V, P = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], cfg["n_positions"]
+        layer = 2 * H + (3 * H * H + 3 * H) + (H * H + H) + 2 * H + (4 * H * H + 4 * H) + (4 * H * H + H)
+        return V * H + P * H + L * layer + 2 * H
+    H, L, V, F = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    hd = cfg.get("head_dim") or H // heads
+    layer = H * heads * hd + 2 * H * kv * hd + heads * hd * H + 3 * H * F + 2 * H
+    return V * H + L * layer + H + (0 if cfg.get("tie_word_embeddings") else V * H)
+
+
+def offload_backward_only(st):
+    """A run whose backward alone is fitted: stages 1-2 with the optimizer on the CPU (module docstring)."""
+    return st["offload_optimizer_only"] and st["stage"] in (1, 2) and st["pcie_GBps"]
+
+
+def copy_down_us(st):
+    """The fp32 gradients' copy down at the case's PCIe rate, microseconds."""
+    return 4 * st["elements"] / (st["pcie_GBps"] * 1e9) * 1e6
 
 
 def features(st, phase):
@@ -115,6 +152,7 @@ def features(st, phase):
         # backward (the main thread): fitted apart
         row["stage12_reduce_param_us"] = st["params"] if st["stage"] == 2 else 0
         row["stage1_reduce_param_us"] = st["params"] if st["stage"] == 1 else 0
+        row["stage12_offload_param_us"] = st["params"] if offload_backward_only(st) else 0
         row["eager_backward_layer_us"] = L if st["eager"] else 0
         row["eager_forward_layer_us"] = L if (st["eager"] and ck) else 0  # the recompute runs the forward again
     else:
@@ -186,7 +224,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
     {"run", "case", "ratio"} (ratio None: left out for want of free-running steps)."""
     samples = []
     for d in dirs:
-        for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+        for path in ([d] if d.endswith(".json") else sorted(glob.glob(os.path.join(d, "*.json")))):
             with open(path) as f:
                 r = json.load(f)
             name = (r.get("case") or {}).get("name") or os.path.basename(path)[:-5]
@@ -197,7 +235,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
             if not phases or not os.path.isdir(case_dir):
                 continue
             st = structure(case_dir)
-            if st["offload"]:
+            if st["offload"] and not offload_backward_only(st):
                 continue
             scale = 1.0 if raw_phases else free_running_ratio(timing)
             if runs is not None and not raw_phases:
@@ -205,9 +243,11 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
             if scale is None:
                 continue
             for ph in PHASES:
-                if phases.get(ph):
-                    samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
-                                    "measured_us": phases[ph] * scale * 1e6, "row": features(st, ph)})
+                if not phases.get(ph) or (st["offload"] and ph != "backward"):
+                    continue
+                gpu_us = copy_down_us(st) if st["offload"] else 0.0
+                samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
+                                "measured_us": phases[ph] * scale * 1e6 - gpu_us, "row": features(st, ph)})
     return samples
 
 
@@ -285,7 +325,7 @@ def profile_text(x, samples, args, fit_summary, tail):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit, fit2 and fit3, phase-timed")
+    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit, fit2 and fit3, phase-timed, or single results")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"), help="the case folders (default: cases/)")
     ap.add_argument("--profile", help="write the hardware profile here")
     ap.add_argument("--report", help="write every sample's fit here (JSON)")
