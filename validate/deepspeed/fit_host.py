@@ -4,8 +4,8 @@
     python3 fit_host.py RESULTS_DIR|RESULT.json [...] [--profile OUT.yaml] [--report OUT.json] [--raw-phases]
 
 Each RESULTS_DIR holds harness results (<case>.json; RESULT.json names one) of lists `fit`, `fit2` and `fit3`
-(cases.tsv: models of their own, never a validation case), run with --phase-steps (forward, backward and the optimizer step timed apart, a
-synchronisation after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a
+(cases.tsv: models of their own, never a validation case), run with --phase-steps (forward, backward and the
+optimizer step timed apart, a synchronisation after each). Those runs are host-bound (their kernels are short: the profiles show the GPU busy a
 third of the time or less), so each phase's median wall time is the host's: a linear sum of what the host runs, with the counts
 zsim's sim/engine/deepspeed_host.cpp uses (its header says where each comes from; M = the model's own modules,
 6 Llama / 7 GPT-2):
@@ -28,10 +28,11 @@ profile, so zsim prices it at its default (0; the two stage-3 checkpointing figu
 
 Runs at stages 1-2 with the optimizer on the CPU (and the parameters on the GPU) give their backward phase only, as
   backward  = the above + P x stage12_offload_param + N x 4 bytes / the case's PCIe rate
-with N the model's elements: at the boundary copy_grads_in_partition handles the tensors one by one, each waiting for
-the GPU (its overflow check reads a sum back), so each tensor's fp32 copy down (the case's scenario.yaml
-`links.pcie_GBps`) runs beside no host work; that time is taken off the sample, which fits the host's part. Their
-forward and step (CPU Adam, the copy up) and every other offload run are left out: other figures price them.
+with N the model's elements (the run's `model.parameters`): at the boundary copy_grads_in_partition handles the
+tensors one by one, each waiting for the GPU (its overflow check reads a sum back), so each tensor's fp32 copy down
+(the case's scenario.yaml `links.pcie_GBps`) runs beside no host work; that time is taken off the sample, which fits
+the host's part. Their forward and step (CPU Adam, the copy up) and every other offload run are left out: other
+figures price them.
 
 The two eager figures are fitted only with --eager-figures: list `fit`'s eager runs are nearly all at stages 1-2, so
 there they trade off against stage12_reduce_param (fitted with them on three sessions: 0.21 / 0.26 ms a layer, the
@@ -98,23 +99,8 @@ def structure(case_dir):
         "eager": case.get("attention") == "eager",
         "offload": "offload_optimizer" in zero or "offload_param" in zero,
         "offload_optimizer_only": "offload_optimizer" in zero and "offload_param" not in zero,
-        "elements": model_elements(cfg),
         "pcie_GBps": float(pcie.group(1)) if pcie else None,
     }
-
-
-def model_elements(cfg):
-    """The model's parameter elements as transformers declares them (Llama family without biases, or GPT-2)."""
-    if cfg.get("model_type") == "gpt2":
-        H, L, V, P = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], cfg["n_positions"]
-        layer = 2 * H + (3 * H * H + 3 * H) + (H * H + H) + 2 * H + (4 * H * H + 4 * H) + (4 * H * H + H)
-        return V * H + P * H + L * layer + 2 * H
-    H, L, V, F = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"], cfg["intermediate_size"]
-    heads = cfg["num_attention_heads"]
-    kv = cfg.get("num_key_value_heads") or heads
-    hd = cfg.get("head_dim") or H // heads
-    layer = H * heads * hd + 2 * H * kv * hd + heads * hd * H + 3 * H * F + 2 * H
-    return V * H + L * layer + H + (0 if cfg.get("tie_word_embeddings") else V * H)
 
 
 def offload_backward_only(st):
@@ -122,9 +108,9 @@ def offload_backward_only(st):
     return st["offload_optimizer_only"] and st["stage"] in (1, 2) and st["pcie_GBps"]
 
 
-def copy_down_us(st):
-    """The fp32 gradients' copy down at the case's PCIe rate, microseconds."""
-    return 4 * st["elements"] / (st["pcie_GBps"] * 1e9) * 1e6
+def copy_down_us(st, elements):
+    """The fp32 gradients of `elements` parameters copied down at the case's PCIe rate, microseconds."""
+    return 4 * elements / (st["pcie_GBps"] * 1e9) * 1e6
 
 
 def features(st, phase):
@@ -235,7 +221,8 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
             if not phases or not os.path.isdir(case_dir):
                 continue
             st = structure(case_dir)
-            if st["offload"] and not offload_backward_only(st):
+            elements = (ranks[0].get("model") or {}).get("parameters") if ranks else None
+            if st["offload"] and not (offload_backward_only(st) and elements):
                 continue
             scale = 1.0 if raw_phases else free_running_ratio(timing)
             if runs is not None and not raw_phases:
@@ -245,7 +232,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
             for ph in PHASES:
                 if not phases.get(ph) or (st["offload"] and ph != "backward"):
                     continue
-                gpu_us = copy_down_us(st) if st["offload"] else 0.0
+                gpu_us = copy_down_us(st, elements) if st["offload"] else 0.0
                 samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
                                 "measured_us": phases[ph] * scale * 1e6 - gpu_us, "row": features(st, ph)})
     return samples
@@ -325,7 +312,9 @@ def profile_text(x, samples, args, fit_summary, tail):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+", help="folders of harness results (<case>.json) of lists fit, fit2 and fit3, phase-timed, or single results")
+    ap.add_argument("dirs", nargs="+",
+                    help="folders of harness results (<case>.json) of lists fit, fit2 and fit3, phase-timed, "
+                         "or single results")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"), help="the case folders (default: cases/)")
     ap.add_argument("--profile", help="write the hardware profile here")
     ap.add_argument("--report", help="write every sample's fit here (JSON)")

@@ -34,10 +34,13 @@ def host_phases_s(name, figures):
     return {ph: sum(a * figures[k] for a, k in zip(fh.features(st, ph), fh.FIGURES)) * 1e-6 for ph in fh.PHASES}
 
 
+ELEMENTS = 110633984  # what the harness records as fitA's model.parameters (the schedule's: 221267968 bytes of bf16)
+
+
 def copy_down_s(name):
     """At stages 1-2 with the optimizer on the CPU, the backward's fp32 copy down, which no host work hides."""
     st = fh.structure(os.path.join(CASES, name))
-    return fh.copy_down_us(st) * 1e-6 if fh.offload_backward_only(st) else 0.0
+    return fh.copy_down_us(st, ELEMENTS) * 1e-6 if fh.offload_backward_only(st) else 0.0
 
 
 def write_runs(folder, cases, figures, phase_excess=1.0, free_running=True):
@@ -51,7 +54,7 @@ def write_runs(folder, cases, figures, phase_excess=1.0, free_running=True):
         if free_running:
             timing["step_seconds"] = [step * 1.03, step * 0.98, step, step * 1.2, step * 0.9]
         with open(os.path.join(folder, name + ".json"), "w") as f:
-            json.dump({"case": {"name": name}, "ranks": [{"timing": timing}]}, f)
+            json.dump({"case": {"name": name}, "ranks": [{"timing": timing, "model": {"parameters": ELEMENTS}}]}, f)
 
 
 def fitted(folder, **kw):
@@ -172,10 +175,14 @@ class FitHostTest(unittest.TestCase):
         self.assertEqual(offloaded, {("fitA-z2-w1-mb4-s2048-sdpa-offopt", "backward")})
 
     def test_the_copy_down_is_taken_off_an_offloaded_backward_at_the_cases_pcie_rate(self):
-        st = fh.structure(os.path.join(CASES, "fitA-z2-w1-mb4-s2048-sdpa-offopt"))
-        self.assertEqual(st["elements"], 110633984)  # the schedule's params: 221267968 bytes of bf16
+        name = "fitA-z2-w1-mb4-s2048-sdpa-offopt"
+        st = fh.structure(os.path.join(CASES, name))
         self.assertEqual(st["pcie_GBps"], 55)
-        self.assertAlmostEqual(fh.copy_down_us(st), 4 * 110633984 / 55e9 * 1e6, places=6)
+        self.assertAlmostEqual(fh.copy_down_us(st, ELEMENTS), 4 * ELEMENTS / 55e9 * 1e6, places=6)
+        with tempfile.TemporaryDirectory() as d:
+            write_runs(d, [name], TRUE)
+            backward = [s for s in fh.load_samples([d], CASES, raw_phases=True) if s["phase"] == "backward"]
+        self.assertAlmostEqual(backward[0]["measured_us"], host_phases_s(name, TRUE)["backward"] * 1e6, places=3)
 
     def test_a_figure_that_fits_negative_is_dropped_and_the_rest_refitted(self):
         figures = dict(TRUE, backward_fixed_us=-800)
