@@ -115,6 +115,34 @@ void read_collectives(const Reader& c, DsRank& rank) {
   rank.has_collectives = true;
 }
 
+// The median of a list (0: empty).
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+
+// DsRank::reference_loop_s from a rank's timing block.
+double reference_loop_seconds(const Reader& t) {
+  if (t.has("reference_loop_seconds")) {
+    const double s = t.number("reference_loop_seconds");
+    if (!(s > 0)) bad(t.source(), t.key("reference_loop_seconds"), "must be seconds > 0");
+    return s;
+  }
+  if (!t.has("host_per_step") || !t.has("step_kinds")) return 0;
+  const json& steps = t.array("host_per_step");
+  const json& kinds = t.array("step_kinds");
+  std::vector<double> loops;
+  for (std::size_t i = 0; i < steps.size() && i < kinds.size(); ++i) {
+    if (!kinds[i].is_string() || kinds[i].get<std::string>() != "timed" || !steps[i].is_object()) continue;
+    const auto it = steps[i].find("reference_work_seconds");
+    if (it != steps[i].end() && it->is_number() && it->get<double>() > 0) loops.push_back(it->get<double>());
+  }
+  return loops.empty() ? 0 : median_of(std::move(loops));
+}
+
 DsRank read_rank(const Reader& r, bool run_ok) {
   DsRank rank;
   rank.rank = static_cast<int>(r.integer("rank"));
@@ -137,11 +165,17 @@ DsRank read_rank(const Reader& r, bool run_ok) {
       rank.median_step_s = t.number("median_step_seconds");
       if (!(rank.median_step_s >= 0)) bad(r.source(), t.key("median_step_seconds"), "must be seconds >= 0");
     }
+    rank.reference_loop_s = reference_loop_seconds(t);
   }
   return rank;
 }
 
 }  // namespace
+
+std::vector<std::string> host_speed_overrides(const DeepSpeedRun& run) {
+  if (run.ranks.empty() || !(run.ranks.front().reference_loop_s > 0)) return {};
+  return {fmt::format("cluster.efficiency.deepspeed_host.loop_us={:.3f}", run.ranks.front().reference_loop_s * 1e6)};
+}
 
 bool is_deepspeed_run(const json& j) {
   return j.is_object() && j.contains("format") && j.at("format").is_string() &&
@@ -443,6 +477,8 @@ DsValidation compare_deepspeed_run(const DeepSpeedRun& run, const DsPrediction& 
   }
 
   v.step_predicted_s = p.step_s;
+  v.reference_loop_s = r0.reference_loop_s;
+  v.host_speed_scale = p.host_speed_scale;
   v.step_measured_s = r0.median_step_s;
   return v;
 }
@@ -555,6 +591,8 @@ ordered_json deepspeed_validation_json(const DsValidation& v) {
   j["step_time"] = {{"predicted_s", v.step_predicted_s},
                     {"measured_s", v.step_measured_s},
                     {"rel_error", error_or_null(v.step_predicted_s, v.step_measured_s)},
+                    {"reference_loop_s", v.reference_loop_s > 0 ? ordered_json(v.reference_loop_s) : ordered_json()},
+                    {"host_speed_scale", v.host_speed_scale},
                     {"note", v.shared_gpu && v.world > 1 ? "ranks shared one GPU: the measured step is not that of "
                                                            "separate GPUs"
                                                          : ""}};
@@ -583,6 +621,9 @@ std::string format_deepspeed_validation(const DsValidation& v) {
                      v.step_measured_s > 0 ? fmt::format("{:.3f} ms", v.step_measured_s * 1e3) : std::string("none"),
                      v.step_measured_s > 0 ? pct(rel(v.step_predicted_s, v.step_measured_s)) : std::string(""),
                      v.shared_gpu && v.world > 1 ? "   (ranks share one GPU: not a multi-GPU step)" : "");
+  if (v.reference_loop_s > 0)
+    out += fmt::format("  the host's reference loop beside the steps {:.3f} ms: zsim's host figures x {:.3f}\n",
+                       v.reference_loop_s * 1e3, v.host_speed_scale);
   if (!v.points.empty() || !v.phase_peaks.empty()) {
     out +=
         "\nGPU memory allocated, rank 0 (zsim: program order of its last step)   predicted        measured    error\n";
@@ -671,13 +712,6 @@ ordered_json deepspeed_failure_json(const DeepSpeedRun& run) {
 // --- the record -----------------------------------------------------------------------------------------------
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // One figure's errors over the runs: their median |error| and the worst, with its case.
 struct ErrorTally {

@@ -47,6 +47,10 @@ struct DsRank {
   int collectives_step = -1;
   std::vector<DsCollectiveCalls> calls;
   double median_step_s = 0;  // timing.median_step_seconds; 0: no timed step
+  // The host's speed beside the timed steps: timing.reference_loop_seconds (a pooled result: the median of its runs'),
+  // else the median of timing.host_per_step[].reference_work_seconds over the steps timing.step_kinds calls "timed"
+  // (validate/deepspeed/host_cpu.py's reference loop, timed after each step); 0: not measured.
+  double reference_loop_s = 0;
 };
 
 struct DeepSpeedRun {
@@ -122,6 +126,7 @@ struct DsPrediction {
   Bytes gpu_peak = 0;      // walk_memory(...).gpu.peak: allocated bytes at the peak, per GPU
   Bytes gpu_reserved = 0;  // the caching allocator's reserved bytes at the peak; 0: not modelled
   double step_s = 0;       // steady-state step
+  double host_speed_scale = 1;  // the host figures' scale at the run's reference loop (efficiency.deepspeed_host)
   PhaseMemory phases;
   std::vector<PredictedCollectives> collectives;  // step_collectives(schedule, 0)
 };
@@ -175,7 +180,13 @@ struct DsValidation {
   std::vector<DsNotModelled> not_modelled;
   bool collectives_match = true;                     // every row: calls equal, bytes within kCollectiveBytesTolerance
   double step_predicted_s = 0, step_measured_s = 0;  // rank 0's median timed step
+  double reference_loop_s = 0;   // rank 0's host speed (DsRank::reference_loop_s); 0: not measured
+  double host_speed_scale = 1;   // zsim's host figures scaled to it
 };
+
+// The scenario override that tells zsim the run's host speed (cluster.efficiency.deepspeed_host.loop_us), or none
+// where rank 0 did not time the reference loop.
+std::vector<std::string> host_speed_overrides(const DeepSpeedRun& run);
 
 // Compares an ok run with zsim's prediction (the run must be ok: throws std::logic_error otherwise).
 DsValidation compare_deepspeed_run(const DeepSpeedRun& run, const DsPrediction& predicted);

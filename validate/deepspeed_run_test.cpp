@@ -484,5 +484,61 @@ TEST(DeepSpeedRun, ZsimValidateComparesARunWithItsScenario) {
   fs::remove_all(d);
 }
 
+TEST(DeepSpeedRun, TheHostsSpeedIsTheMedianLoopOfTheTimedStepsOnly) {
+  json j = ok_run();
+  j["ranks"][0]["timing"]["step_kinds"] = {"warmup", "timed", "timed", "phase", "timed"};
+  j["ranks"][0]["timing"]["host_per_step"] = json::array({{{"reference_work_seconds", 0.009}},
+                                                          {{"reference_work_seconds", 0.0016}},
+                                                          {{"reference_work_seconds", 0.0032}},
+                                                          {{"reference_work_seconds", 0.008}},
+                                                          {{"reference_work_seconds", 0.0018}}});
+  const DeepSpeedRun r = deepspeed_run_from_json(j, "run.json");
+  EXPECT_DOUBLE_EQ(r.ranks[0].reference_loop_s, 0.0018);
+  EXPECT_EQ(host_speed_overrides(r), std::vector<std::string>{"cluster.efficiency.deepspeed_host.loop_us=1800.000"});
+}
+
+TEST(DeepSpeedRun, APooledRunsHostSpeedIsItsRecordedLoop) {
+  json j = ok_run();
+  j["ranks"][0]["timing"]["step_kinds"] = {"timed"};
+  j["ranks"][0]["timing"]["host_per_step"] = json::array({{{"reference_work_seconds", 0.009}}});
+  j["ranks"][0]["timing"]["reference_loop_seconds"] = 0.0025;  // pool_repeats.py: the median of its runs'
+  EXPECT_DOUBLE_EQ(deepspeed_run_from_json(j, "run.json").ranks[0].reference_loop_s, 0.0025);
+  j["ranks"][0]["timing"]["reference_loop_seconds"] = 0;
+  EXPECT_NE(error_of(j).find("'ranks[0].timing.reference_loop_seconds'"), std::string::npos);
+}
+
+TEST(DeepSpeedRun, ARunThatDidNotTimeTheLoopIsPredictedAtTheProfilesSpeed) {
+  const DeepSpeedRun r = deepspeed_run_from_json(ok_run(), "run.json");
+  EXPECT_EQ(r.ranks[0].reference_loop_s, 0);
+  EXPECT_TRUE(host_speed_overrides(r).empty());
+}
+
+TEST(DeepSpeedRun, ZsimValidatePredictsAtTheRunsHostSpeed) {
+  const fs::path d = temp_dir("speed");
+  const std::string scenario = ZSIM_SOURCE_DIR "/validate/deepspeed/cases/l150m-z1-w1-mb4-s2048-sdpa/scenario.yaml";
+  auto predicted_at = [&](double loop_s) {
+    json j = ok_run();
+    j["case"]["world"] = 1, j["case"]["shared_gpu"] = false;
+    j["case"].erase("ds_config");
+    j["ranks"] = json::array({rank_json(0, 1000)});
+    j["ranks"][0]["timing"]["step_kinds"] = {"timed"};
+    j["ranks"][0]["timing"]["host_per_step"] = json::array({{{"reference_work_seconds", loop_s}}});
+    write(d / "run.json", j.dump());
+    ValidateRequest r;
+    r.run_file = (d / "run.json").string();
+    r.scenario_file = scenario;
+    r.json_file = (d / "v.json").string();
+    std::ostringstream out, err;
+    EXPECT_EQ(run_validate(r, out, err), 0) << err.str();
+    std::ifstream in(r.json_file);
+    return json::parse(in)["step_time"];
+  };
+  const json fast = predicted_at(0.0015), slow = predicted_at(0.0035);
+  EXPECT_LT(fast["host_speed_scale"].get<double>(), 1.0);  // the committed profile's reference loop is ~3 ms
+  EXPECT_GT(slow["host_speed_scale"].get<double>(), 1.0);
+  EXPECT_LT(fast["predicted_s"].get<double>(), slow["predicted_s"].get<double>());  // this case's host binds
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace zsim

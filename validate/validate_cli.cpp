@@ -98,13 +98,17 @@ DeepSpeedOutcome validate_deepspeed(const ValidateRequest& r, const nlohmann::js
   if (!o.run.ok()) return o;
   const std::string scenario = deepspeed_scenario(r, o.run);
   check_ds_config(o.run, scenario, err);
+  // The run's host speed (its reference loop), before the user's --set.
+  const std::vector<std::string> host_speed = host_speed_overrides(o.run);
   LoadOptions load;
-  load.overrides = r.overrides;
+  load.overrides = host_speed;
+  load.overrides.insert(load.overrides.end(), r.overrides.begin(), r.overrides.end());
   load.profile_dirs = r.profile_dirs;
   Scenario s = load_scenario(scenario, load);
   if (const int described = s.cluster.world_size(); described != o.run.world) {
     // The run's ranks (the harness runs one host: W GPUs, or W ranks sharing one GPU), before the user's --set.
     load.overrides = {"cluster.nodes=1", "cluster.gpus_per_node=" + std::to_string(o.run.world)};
+    load.overrides.insert(load.overrides.end(), host_speed.begin(), host_speed.end());
     load.overrides.insert(load.overrides.end(), r.overrides.begin(), r.overrides.end());
     s = load_scenario(scenario, load);
     if (s.cluster.world_size() == o.run.world)
@@ -122,6 +126,7 @@ DeepSpeedOutcome validate_deepspeed(const ValidateRequest& r, const nlohmann::js
   p.gpu_peak = report.memory.gpu.peak;
   p.gpu_reserved = predicted_reserved_from_report(report_to_json(report));
   p.step_s = simulate(s.cluster, sch).step_s();
+  p.host_speed_scale = s.cluster.efficiency.deepspeed_host.host_speed_scale();
   p.phases = phase_memory(sch);
   p.collectives = step_collectives(sch, 0);
   o.validation = compare_deepspeed_run(o.run, p);

@@ -112,6 +112,15 @@ void price_offloaded_gradients(const Schedule& s, const EfficiencySpec::DeepSpee
   }
 }
 
+// The figures on this host: each multiplied by host_speed_scale() (the host's reference loop against the fit's).
+EfficiencySpec::DeepSpeedHost at_host_speed(EfficiencySpec::DeepSpeedHost h) {
+  const double scale = h.host_speed_scale();
+  for (auto [v, name] : h.fields()) *v *= scale;
+  for (auto [v, name] : h.optional_fields())
+    if (*v) **v *= scale;
+  return h;
+}
+
 }  // namespace
 
 int model_level_modules(const ScheduleModel& m) { return gpt2_family(m) ? 7 : 6; }
@@ -129,7 +138,7 @@ bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c) {
 std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec& c) {
   std::vector<HostIssue> out(s.ops.size());
   if (!deepspeed_host_applies(s, c)) return out;
-  const EfficiencySpec::DeepSpeedHost& h = c.efficiency.deepspeed_host;
+  const EfficiencySpec::DeepSpeedHost h = at_host_speed(c.efficiency.deepspeed_host);
   const int stage = s.meta.zero_stage;
 
   // A pass's figure is split evenly over its ops: (step, micro-step, compute kind, layer) -> the ops; steps as the

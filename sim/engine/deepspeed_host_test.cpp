@@ -382,5 +382,38 @@ TEST(DeepSpeedHost, AfterStageThreesBackwardTheHostIssuesNothingUntilTheBackward
     }
 }
 
+// Sum of every op's host seconds.
+double total_host_s(const std::vector<HostIssue>& h) {
+  double t = 0;
+  for (const HostIssue& i : h) t += i.total_s;
+  return t;
+}
+
+TEST(DeepSpeedHost, OnAHostWhoseLoopRunsSlowerEveryFigureScalesByTheLoopsRatioToTheExponent) {
+  const Scenario sc = deepspeed_scenario(3, true);
+  EfficiencySpec::DeepSpeedHost slow = figures();
+  slow.stage1_reduce_param_us = 5;
+  slow.reference_loop_us = 2000, slow.loop_speed_exponent = 0.5, slow.loop_us = 8000;  // (8000 / 2000) ^ 0.5 = 2
+  const auto [s, at_reference] = priced(sc, 1);
+  const auto [s2, on_slow_host] = priced(sc, 1, slow);
+  EXPECT_NEAR(total_host_s(on_slow_host), 2 * total_host_s(at_reference), 1e-12);
+  EXPECT_NEAR(host_s(s2, on_slow_host, ComputeKind::forward, 0), 2 * host_s(s, at_reference, ComputeKind::forward, 0),
+              1e-12);
+}
+
+TEST(DeepSpeedHost, WithoutTheHostsOwnLoopTheFiguresHoldAsFitted) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.reference_loop_us = 2000, h.loop_speed_exponent = 0.5;  // the profile's, and no loop_us of this host
+  EXPECT_EQ(h.host_speed_scale(), 1.0);
+  const Scenario sc = deepspeed_scenario(2);
+  EXPECT_NEAR(total_host_s(priced(sc, 1, h).h), total_host_s(priced(sc, 1).h), 1e-12);
+}
+
+TEST(DeepSpeedHost, AFasterLoopThanTheReferenceShortensTheHost) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.reference_loop_us = 3000, h.loop_speed_exponent = 1.0, h.loop_us = 1500;
+  EXPECT_DOUBLE_EQ(h.host_speed_scale(), 0.5);
+}
+
 }  // namespace
 }  // namespace zsim

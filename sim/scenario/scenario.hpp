@@ -3,6 +3,7 @@
 // scenario_parse.*, validation in scenario_validate.*.
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -413,6 +414,27 @@ struct EfficiencySpec {
       for (auto [v, name] : fields()) if (v > 0) return true;
       for (auto [v, name] : optional_fields()) if (v.value_or(0) > 0) return true;
       return false;
+    }
+    // The host's speed (docs/deepspeed-time.md, "The host's speed"). The figures above hold on a host whose
+    // reference loop (validate/deepspeed/host_cpu.py reference_work_seconds: a fixed pure-Python loop) takes
+    // reference_loop_us; on a host whose loop takes loop_us every figure is multiplied by
+    // (loop_us / reference_loop_us) ^ loop_speed_exponent (fitted with the figures: how much of a slower loop DeepSpeed's
+    // Python follows). Any of the three not given: the figures as they are (scale 1).
+    std::optional<double> reference_loop_us{}, loop_speed_exponent{}, loop_us{};
+    std::array<std::pair<std::optional<double>*, const char*>, 3> host_speed_fields() {
+      return {{{&reference_loop_us, "reference_loop_us"}, {&loop_speed_exponent, "loop_speed_exponent"},
+               {&loop_us, "loop_us"}}};
+    }
+    std::array<std::pair<std::optional<double>, const char*>, 3> host_speed_fields() const {
+      auto f = const_cast<DeepSpeedHost*>(this)->host_speed_fields();
+      std::array<std::pair<std::optional<double>, const char*>, 3> out{};
+      for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
+      return out;
+    }
+    double host_speed_scale() const {
+      if (!reference_loop_us || !loop_speed_exponent || !loop_us || !(*reference_loop_us > 0) || !(*loop_us > 0))
+        return 1.0;
+      return std::pow(*loop_us / *reference_loop_us, *loop_speed_exponent);
     }
   } deepspeed_host{};
   // GPU memory a training process holds outside PyTorch's caching allocator (the CUDA context with its modules,

@@ -173,6 +173,18 @@ TEST(ScenarioErrors, AStageThreeCheckpointedForwardHostFigureThatIsNotANumberNam
                   "expected a number, got 'fast'");
 }
 
+TEST(ScenarioErrors, AHostLoopOfZeroMicrosecondsNamesItsLine) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    deepspeed_host:\n"
+                    "      reference_loop_us: 2900\n      loop_us: 0\n");
+  EXPECT_ERROR_AT(e, 7, 16, "cluster.efficiency.deepspeed_host.loop_us", "must be in (0, 1e6] microseconds");
+}
+
+TEST(ScenarioErrors, ANegativeLoopSpeedExponentNamesItsLine) {
+  auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    deepspeed_host:\n"
+                    "      loop_speed_exponent: -1\n");
+  EXPECT_ERROR_AT(e, 6, 28, "cluster.efficiency.deepspeed_host.loop_speed_exponent", "must be in [0, 4]");
+}
+
 TEST(ScenarioErrors, AMisalignedGemmFigureAbovePeakNamesItsLine) {
   auto e = error_of("model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n    torch_misaligned_gemm:\n"
                     "      forward: 0.1\n      backward: 1.5\n");

@@ -82,6 +82,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
     for (auto [v, key] : c.efficiency.deepspeed_host.fields()) j["cluster"]["efficiency"]["deepspeed_host"][key] = v;
     for (auto [v, key] : c.efficiency.deepspeed_host.optional_fields())
       if (v) j["cluster"]["efficiency"]["deepspeed_host"][key] = *v;  // as given (absent: stage3_forward_module_us)
+    for (auto [v, key] : c.efficiency.deepspeed_host.host_speed_fields())
+      if (v) j["cluster"]["efficiency"]["deepspeed_host"][key] = *v;
   }
   for (auto [block, name] : {std::pair{&c.efficiency.beside_compute, "beside_compute"},
                              {&c.efficiency.compute_beside, "compute_beside"},

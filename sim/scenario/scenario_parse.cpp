@@ -373,6 +373,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
     real(std::string("cluster.efficiency.deepspeed_host.") + name, *v);
   for (auto [v, name] : c.efficiency.deepspeed_host.optional_fields())
     if (auto given = f.get_real(std::string("cluster.efficiency.deepspeed_host.") + name)) *v = *given;
+  for (auto [v, name] : c.efficiency.deepspeed_host.host_speed_fields())
+    if (auto given = f.get_real(std::string("cluster.efficiency.deepspeed_host.") + name)) *v = *given;
   real("cluster.efficiency.beside_compute.memcpy", c.efficiency.beside_compute.memcpy);
   real("cluster.efficiency.beside_compute.kernel", c.efficiency.beside_compute.kernel);
   real("cluster.efficiency.beside_compute.collective", c.efficiency.beside_compute.collective);

@@ -198,6 +198,21 @@ TEST(ScenarioParse, StageOnesReductionFigureIsReadAndWrittenOnlyWhereGiven) {
       scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"]["stage1_reduce_param_us"].get<double>(), 0);
 }
 
+TEST(ScenarioParse, TheHostsSpeedIsReadAndWrittenOnlyWhereGiven) {
+  const std::string host = "cluster.efficiency.deepspeed_host.";
+  const Scenario without = parse(kBase, {host + "stage12_reduce_param_us=50"});
+  EXPECT_FALSE(without.cluster.efficiency.deepspeed_host.loop_us.has_value());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"]["deepspeed_host"].contains("loop_us"));
+  const Scenario with = parse(kBase, {host + "stage12_reduce_param_us=50", host + "reference_loop_us=2900",
+                                      host + "loop_speed_exponent=0.5", host + "loop_us=1600"});
+  const auto& h = with.cluster.efficiency.deepspeed_host;
+  EXPECT_EQ(h.reference_loop_us, 2900.0);
+  EXPECT_EQ(h.loop_speed_exponent, 0.5);
+  EXPECT_EQ(h.loop_us, 1600.0);
+  EXPECT_DOUBLE_EQ(
+      scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"]["loop_us"].get<double>(), 1600);
+}
+
 TEST(ScenarioParse, TorchsMisalignedGemmFiguresAreReadAndWrittenOnlyWhereGiven) {
   const Scenario without = parse(kBase);
   EXPECT_FALSE(without.cluster.efficiency.torch_misaligned_gemm.present());

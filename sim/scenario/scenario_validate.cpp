@@ -134,6 +134,14 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
       c.that(std::isfinite(*v) && *v >= 0 && *v <= 1e6, std::string("cluster.efficiency.deepspeed_host.") + key,
              "must be in [0, 1e6] microseconds (0 = costs the host nothing; absent = stage3_forward_module_us), got " +
                  Check::num(*v));
+  for (auto [v, key] : cl.efficiency.deepspeed_host.host_speed_fields())
+    if (v) {
+      const bool exponent = std::string_view(key) == "loop_speed_exponent";
+      c.that(std::isfinite(*v) && (exponent ? *v >= 0 && *v <= 4 : *v > 0 && *v <= 1e6),
+             std::string("cluster.efficiency.deepspeed_host.") + key,
+             exponent ? "must be in [0, 4] (how DeepSpeed's Python scales with the reference loop), got " + Check::num(*v)
+                      : "must be in (0, 1e6] microseconds (the reference loop's time), got " + Check::num(*v));
+    }
   for (const auto& [block, name, zero] :
        {std::tuple{&cl.efficiency.beside_compute, "beside_compute", "a fraction in [0, 1] (0 = not measured: the kernel's alone rate)"},
         {&cl.efficiency.compute_beside, "compute_beside",

@@ -47,6 +47,16 @@ run's phase medians are multiplied by (median of its free-running timed steps, t
 its three phase medians), so that they sum to its free-running step; each run's ratio is printed, and a run without
 free-running steps is left out (said so). --raw-phases fits the phases as timed (the fit before the scaling).
 
+The host's speed (--loop-speed-exponent fit|X): the host's CPU runs the same Python up to 2x slower from one lease
+to the next, and within one (docs/deepspeed-time.md). The harness times a fixed pure-Python loop after every step
+(host_cpu.py, timing.host_per_step[].reference_work_seconds); a run's loop is its median over the timed steps. With
+the flag each run's samples are divided by (its loop / the reference loop) ^ X before the fit, so that the figures
+hold on a host whose loop takes the reference (the median of the fit runs' loops), and the residuals are taken at
+each run's own speed. `fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
+timed loop (the first sessions' harness did not time it) is taken at the reference speed (said so). The profile gets reference_loop_us and loop_speed_exponent; zsim scales every
+host figure by (loop_us / reference_loop_us) ^ X where a scenario gives the host's loop_us (zsim validate: the
+run's own).
+
 Writes the profile (cluster.efficiency.deepspeed_host.*, each figure with its samples and the fit's residuals) and a
 report of every sample's fit. Standard library only.
 """
@@ -177,10 +187,11 @@ def sampled(samples):
     return [any(s["row"][i] for s in samples) for i in range(len(FIGURES))]
 
 
-def fit(samples):
-    """Non-negative figures: fit, drop the negative ones, fit again. A figure no sample counts stays 0."""
+def fit(samples, speeds=None):
+    """Non-negative figures: fit, drop the negative ones, fit again. A figure no sample counts stays 0. `speeds`
+    (one per sample): each sample's host-speed scale, its measurement divided by it (the figures at the reference)."""
     rows = [s["row"] for s in samples]
-    ys = [s["measured_us"] for s in samples]
+    ys = [s["measured_us"] / (speeds[i] if speeds else 1.0) for i, s in enumerate(samples)]
     active = sampled(samples)
     while True:
         x = solve(rows, ys, active)
@@ -192,6 +203,44 @@ def fit(samples):
 
 
 PHASES = ("forward", "backward", "step")
+EXPONENT_GRID = [i * 0.05 for i in range(31)]  # 0 .. 1.5
+
+
+def speeds_at(samples, reference_loop_s, exponent):
+    """Each sample's host-speed scale: (its run's loop / the reference) ^ exponent."""
+    return [(s["loop_s"] / reference_loop_s) ** exponent for s in samples]
+
+
+def residuals(samples, x, speeds):
+    """(fitted - measured) / measured of each sample, the fitted figures at its run's speed."""
+    return [(sum(a * b for a, b in zip(s["row"], x)) * k - s["measured_us"]) / s["measured_us"]
+            for s, k in zip(samples, speeds)]
+
+
+def rms_percent(res):
+    return (sum(r * r for r in res) / len(res)) ** 0.5 * 100
+
+
+def fit_loop_speed(samples, reference_loop_s, exponent):
+    """(figures, exponent, rms by exponent tried): the exponent given, or ('fit') the grid's of least rms."""
+    tried = {}
+    for e in (EXPONENT_GRID if exponent == "fit" else [float(exponent)]):
+        speeds = speeds_at(samples, reference_loop_s, e)
+        x = fit(samples, speeds)
+        tried[round(e, 2)] = (rms_percent(residuals(samples, x, speeds)), x)
+    best = min(tried, key=lambda e: tried[e][0])
+    return tried[best][1], best, {e: r for e, (r, _) in tried.items()}
+
+
+def run_loop_seconds(timing):
+    """The run's host speed: the median reference loop over its timed steps (None: not timed). zsim validate reads
+    the same (validate/deepspeed_run.cpp reference_loop_seconds)."""
+    if timing.get("reference_loop_seconds"):
+        return timing["reference_loop_seconds"]
+    loops = [h.get("reference_work_seconds") for h, kind in
+             zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
+             if kind == "timed" and h and h.get("reference_work_seconds")]
+    return statistics.median(loops) if loops else None
 
 
 def free_running_ratio(timing):
@@ -234,6 +283,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
                     continue
                 gpu_us = copy_down_us(st, elements) if st["offload"] else 0.0
                 samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
+                                "loop_s": run_loop_seconds(timing),
                                 "measured_us": phases[ph] * scale * 1e6 - gpu_us, "row": features(st, ph)})
     return samples
 
@@ -295,19 +345,47 @@ def print_figures(x, samples):
             print(f"{name:36s} {'-':>10s}      ({figure_note(name, col, samples, v)})")
 
 
-def profile_text(x, samples, args, fit_summary, tail):
+def profile_text(x, samples, args, fit_summary, tail, speed=None):
     """The hardware profile: the fitted figures with their notes (a figure no sample counts is left out: zsim's
-    default prices it), then `tail`, the figures fitted elsewhere (kept_tail)."""
+    default prices it), the host speed they hold at (speed: loop_speed's), then `tail`, the figures fitted elsewhere
+    (kept_tail)."""
     scaling = ("Phases as timed (--raw-phases)." if args.raw_phases else
                "Each run's phases scaled to its free-running step (median step_seconds / the phase medians' sum).")
     text = PROFILE_HEAD.format(runs=", ".join(sorted({s["case"] for s in samples})),
                                dirs=" ".join(os.path.relpath(d) for d in args.dirs), scaling=scaling,
                                flags=(" --raw-phases" if args.raw_phases else "") +
-                               (" --eager-figures" if args.eager_figures else ""), **fit_summary)
+                               (" --eager-figures" if args.eager_figures else "") +
+                               (f" --loop-speed-exponent {args.loop_speed_exponent}" if speed else ""), **fit_summary)
     for col, (name, v) in enumerate(zip(FIGURES, x)):
         if any(s["row"][col] for s in samples):
             text += f"      {name}: {v:.1f}  # {figure_note(name, col, samples, v)}\n"
+    if speed:
+        rms = speed["tried"]
+        text += (f"      reference_loop_us: {speed['reference_loop_s'] * 1e6:.0f}  # the figures hold where host_cpu.py's "
+                 f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' loops\n"
+                 f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x (loop_us / reference_loop_us) ^ "
+                 f"this; fitted: residual rms {rms[speed['exponent']]:.1f}% (0: {rms.get(0.0, float('nan')):.1f}%, "
+                 f"1: {rms.get(1.0, float('nan')):.1f}%)\n")
     return text + tail
+
+
+def loop_speed(samples, exponent):
+    """(the samples, {figures, exponent, reference_loop_s, tried, untimed}): the fit at each run's host speed
+    (fit_loop_speed), the reference the median of the loops of the runs that timed it; a run that did not (its
+    speed unknown) is taken at the reference. The exponent and the rms by exponent tried are printed."""
+    timed_runs = {s["run"]: s["loop_s"] for s in samples if s["loop_s"]}
+    reference = statistics.median(sorted(timed_runs.values()))
+    untimed = sorted({s["run"] for s in samples if not s["loop_s"]})
+    for s in samples:
+        s["loop_s"] = s["loop_s"] or reference
+    for run in untimed:
+        print(f"  {run}: no timed reference loop: taken at the reference")
+    x, best, tried = fit_loop_speed(samples, reference, exponent)
+    print(f"host speed: reference loop {reference * 1e6:.0f} us (the median of {len(timed_runs)} runs' loops; "
+          f"{len(untimed)} runs untimed); exponent {best:.2f}; residual rms by exponent: " +
+          ", ".join(f"{e:.2f} {r:.1f}%" for e, r in sorted(tried.items())))
+    return samples, {"figures": x, "exponent": best, "reference_loop_s": reference, "tried": tried,
+                     "timed_runs": len(timed_runs), "untimed": untimed}
 
 
 def main(argv=None):
@@ -323,6 +401,10 @@ def main(argv=None):
     ap.add_argument("--eager-figures", action="store_true",
                     help="fit eager attention's per-layer figures too (runs crossing eager and SDPA with the stages: "
                          "list fit2); without it they are left out (zsim: 0)")
+    ap.add_argument("--loop-speed-exponent", metavar="fit|X",
+                    help="scale each run's samples to the reference host speed by (its loop / the reference) ^ X "
+                         "before fitting ('fit': the X of least residual rms on 0..1.5); runs without a timed "
+                         "reference loop are left out")
     args = ap.parse_args(argv)
     runs = []
     samples = load_samples(args.dirs, args.cases, raw_phases=args.raw_phases, runs=runs)
@@ -336,12 +418,20 @@ def main(argv=None):
     if len(samples) < max(figures, 1):
         print(f"fit_host: {len(samples)} samples, fewer than the {figures} figures they count", file=sys.stderr)
         return 2
-    x = fit(samples)
-    for s in samples:
-        s["fitted_us"] = sum(a * b for a, b in zip(s["row"], x))
+    speed = None
+    if args.loop_speed_exponent is not None:
+        samples, speed = loop_speed(samples, args.loop_speed_exponent)
+        x = speed["figures"]
+        speeds = speeds_at(samples, speed["reference_loop_s"], speed["exponent"])
+    else:
+        x = fit(samples)
+        speeds = [1.0] * len(samples)
+    for s, k in zip(samples, speeds):
+        s["host_speed_scale"] = k
+        s["fitted_us"] = sum(a * b for a, b in zip(s["row"], x)) * k
         s["residual"] = (s["fitted_us"] - s["measured_us"]) / s["measured_us"]
     res = [s["residual"] for s in samples]
-    rms = (sum(r * r for r in res) / len(res)) ** 0.5 * 100
+    rms = rms_percent(res)
     worst = max(samples, key=lambda s: abs(s["residual"]))
     cases = sorted({s["case"] for s in samples})
     print_figures(x, samples)
@@ -351,13 +441,16 @@ def main(argv=None):
     if args.profile:
         summary = {"n": len(samples), "rms": rms, "worst": worst["residual"] * 100,
                    "worst_at": f"{worst['case']} {worst['phase']}"}
-        text = profile_text(x, samples, args, summary, kept_tail(args.profile))
+        text = profile_text(x, samples, args, summary, kept_tail(args.profile), speed)
         with open(args.profile, "w") as f:
             f.write(text)
     if args.report:
         fitted = [name for name, used in zip(FIGURES, sampled(samples)) if used]
         with open(args.report, "w") as f:
             json.dump({"figures_us": {k: v for k, v in zip(FIGURES, x) if k in fitted}, "phases": phases,
+                       "host_speed": None if speed is None else
+                       {"reference_loop_us": speed["reference_loop_s"] * 1e6, "loop_speed_exponent": speed["exponent"],
+                        "rms_percent_by_exponent": speed["tried"], "untimed_runs": speed["untimed"]},
                        "residual_rms_percent": rms,
                        "samples": [{k: v for k, v in s.items() if k != "row"} for s in samples]}, f, indent=1)
             f.write("\n")

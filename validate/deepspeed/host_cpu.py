@@ -14,6 +14,11 @@ CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc
     gc_clock = GcClock(); gc_clock.take()    # Python's garbage collections since the last take: seconds, count
     sync_clock = SyncClock(targets); sync_clock.take()   # the host's waits for the GPU since the last take
 
+Run as a script, it times the reference loop on this host and prints the zsim override that predicts a DeepSpeed
+step at this host's speed (efficiency.deepspeed_host.loop_us; docs/deepspeed-time.md, "The host's speed"):
+
+    python3 validate/deepspeed/host_cpu.py [--samples N]
+
 Where the process's system time or page faults grow with a slow step, the time goes to the kernel (the driver's
 allocations, page mapping), not to Python; where the garbage collector's seconds do, to Python's collections; where
 the synchronisations' seconds do, the host waited for the GPU (spinning: CUDA's default wait shows as user CPU time).
@@ -237,3 +242,16 @@ def reference_work_seconds(repeat=3):
         dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
     return best
+
+
+def loop_us_line(samples=21):
+    """The median of `samples` reference_work_seconds() in microseconds, as zsim's --set override."""
+    loops = sorted(reference_work_seconds() for _ in range(samples))
+    return f"--set cluster.efficiency.deepspeed_host.loop_us={loops[len(loops) // 2] * 1e6:.0f}"
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="this host's reference loop, as zsim's efficiency.deepspeed_host.loop_us")
+    ap.add_argument("--samples", type=int, default=21, help="timings of the loop (their median is printed)")
+    print(loop_us_line(max(1, ap.parse_args().samples)))

@@ -12,6 +12,10 @@ per repeat (runs-1/, runs-2/, ...), each with the harness's `<case>.json`. The p
     timing.step_seconds becomes rank r's step_seconds of every run folder whose result of the case has status
     "ok", concatenated in the order the folders are given; timing.median_step_seconds is statistics.median of that
     list; timing.pooled_from names each pooled run with its own median and its number of timed steps;
+  * the host's speed: timing.reference_loop_seconds is the median over the pooled runs of each run's own (the
+    median of its timed steps' host_per_step[].reference_work_seconds, host_cpu.py's reference loop), over the runs
+    that timed it; absent where none did. zsim validate predicts the case at it (docs/deepspeed-time.md); each
+    pooled_from entry carries its run's;
   * the top-level "pooled" says the folders pooled ("runs"), the rule, and the runs left out ("left_out": status
     not ok, or "missing" where a folder lacks the case). A case whose first run is not ok is copied unchanged
     but for "pooled".
@@ -148,7 +152,23 @@ def pool_rank(rank, r, ok, case):
     timing["step_seconds"] = steps
     timing["median_step_seconds"] = statistics.median(steps)
     timing["pooled_from"] = [{"run": run_label(run, case), "median_step_seconds": own_median(res, r),
-                              "timed_steps": len(run_steps)} for run, res, run_steps in parts]
+                              "timed_steps": len(run_steps), "reference_loop_seconds": own_loop(res, r)}
+                             for run, res, run_steps in parts]
+    loops = [p["reference_loop_seconds"] for p in timing["pooled_from"] if p["reference_loop_seconds"]]
+    timing.pop("reference_loop_seconds", None)
+    if loops:
+        timing["reference_loop_seconds"] = statistics.median(loops)
+
+
+def own_loop(result, r):
+    """Rank r's host speed in result: the median reference loop over its timed steps (None: not timed)."""
+    timing = rank_timing(result, r)
+    if timing.get("reference_loop_seconds"):
+        return timing["reference_loop_seconds"]
+    loops = [h.get("reference_work_seconds") for h, kind in
+             zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
+             if kind == "timed" and h and h.get("reference_work_seconds")]
+    return statistics.median(loops) if loops else None
 
 
 def rank_timing(result, r):

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import statistics
 import sys
 import tempfile
 import unittest
@@ -57,6 +58,22 @@ def write_runs(folder, cases, figures, phase_excess=1.0, free_running=True):
             json.dump({"case": {"name": name}, "ranks": [{"timing": timing, "model": {"parameters": ELEMENTS}}]}, f)
 
 
+def write_runs_at_host_speeds(folder, cases, figures, loops_s, reference_s, exponent):
+    """Like write_runs, each run's host slower by (its loop / reference) ^ exponent, its loop timed beside each step
+    (None: a run that did not time it, its host at the reference)."""
+    for i, name in enumerate(cases):
+        loop = loops_s[i % len(loops_s)]
+        speed = (loop / reference_s) ** exponent if loop else 1.0
+        model = {ph: v * speed for ph, v in host_phases_s(name, figures).items()}
+        model["backward"] += copy_down_s(name)
+        step = sum(model.values())
+        timing = {"median_phase_seconds": model, "step_seconds": [step] * 3, "step_kinds": ["timed"] * 3}
+        if loop:
+            timing["host_per_step"] = [{"reference_work_seconds": loop}] * 3
+        with open(os.path.join(folder, name + ".json"), "w") as f:
+            json.dump({"case": {"name": name}, "ranks": [{"timing": timing, "model": {"parameters": ELEMENTS}}]}, f)
+
+
 def fitted(folder, **kw):
     return dict(zip(fh.FIGURES, fh.fit(fh.load_samples([folder], CASES, **kw))))
 
@@ -75,6 +92,43 @@ class FitHostTest(unittest.TestCase):
             if k in but:
                 continue
             self.assertAlmostEqual(got[k], scale * v, delta=1e-6 * v, msg=k)
+
+    def test_the_host_speeds_exponent_and_the_figures_at_the_reference_come_back(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs_at_host_speeds(d, FIT_CASES, TRUE, [0.0016, 0.0024, 0.0036], 0.0024, 0.5)
+            samples = fh.load_samples([d], CASES)
+            self.assertEqual(sorted({s["loop_s"] for s in samples}), [0.0016, 0.0024, 0.0036])
+            with contextlib.redirect_stdout(io.StringIO()):
+                kept, speed = fh.loop_speed(samples, "fit")
+        self.assertAlmostEqual(speed["exponent"], 0.5)
+        self.assertAlmostEqual(speed["reference_loop_s"], 0.0024)
+        self.assertLess(speed["tried"][0.5], 1e-6)
+        self.assertGreater(speed["tried"][0.0], 5)  # taking every host at one speed misses by more than 5% rms
+        self.assert_figures(dict(zip(fh.FIGURES, speed["figures"])))
+
+    def test_a_run_that_did_not_time_its_loop_is_taken_at_the_reference_speed(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs_at_host_speeds(d, FIT_CASES, TRUE, [0.0016, None, 0.0036], 0.0024, 1.0)
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                kept, speed = fh.loop_speed(fh.load_samples([d], CASES), "1.0")
+        self.assertIn("no timed reference loop: taken at the reference", out.getvalue())
+        timed = sorted([0.0016, None, 0.0036][i % 3] for i in range(len(FIT_CASES)) if i % 3 != 1)
+        self.assertAlmostEqual(speed["reference_loop_s"], statistics.median(timed))
+        self.assertEqual(len(speed["untimed"]), len(FIT_CASES[1::3]))
+        self.assertTrue(all(s["loop_s"] for s in kept))  # each untimed sample now at the reference
+
+    def test_the_profile_carries_the_reference_loop_and_the_exponent(self):
+        with tempfile.TemporaryDirectory() as d:
+            runs = os.path.join(d, "runs")
+            os.makedirs(runs)
+            write_runs_at_host_speeds(runs, FIT_CASES, TRUE, [0.0016, 0.0024, 0.0036], 0.0024, 0.5)
+            profile = os.path.join(d, "host.yaml")
+            rc, _ = run_main([runs, "--eager-figures", "--loop-speed-exponent", "fit", "--profile", profile])
+            self.assertEqual(rc, 0)
+            text = open(profile).read()
+        self.assertIn("      reference_loop_us: 2400  #", text)
+        self.assertIn("      loop_speed_exponent: 0.50  #", text)
+        self.assertIn("--loop-speed-exponent fit", text)
 
     def test_the_figures_come_back_from_phases_made_with_them(self):
         with tempfile.TemporaryDirectory() as d:

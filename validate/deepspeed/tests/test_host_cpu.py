@@ -165,3 +165,10 @@ class MachineSteal(unittest.TestCase):
     def test_a_missing_sample_gives_none(self):
         self.assertEqual(host_cpu.machine_figures(None, None),
                          {"machine_steal_seconds": None, "machine_busy_seconds": None})
+
+
+class LoopUsLine(unittest.TestCase):
+    def test_it_prints_the_median_loop_as_zsims_override(self):
+        line = host_cpu.loop_us_line(samples=3)
+        self.assertTrue(line.startswith("--set cluster.efficiency.deepspeed_host.loop_us="), line)
+        self.assertGreater(int(line.rsplit("=", 1)[1]), 0)

@@ -60,10 +60,34 @@ class PoolRepeatsTest(unittest.TestCase):
         self.assertEqual(t1["step_seconds"], [0.1, 0.2, 0.3])
         self.assertEqual(t1["median_step_seconds"], 0.2)
         self.assertEqual(t0["pooled_from"], [
-            {"run": "runs-1/a.json", "median_step_seconds": 0.05, "timed_steps": 3},
-            {"run": "runs-2/a.json", "median_step_seconds": 0.015, "timed_steps": 2}])
+            {"run": "runs-1/a.json", "median_step_seconds": 0.05, "timed_steps": 3, "reference_loop_seconds": None},
+            {"run": "runs-2/a.json", "median_step_seconds": 0.015, "timed_steps": 2, "reference_loop_seconds": None}])
+        self.assertNotIn("reference_loop_seconds", t0)
         self.assertEqual(got["pooled"], {"runs": ["runs-1", "runs-2"], "rule": pr.RULE, "left_out": []})
         self.assertIn("a  runs-1 150.00  runs-2 300.00  -> pooled 200.00 ms", out)
+
+    def test_the_pooled_host_speed_is_the_median_of_the_runs_that_timed_their_loop(self):
+        def timed_loop(steps, loops):
+            r = result([steps])
+            r["ranks"][0]["timing"]["host_per_step"] = [{"reference_work_seconds": x} for x in loops]
+            return r
+        first = timed_loop([0.04, 0.05, 0.06], [0.0016, 0.0015, 0.0017])  # its loop: 1.6 ms
+        first["ranks"][0]["timing"]["step_kinds"] = ["timed", "timed", "timed"]
+        self.put("runs-1", "a", first)
+        self.put("runs-2", "a", result([[0.07]]))                         # no loop timed: not counted
+        self.put("runs-3", "a", timed_loop([0.08], [0.0032]))
+        self.put("runs-4", "a", timed_loop([0.06], [0.0030]))
+        self.pool("runs-1", "runs-2", "runs-3", "runs-4")
+        t0 = self.get("a")["ranks"][0]["timing"]
+        self.assertEqual([p["reference_loop_seconds"] for p in t0["pooled_from"]], [0.0016, None, 0.0032, 0.0030])
+        self.assertEqual(t0["reference_loop_seconds"], 0.0030)
+
+    def test_a_steps_loop_counts_only_where_the_step_was_timed(self):
+        r = result([[0.04, 0.05]])
+        r["ranks"][0]["timing"]["step_kinds"] = ["warmup", "timed"]
+        r["ranks"][0]["timing"]["host_per_step"] = [{"reference_work_seconds": 0.009},
+                                                    {"reference_work_seconds": 0.002}]
+        self.assertEqual(pr.own_loop(r, 0), 0.002)
 
     def test_memory_and_other_keys_come_from_the_first_run(self):
         first = result([[0.04]], peak=100)
