@@ -404,11 +404,16 @@ struct EfficiencySpec {
                {&stage3_recompute_module_us, "stage3_recompute_module_us"},
                {&stage1_reduce_param_us, "stage1_reduce_param_us"}}};
     }
-    std::array<std::pair<std::optional<double>, const char*>, 3> optional_fields() const {
-      auto f = const_cast<DeepSpeedHost*>(this)->optional_fields();
-      std::array<std::pair<std::optional<double>, const char*>, 3> out{};
-      for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
+    // Optional fields' values beside their names.
+    template <size_t N>
+    static std::array<std::pair<std::optional<double>, const char*>, N> values_of(
+        const std::array<std::pair<std::optional<double>*, const char*>, N>& f) {
+      std::array<std::pair<std::optional<double>, const char*>, N> out{};
+      for (size_t i = 0; i < N; ++i) out[i] = {*f[i].first, f[i].second};
       return out;
+    }
+    std::array<std::pair<std::optional<double>, const char*>, 3> optional_fields() const {
+      return values_of(const_cast<DeepSpeedHost*>(this)->optional_fields());
     }
     bool present() const {
       for (auto [v, name] : fields()) if (v > 0) return true;
@@ -426,10 +431,7 @@ struct EfficiencySpec {
                {&loop_us, "loop_us"}}};
     }
     std::array<std::pair<std::optional<double>, const char*>, 3> host_speed_fields() const {
-      auto f = const_cast<DeepSpeedHost*>(this)->host_speed_fields();
-      std::array<std::pair<std::optional<double>, const char*>, 3> out{};
-      for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
-      return out;
+      return values_of(const_cast<DeepSpeedHost*>(this)->host_speed_fields());
     }
     double host_speed_scale() const {
       if (!reference_loop_us || !loop_speed_exponent || !loop_us || !(*reference_loop_us > 0) || !(*loop_us > 0))

@@ -68,6 +68,8 @@ import re
 import statistics
 import sys
 
+import host_cpu  # the harness's host figures (this folder, standard library only)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOOKS_PER_LAYER = 13
 FIGURES = ["forward_fixed_us", "llama_forward_layer_us", "gpt2_forward_layer_us", "checkpoint_forward_layer_us",
@@ -232,17 +234,6 @@ def fit_loop_speed(samples, reference_loop_s, exponent):
     return tried[best][1], best, {e: r for e, (r, _) in tried.items()}
 
 
-def run_loop_seconds(timing):
-    """The run's host speed: the median reference loop over its timed steps (None: not timed). zsim validate reads
-    the same (validate/deepspeed_run.cpp reference_loop_seconds)."""
-    if timing.get("reference_loop_seconds"):
-        return timing["reference_loop_seconds"]
-    loops = [h.get("reference_work_seconds") for h, kind in
-             zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
-             if kind == "timed" and h and h.get("reference_work_seconds")]
-    return statistics.median(loops) if loops else None
-
-
 def free_running_ratio(timing):
     """The run's median free-running step over the sum of its three phase medians (None: not both measured)."""
     phases = timing.get("median_phase_seconds") or {}
@@ -283,7 +274,7 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
                     continue
                 gpu_us = copy_down_us(st, elements) if st["offload"] else 0.0
                 samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
-                                "loop_s": run_loop_seconds(timing),
+                                "loop_s": host_cpu.run_loop_seconds(timing),
                                 "measured_us": phases[ph] * scale * 1e6 - gpu_us, "row": features(st, ph)})
     return samples
 

@@ -244,6 +244,21 @@ def reference_work_seconds(repeat=3):
     return best
 
 
+def run_loop_seconds(timing):
+    """A harness result's host speed: its rank's timing.reference_loop_seconds (a pooled result's), else the median
+    reference loop over its timed steps (None: not timed). zsim validate reads the same
+    (validate/deepspeed_run.cpp reference_loop_seconds)."""
+    if timing.get("reference_loop_seconds"):
+        return timing["reference_loop_seconds"]
+    loops = sorted(h.get("reference_work_seconds") for h, kind in
+                   zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
+                   if kind == "timed" and h and h.get("reference_work_seconds"))
+    if not loops:
+        return None
+    n = len(loops)
+    return loops[n // 2] if n % 2 else (loops[n // 2 - 1] + loops[n // 2]) / 2
+
+
 def loop_us_line(samples=21):
     """The median of `samples` reference_work_seconds() in microseconds, as zsim's --set override."""
     loops = sorted(reference_work_seconds() for _ in range(samples))

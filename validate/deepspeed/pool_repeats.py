@@ -32,6 +32,8 @@ import os
 import statistics
 import sys
 
+import host_cpu  # the harness's host figures (this folder, standard library only)
+
 RULE = "a case's step time is the median of its timed steps over all its ok runs"
 
 
@@ -161,14 +163,8 @@ def pool_rank(rank, r, ok, case):
 
 
 def own_loop(result, r):
-    """Rank r's host speed in result: the median reference loop over its timed steps (None: not timed)."""
-    timing = rank_timing(result, r)
-    if timing.get("reference_loop_seconds"):
-        return timing["reference_loop_seconds"]
-    loops = [h.get("reference_work_seconds") for h, kind in
-             zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
-             if kind == "timed" and h and h.get("reference_work_seconds")]
-    return statistics.median(loops) if loops else None
+    """Rank r's host speed in result (host_cpu.run_loop_seconds; None: not timed)."""
+    return host_cpu.run_loop_seconds(rank_timing(result, r))
 
 
 def rank_timing(result, r):
