@@ -9,6 +9,7 @@
 
 #include "sim/engine/host_issue.hpp"
 #include "sim/engine/simulate.hpp"
+#include "sim/engine/time_schedule.hpp"
 #include "sim/engine/timing_report.hpp"
 #include "sim/engine/test_schedules.hpp"
 #include "sim/plan/schedule_builder.hpp"
@@ -413,6 +414,26 @@ TEST(DeepSpeedHost, AFasterLoopThanTheReferenceShortensTheHost) {
   EfficiencySpec::DeepSpeedHost h = figures();
   h.reference_loop_us = 3000, h.loop_speed_exponent = 1.0, h.loop_us = 1500;
   EXPECT_DOUBLE_EQ(h.host_speed_scale(), 0.5);
+}
+
+TEST(DeepSpeedHost, TheReportSaysTheHostSpeedItsFiguresWereTakenAt) {
+  Scenario sc = deepspeed_scenario(2);
+  const Schedule s = make_schedule(sc, make_plan(sc), 1);
+  sc.cluster = testing::test_cluster(1, 1);
+  EfficiencySpec::DeepSpeedHost& h = sc.cluster.efficiency.deepspeed_host;
+  h = figures();
+  EXPECT_EQ(time_schedule(sc, s, {}).report.host_reference_loop_us, 0);  // no reference: nothing said
+  h.reference_loop_us = 2000, h.loop_speed_exponent = 0.5;
+  const TimeOutputs at_reference = time_schedule(sc, s, {});
+  EXPECT_NE(at_reference.terminal.find("at the profile's host speed (reference loop 2.000 ms)"), std::string::npos)
+      << at_reference.terminal;
+  h.loop_us = 8000;
+  const TimeOutputs slow = time_schedule(sc, s, {});
+  EXPECT_DOUBLE_EQ(slow.report.host_speed_scale, 2.0);
+  EXPECT_NE(slow.terminal.find("its reference loop 8.000 ms, the profile's 2.000 ms (figures x 2.000)"),
+            std::string::npos)
+      << slow.terminal;
+  EXPECT_DOUBLE_EQ(slow.json["host_speed"]["loop_us"].get<double>(), 8000);
 }
 
 }  // namespace

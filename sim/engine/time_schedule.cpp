@@ -2,10 +2,23 @@
 
 #include <sstream>
 
+#include "sim/engine/deepspeed_host.hpp"
 #include "sim/engine/timing_report_io.hpp"
 #include "sim/engine/trace_writer.hpp"
 
 namespace zsim {
+namespace {
+
+// The host speed DeepSpeed's figures were taken at, where the profile gives a reference loop.
+void note_host_speed(const ClusterSpec& c, const Schedule& s, TimingReport& r) {
+  const EfficiencySpec::DeepSpeedHost& h = c.efficiency.deepspeed_host;
+  if (!deepspeed_host_applies(s, c) || !h.reference_loop_us) return;
+  r.host_reference_loop_us = *h.reference_loop_us;
+  r.host_loop_us = h.loop_us.value_or(0);
+  r.host_speed_scale = h.host_speed_scale();
+}
+
+}  // namespace
 
 TimeOutputs time_schedule(const Scenario& scenario, const Schedule& schedule, const TimeRequest& request) {
   SimOptions options;
@@ -20,6 +33,7 @@ TimeOutputs time_schedule(const Scenario& scenario, const Schedule& schedule, co
     return out;
   }
   out.report = summarize(schedule, out.result, request.top_contributors);
+  note_host_speed(scenario.cluster, schedule, out.report);
   out.terminal = format_timing(out.report);
   out.json = timing_report_json(out.report);
   if (request.want_trace) {
