@@ -127,7 +127,7 @@ OpWork copy_work(const Op& op, const ClusterSpec& c, const RankLinks& links) {
   switch (op.copy.what) {
     case CopyKind::h2d:
     case CopyKind::d2h: {
-      const double frac = op.copy.pinned ? 1.0 : c.efficiency.pageable_pcie_fraction;
+      const double frac = op.copy.pinned ? 1.0 : c.efficiency.pageable_fraction(op.copy.what == CopyKind::h2d);
       if (!(frac > 0)) throw std::invalid_argument("efficiency.pageable_pcie_fraction must be > 0");
       w.route = scaled(op.copy.what == CopyKind::h2d ? links.h2d : links.d2h, 1.0 / frac);
       w.fixed_s = links.pcie_latency_s;

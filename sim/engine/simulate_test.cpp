@@ -174,6 +174,18 @@ TEST(Simulate, PageableCopiesRunAtTheirFractionOfPcie) {
   EXPECT_NEAR(t.ops[q].duration_s(), 3e-6 + 1e9 / (0.5 * 50e9), 1e-15);
 }
 
+TEST(Simulate, HostToDevicePageableCopiesRunAtTheirOwnFractionWhereGiven) {
+  ClusterSpec c = test_cluster(1, 8);
+  c.efficiency.pageable_pcie_fraction = 0.1;
+  c.efficiency.pageable_h2d_pcie_fraction = 0.25;
+  ScheduleBuilder b(c);
+  OpId up = b.copy("up", Phase::step, CopyKind::h2d, 1'000'000'000, false);
+  OpId down = b.copy("down", Phase::step, CopyKind::d2h, 1'000'000'000, false, {up});
+  const TimingResult t = simulate(c, b.s);
+  EXPECT_NEAR(t.ops[up].duration_s(), 3e-6 + 1e9 / (0.25 * 50e9), 1e-15);
+  EXPECT_NEAR(t.ops[down].duration_s(), 3e-6 + 1e9 / (0.1 * 50e9), 1e-15);
+}
+
 // A d2d copy reads and writes its bytes in HBM; the program timed is rank 0's, so a copy that only
 // another rank runs (DeepSpeed's copy-out of a slice that rank owns) takes rank 0 no time.
 TEST(Simulate, DeviceCopiesReadAndWriteInHbmAndOtherRanksCopiesCostNothing) {

@@ -186,8 +186,10 @@ void Builder::emit_optimizer_step() {
     if (fp32_up) {
       opt = copy_fp32_master_up(name, master, sub_first, sub, opt);
     } else if (p_.param_device == OffloadDevice::none) {
-      opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, s_.zero.offload_optimizer.pin_memory, ph, stream("h2d"),
-                 {opt});
+      // Stage 3: the transient is the CPU's conversion of the fp32 master (converting_copy_pinned).
+      const bool pinned = p_.stage == 3 ? converting_copy_pinned(s_.zero.offload_optimizer.pin_memory)
+                                        : s_.zero.offload_optimizer.pin_memory;
+      opt = copy(name + ".h2d", CopyKind::h2d, e_ * sub, pinned, ph, stream("h2d"), {opt});
       {
         // Into this rank's partition: params.partition (stage 3), or its slot of the flat params (stages 1-2).
         BufferUse to{p_.stage == 3 ? partition_ : params_, e_ * sub_first, e_ * sub};
@@ -343,10 +345,12 @@ OpId Builder::write_back_params(const std::string& name, Elements first, Element
   const bool on_nvme = sub_group_on_nvme(first);
   std::vector<OpId> deps{opt};
   if (on_nvme && last_param_write_ >= 0) deps.push_back(last_param_write_);
-  // w16 < 0 (runtime deepspeed): the fp32 master crosses and the CPU converts it (see emit_optimizer_step).
+  // w16 < 0 (runtime deepspeed): the fp32 master crosses and the CPU converts it (see emit_optimizer_step), through
+  // a temporary CPU tensor torch allocates for it: pageable, whatever pin_memory says (converting_copy_pinned).
   const Bytes crossing = w16 >= 0 ? e_ * sub : kFp32 * sub;
-  OpId d = copy(name + ".param_d2h", CopyKind::d2h, crossing, s_.zero.offload_param.pin_memory, ph, stream("d2h"),
-                deps);
+  OpId d = copy(name + ".param_d2h", CopyKind::d2h, crossing,
+                w16 >= 0 ? s_.zero.offload_param.pin_memory : converting_copy_pinned(s_.zero.offload_param.pin_memory),
+                ph, stream("d2h"), deps);
   const BufferUse to_host = on_nvme ? BufferUse{param_swap_out_, 0, e_ * sub} : sub_group_params(first, sub);
   use_copy(sch_.ops[d],
            w16 >= 0 ? whole(sch_.ops[w16], Role::input, Access::read)

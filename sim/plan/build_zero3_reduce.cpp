@@ -216,8 +216,10 @@ OpId Builder::partition_grads_to_cpu(const std::vector<ReducedChunk>& chunks, Op
     if (last_micro_ && per_tensor) constant_buffered_norm2(uses ? gpu16 : -1, c, piece, last, layer);
     const BufferUse to_cpu{grads_fp32_, kFp32 * c.to, kFp32 * c.elements, Role::output, Access::write, c.unit, c.tensor};
     if (last_micro_ && per_tensor && !swap) {
-      // fp32_grad_tensor.copy_(grad_buffer): the 16-bit copy crosses, the CPU converts.
-      const OpId down = step(".d2h", CopyKind::d2h, bytes);
+      // fp32_grad_tensor.copy_(grad_buffer): the 16-bit copy crosses into torch's temporary CPU tensor, the CPU
+      // converts (converting_copy_pinned).
+      const OpId down = last = copy(piece + ".d2h", CopyKind::d2h, bytes, converting_copy_pinned(pinned), ph, rs_,
+                                    {last}, layer);
       if (uses) use_copy(sch_.ops[down], on_gpu, to_cpu);
     } else if (last_micro_) {
       const OpId cast = step(".to_fp32", CopyKind::d2d, kFp32 * c.elements);

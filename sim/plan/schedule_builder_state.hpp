@@ -385,6 +385,11 @@ class Builder {
   std::vector<OpId> ipg_;
   int ipg_next_ = 0;                           // stages 1-2 with two: the one the next bucket fills
   bool deepspeed() const { return s_.runtime == RuntimeKind::deepspeed; }
+  // A copy across devices that changes the dtype: under runtime deepspeed torch's blocking copy_ converts on the CPU
+  // through a temporary CPU tensor it allocates (Copy.cu copy_kernel_cuda), so the transfer is pageable whatever the
+  // destination's pinning (`pinned`); measured far slower (validate/deepspeed/probe_cross_copy.py). zrun converts on
+  // the GPU and copies pinned.
+  bool converting_copy_pinned(bool pinned) const { return deepspeed() ? false : pinned; }
   // Stages 1-2, optimizer on the CPU, under DeepSpeed: the fp32 master goes up and is cast on the GPU
   // (build_optimizer_step.cpp).
   bool fp32_up_then_cast() const;

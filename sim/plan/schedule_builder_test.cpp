@@ -674,6 +674,35 @@ TEST(ScheduleBuilder, DeepSpeedZero2CpuOffloadStepCopiesTheFp32MasterUpAndCastsI
   }
 }
 
+// Stage 3 with CPU offload: torch's copy_ across devices that changes the dtype converts on the CPU through a
+// temporary CPU tensor, so under DeepSpeed those crossings are pageable (the step's fp32 master into the CPU's 16-bit
+// partition; backward's 16-bit gradients into the fp32 buffer; the fp32 master into the GPU's 16-bit partition),
+// whatever pin_memory says. zrun converts on the GPU: its copies stay pinned.
+TEST(ScheduleBuilder, DeepSpeedStageThreeOffloadsConvertingCopiesArePageableZrunsPinned) {
+  for (bool params_offloaded : {true, false}) {
+    Scenario s = test::scenario(test::small_llama(2), 3, 1, 1);
+    if (params_offloaded) s.zero.offload_param.device = OffloadDevice::cpu;
+    else s.zero.offload_optimizer.device = OffloadDevice::cpu;
+    s.zero.offload_param.pin_memory = s.zero.offload_optimizer.pin_memory = true;
+    for (RuntimeKind runtime : {RuntimeKind::deepspeed, RuntimeKind::zrun}) {
+      s.runtime = runtime;
+      const Schedule sch = make_schedule(s, make_plan(s), 1);
+      int converting = 0, pageable = 0;
+      for (const Op& op : sch.ops) {
+        if (op.kind != OpKind::copy || (op.copy.what != CopyKind::d2h && op.copy.what != CopyKind::h2d)) continue;
+        const bool step_write_back = op.phase == Phase::step && (op.name.ends_with(".param_d2h") ||
+                                                                 (!params_offloaded && op.name.ends_with(".h2d")));
+        const bool grads_down = op.phase == Phase::backward && op.name.ends_with(".d2h");
+        if (!step_write_back && !grads_down) continue;
+        ++converting;
+        pageable += !op.copy.pinned;
+      }
+      EXPECT_GT(converting, 0) << params_offloaded;
+      EXPECT_EQ(pageable, runtime == RuntimeKind::deepspeed ? converting : 0) << params_offloaded;
+    }
+  }
+}
+
 // ZeRO-2 with cpu_offload over 3 micro-steps (async_accumulate_grad_in_cpu_via_gpu, whole tensors in 16 bits): the
 // first micro-step copies each tensor down, the later ones bring it up and add it on the GPU, and the middle one
 // copies the sum back down (the schedule's rule; DeepSpeed's current code skips that copy: schedule_builder.cpp).

@@ -165,6 +165,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.cpu_adam_params_per_s_per_core", S, Y},
     {"cluster.efficiency.cpu_adam_node_params_per_s", S, Y},
     {"cluster.efficiency.pageable_pcie_fraction", S, Y},
+    {"cluster.efficiency.pageable_h2d_pcie_fraction", S, Y},
     {"cluster.efficiency.gemm_model", M, Y},
     {"cluster.efficiency.gemm_model.launch_us", S, Y},
     {"cluster.efficiency.gemm_model.max_efficiency", S, Y},

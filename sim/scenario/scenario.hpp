@@ -246,6 +246,11 @@ struct EfficiencySpec {
   double hbm = 0.8;                  // achieved / peak HBM bandwidth for memory-bound kernels
   double cpu_adam_params_per_s_per_core = 1.0e8;
   double pageable_pcie_fraction = 0.5;  // pageable host memory bandwidth / pinned
+  // Host-to-device pageable copies apart, where measured apart (absent: pageable_pcie_fraction both ways).
+  std::optional<double> pageable_h2d_pcie_fraction{};
+  double pageable_fraction(bool h2d) const {
+    return h2d ? pageable_h2d_pcie_fraction.value_or(pageable_pcie_fraction) : pageable_pcie_fraction;
+  }
   HbmByKind hbm_by_kind{};           // after the scalars (aggregate init): per kind of kernel where measured (0: hbm)
   // A kind's figure; a backward kind without one its forward kind's; else hbm.
   double hbm_for(HbmKind k) const {

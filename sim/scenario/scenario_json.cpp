@@ -61,6 +61,8 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
       {"efficiency", {{"gemm", c.efficiency.gemm}, {"hbm", c.efficiency.hbm},
                       {"cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core},
                       {"pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction}}}};
+  if (c.efficiency.pageable_h2d_pcie_fraction)
+    j["cluster"]["efficiency"]["pageable_h2d_pcie_fraction"] = *c.efficiency.pageable_h2d_pcie_fraction;
   for (HbmKind k : kHbmKinds)  // calibrated profiles only: data-sheet reports keep their fields
     if (c.efficiency.hbm_by_kind.of(k) > 0) j["cluster"]["efficiency"]["hbm_by_kind"][to_string(k)] = c.efficiency.hbm_by_kind.of(k);
   if (c.efficiency.cpu_adam_node_params_per_s > 0)  // calibrated profiles only: data-sheet reports keep their fields

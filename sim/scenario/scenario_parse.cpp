@@ -324,6 +324,7 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.efficiency.cpu_adam_params_per_s_per_core", c.efficiency.cpu_adam_params_per_s_per_core);
   real("cluster.efficiency.cpu_adam_node_params_per_s", c.efficiency.cpu_adam_node_params_per_s);
   real("cluster.efficiency.pageable_pcie_fraction", c.efficiency.pageable_pcie_fraction);
+  if (auto v = f.get_real("cluster.efficiency.pageable_h2d_pcie_fraction")) c.efficiency.pageable_h2d_pcie_fraction = *v;
   real("cluster.efficiency.launch_us", c.efficiency.launch_us);
   if (auto v = f.get_bytes("cluster.efficiency.outside_allocator_bytes")) c.efficiency.outside_allocator_bytes = *v;
   real("cluster.efficiency.torch_misaligned_gemm.forward", c.efficiency.torch_misaligned_gemm.forward);

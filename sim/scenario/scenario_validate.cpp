@@ -108,6 +108,8 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
     c.that(std::isfinite(v) && v >= 0 && v <= 1, path, "must be a fraction in [0, 1] (0 = efficiency.hbm), got " + Check::num(v));
   }
   fraction(cl.efficiency.pageable_pcie_fraction, "cluster.efficiency.pageable_pcie_fraction");
+  if (cl.efficiency.pageable_h2d_pcie_fraction)
+    fraction(*cl.efficiency.pageable_h2d_pcie_fraction, "cluster.efficiency.pageable_h2d_pcie_fraction");
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));

@@ -79,10 +79,15 @@ def efficiency_scalar(key, path=HOST_FIGURES):
     return None
 
 
+# The profile's measured scalar figures a case's scenario copies: torch's GEMM efficiency, and its pageable copies'
+# fractions of PCIe (torch's converting copies across devices: probe_cross_copy.py).
+SCALAR_FIGURES = ("gemm", "pageable_pcie_fraction", "pageable_h2d_pcie_fraction")
+
+
 def gemm_line(path=HOST_FIGURES):
-    """The profile's efficiency.gemm (torch's measured GEMM efficiency) as a scenario line ("" where it has none)."""
-    value = efficiency_scalar("gemm", path)
-    return f"    gemm: {float(value)}\n" if value is not None else ""
+    """The profile's SCALAR_FIGURES as scenario lines (none where it has none)."""
+    values = [(key, efficiency_scalar(key, path)) for key in SCALAR_FIGURES]
+    return "".join(f"    {key}: {float(value)}\n" for key, value in values if value is not None)
 
 
 _THREADS_RATE = r"threads_\d+: [0-9.e+]+"
