@@ -1344,6 +1344,7 @@ def run_worker(args, res, flush):
         if kind == "timed" and threads_at_first_timed is None:
             threads_at_first_timed = host_cpu.threads_cpu_seconds()
         host_before = host_cpu.main_thread_sample()
+        threads_before = host_cpu.threads_cpu_seconds()
         process_before = host_cpu.process_sample()
         machine_before = host_cpu.machine_sample()
         gc_clock.take()
@@ -1378,14 +1379,19 @@ def run_worker(args, res, flush):
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         host = host_cpu.step_figures(host_before, host_cpu.main_thread_sample())
+        threads_after = host_cpu.threads_cpu_seconds()
+        host["autograd_cpu_seconds"] = host_cpu.cpu_seconds_of_threads(threads_before, threads_after, "pt_autograd")
         host.update(host_cpu.process_figures(process_before, host_cpu.process_sample()))
         host.update(host_cpu.machine_figures(machine_before, host_cpu.machine_sample()))
         host.update(gc_clock.take())
         host.update(waits)
         # The host's speed right after the step, outside its timing: a fixed Python loop (about 5 ms a step).
         host["reference_work_seconds"] = host_cpu.reference_work_seconds()
+        # The same loop on autograd's device thread (where the backward's hooks run) and that thread's CPU in the step.
+        loop, elsewhere = host_cpu.reference_work_seconds_in_backward(torch, torch.cuda.current_device())
+        host["autograd_reference_work_seconds"] = loop if elsewhere else None
         if kind == "timed":
-            threads_at_last_timed = host_cpu.threads_cpu_seconds()
+            threads_at_last_timed = threads_after
         if phased:
             phase_seconds.append({"step": s, **{k: v for k, v in phase_t.items() if k != "open"}})
         if profiled:

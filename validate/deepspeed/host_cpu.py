@@ -10,6 +10,8 @@ CPU it got ran slower (its CPU time grows with the wall time). Linux only (/proc
     step_figures(before, after)              # CPU seconds, involuntary switches, the CPU it ended on
     threads_cpu_seconds()                    # every thread's CPU seconds so far, by name (diff two of them)
     reference_work_seconds()                 # the host's speed now: a fixed pure-Python loop's wall time
+    reference_work_seconds_in_backward(torch, device)   # the same loop on autograd's device thread
+    cpu_seconds_of_threads(t0, t1, "pt_autograd")       # CPU seconds of autograd's threads between two maps
     p0 = process_sample(); ...; process_figures(p0, process_sample())   # all threads: user / system CPU, faults
     gc_clock = GcClock(); gc_clock.take()    # Python's garbage collections since the last take: seconds, count
     sync_clock = SyncClock(targets); sync_clock.take()   # the host's waits for the GPU since the last take
@@ -25,6 +27,7 @@ the synchronisations' seconds do, the host waited for the GPU (spinning: CUDA's 
 """
 import gc
 import os
+import threading
 import time
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -214,6 +217,14 @@ def threads_cpu_seconds(task_dir="/proc/self/task"):
     return out
 
 
+def cpu_seconds_of_threads(before, after, prefix):
+    """CPU seconds spent between two threads_cpu_seconds() maps by the threads whose name starts with `prefix`
+    (autograd's device threads are pt_autograd_<device>); None where a map is missing."""
+    if before is None or after is None:
+        return None
+    return sum(seconds - before.get(name, 0.0) for name, seconds in after.items() if name.startswith(prefix))
+
+
 def busiest_threads(before, after, top=8):
     """The `top` thread names by CPU seconds spent between two threads_cpu_seconds() maps, busiest first."""
     if before is None or after is None:
@@ -242,6 +253,28 @@ def reference_work_seconds(repeat=3):
         dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
     return best
+
+
+def reference_work_seconds_in_backward(torch, device):
+    """reference_work_seconds() timed where a CUDA backward runs: inside a tiny backward on `device`, which torch runs
+    on autograd's device thread (pt_autograd_<device>), the thread DeepSpeed's backward hooks run on, and whose speed
+    the main thread's loop does not see. Returns (seconds, True where it ran on a thread other than the caller's)."""
+    box = {}
+
+    class TimedBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            box["seconds"] = reference_work_seconds()
+            box["thread"] = threading.get_native_id()
+            return grad
+
+    x = torch.zeros(1, device=device, requires_grad=True)
+    TimedBackward.apply(x).sum().backward()
+    return box.get("seconds"), box.get("thread") not in (None, threading.get_native_id())
 
 
 def run_loop_seconds(timing):

@@ -584,6 +584,9 @@ class FakeStackRunTest(unittest.TestCase):
         # The fake engine never waits for the GPU, and the harness's own synchronize at a step's end is not counted.
         timed = [h for h, k in zip(rk["timing"]["host_per_step"], rk["timing"]["step_kinds"]) if k == "timed"]
         self.assertEqual([h["sync_calls"] for h in timed], [0, 0])
+        # The host's speed on autograd's device thread too (the fake runs a backward on a thread of its own).
+        self.assertTrue(all(h["autograd_reference_work_seconds"] > 0 for h in timed))
+        self.assertTrue(all("autograd_cpu_seconds" in h for h in timed))
         m = rk["memory"]
         for k in ("after_forward", "after_backward", "after_step", "after_initialize", "init", "phase_peaks",
                   "stats", "device"):

@@ -128,6 +128,67 @@ class BusiestThreads(unittest.TestCase):
         self.assertIsNone(host_cpu.busiest_threads(None, {"python": 1.0}))
 
 
+class CpuSecondsOfThreads(unittest.TestCase):
+    def test_sums_what_the_named_threads_spent_between_the_maps(self):
+        before = {"python": 10.0, "pt_autograd_0": 2.0, "pt_autograd_1": 1.0}
+        after = {"python": 10.5, "pt_autograd_0": 2.3, "pt_autograd_1": 1.1, "nccl": 0.4}
+        self.assertAlmostEqual(host_cpu.cpu_seconds_of_threads(before, after, "pt_autograd"), 0.4)
+
+    def test_a_thread_born_between_the_maps_counts_from_zero(self):
+        self.assertAlmostEqual(host_cpu.cpu_seconds_of_threads({}, {"pt_autograd_0": 0.2}, "pt_autograd"), 0.2)
+
+    def test_a_missing_map_is_none(self):
+        self.assertIsNone(host_cpu.cpu_seconds_of_threads({"pt_autograd_0": 1.0}, None, "pt_autograd"))
+
+
+class _OneThreadAutograd:
+    """Just enough of torch for reference_work_seconds_in_backward: apply() records the Function, and backward()
+    runs its backward on a thread of its own (as torch's device thread) or, with same_thread, on the caller's."""
+
+    def __init__(self, same_thread=False):
+        import threading
+        fake = self
+
+        class Function:
+            @classmethod
+            def apply(cls, x):
+                return _Output(cls, fake)
+
+        class _Output:
+            def __init__(self, fn, torch):
+                self.fn, self.torch = fn, torch
+
+            def sum(self):
+                return self
+
+            def backward(self):
+                run = lambda: self.fn.backward(None, 1.0)  # noqa: E731
+                if same_thread:
+                    run()
+                else:
+                    t = threading.Thread(target=run)
+                    t.start()
+                    t.join()
+
+        self.autograd = type("autograd", (), {"Function": Function})
+
+    @staticmethod
+    def zeros(*shape, device=None, requires_grad=False):
+        return 0.0
+
+
+class ReferenceWorkInBackward(unittest.TestCase):
+    def test_times_the_loop_on_the_thread_the_backward_runs_on(self):
+        seconds, elsewhere = host_cpu.reference_work_seconds_in_backward(_OneThreadAutograd(), "cuda:0")
+        self.assertGreater(seconds, 0.0)
+        self.assertTrue(elsewhere)
+
+    def test_says_so_when_the_backward_ran_on_the_callers_thread(self):
+        seconds, elsewhere = host_cpu.reference_work_seconds_in_backward(_OneThreadAutograd(same_thread=True), 0)
+        self.assertGreater(seconds, 0.0)
+        self.assertFalse(elsewhere)
+
+
 class ThisProcess(unittest.TestCase):
     @unittest.skipUnless(os.path.isdir("/proc/self/task"), "needs Linux /proc")
     def test_this_thread_is_listed_and_its_sample_moves_forward(self):
