@@ -1341,10 +1341,10 @@ def run_worker(args, res, flush):
             mem[label] = m
             torch.cuda.reset_peak_memory_stats()
 
-        if kind == "timed" and threads_at_first_timed is None:
-            threads_at_first_timed = host_cpu.threads_cpu_seconds()
-        host_before = host_cpu.main_thread_sample()
         threads_before = host_cpu.threads_cpu_seconds()
+        if kind == "timed" and threads_at_first_timed is None:
+            threads_at_first_timed = threads_before
+        host_before = host_cpu.main_thread_sample()
         process_before = host_cpu.process_sample()
         machine_before = host_cpu.machine_sample()
         gc_clock.take()

@@ -277,15 +277,21 @@ def reference_work_seconds_in_backward(torch, device):
     return box.get("seconds"), box.get("thread") not in (None, threading.get_native_id())
 
 
+def timed_host_per_step(timing):
+    """A rank's timing.host_per_step of its timed steps, in order (host_per_step lists every step beside step_kinds;
+    step_seconds the timed ones alone)."""
+    return [h for h, kind in zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
+            if kind == "timed"]
+
+
 def run_loop_seconds(timing):
     """A harness result's host speed: its rank's timing.reference_loop_seconds (a pooled result's), else the median
     reference loop over its timed steps (None: not timed). zsim validate reads the same
     (validate/deepspeed_run.cpp reference_loop_seconds)."""
     if timing.get("reference_loop_seconds"):
         return timing["reference_loop_seconds"]
-    loops = sorted(h.get("reference_work_seconds") for h, kind in
-                   zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
-                   if kind == "timed" and h and h.get("reference_work_seconds"))
+    loops = sorted(h.get("reference_work_seconds") for h in timed_host_per_step(timing)
+                   if h and h.get("reference_work_seconds"))
     if not loops:
         return None
     n = len(loops)

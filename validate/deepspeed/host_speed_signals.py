@@ -13,6 +13,8 @@ import argparse
 import json
 import statistics
 
+import host_cpu
+
 SIGNALS = (("main loop", "reference_work_seconds"), ("autograd loop", "autograd_reference_work_seconds"),
            ("main cpu", "cpu_seconds"), ("autograd cpu", "autograd_cpu_seconds"))
 
@@ -21,20 +23,15 @@ def correlation(xs, ys):
     """Pearson's r of two equal-length lists; None where either is constant or shorter than 3."""
     if len(xs) != len(ys) or len(xs) < 3:
         return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sx = sum((x - mx) ** 2 for x in xs) ** 0.5
-    sy = sum((y - my) ** 2 for y in ys) ** 0.5
-    if sx == 0 or sy == 0:
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:  # a constant list
         return None
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sx * sy)
 
 
 def timed_steps(timing):
-    """[(step seconds, host figures)] of the timed steps: step_seconds lists the timed steps in order, host_per_step
-    every step beside step_kinds."""
-    hosts = [h for h, kind in zip(timing.get("host_per_step") or [], timing.get("step_kinds") or [])
-             if kind == "timed"]
-    return list(zip(timing.get("step_seconds") or [], hosts))
+    """[(step seconds, host figures)] of the timed steps."""
+    return list(zip(timing.get("step_seconds") or [], host_cpu.timed_host_per_step(timing)))
 
 
 def signals_of(timing):

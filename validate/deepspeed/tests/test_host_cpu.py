@@ -142,21 +142,20 @@ class CpuSecondsOfThreads(unittest.TestCase):
 
 
 class _OneThreadAutograd:
-    """Just enough of torch for reference_work_seconds_in_backward: apply() records the Function, and backward()
+    """Just enough of torch for reference_work_seconds_in_backward: apply() keeps the Function, and backward()
     runs its backward on a thread of its own (as torch's device thread) or, with same_thread, on the caller's."""
 
     def __init__(self, same_thread=False):
         import threading
-        fake = self
 
         class Function:
             @classmethod
             def apply(cls, x):
-                return _Output(cls, fake)
+                return _Output(cls)
 
         class _Output:
-            def __init__(self, fn, torch):
-                self.fn, self.torch = fn, torch
+            def __init__(self, fn):
+                self.fn = fn
 
             def sum(self):
                 return self
