@@ -124,11 +124,14 @@ double median_of(std::vector<double> v) {
 }
 
 
-// DsRank::reference_loop_s from a rank's timing block.
-double reference_loop_seconds(const Reader& t) {
-  if (t.has("reference_loop_seconds")) {
-    const double s = t.number("reference_loop_seconds");
-    if (!(s > 0)) bad(t.source(), t.key("reference_loop_seconds"), "must be seconds > 0");
+// DsRank::reference_loop_s (or, with the autograd keys, autograd_reference_loop_s) from a rank's timing block:
+// the pooled key, else the timed steps' median of the per-step key (host_cpu.py run_loop_seconds and
+// run_autograd_loop_seconds read the same).
+double reference_loop_seconds(const Reader& t, const char* pooled_key = "reference_loop_seconds",
+                              const char* per_step_key = "reference_work_seconds") {
+  if (t.has(pooled_key)) {
+    const double s = t.number(pooled_key);
+    if (!(s > 0)) bad(t.source(), t.key(pooled_key), "must be seconds > 0");
     return s;
   }
   if (!t.has("host_per_step") || !t.has("step_kinds")) return 0;
@@ -137,7 +140,7 @@ double reference_loop_seconds(const Reader& t) {
   std::vector<double> loops;
   for (std::size_t i = 0; i < steps.size() && i < kinds.size(); ++i) {
     if (!kinds[i].is_string() || kinds[i].get<std::string>() != "timed" || !steps[i].is_object()) continue;
-    const auto it = steps[i].find("reference_work_seconds");
+    const auto it = steps[i].find(per_step_key);
     if (it != steps[i].end() && it->is_number() && it->get<double>() > 0) loops.push_back(it->get<double>());
   }
   return loops.empty() ? 0 : median_of(std::move(loops));
@@ -166,6 +169,8 @@ DsRank read_rank(const Reader& r, bool run_ok) {
       if (!(rank.median_step_s >= 0)) bad(r.source(), t.key("median_step_seconds"), "must be seconds >= 0");
     }
     rank.reference_loop_s = reference_loop_seconds(t);
+    rank.autograd_reference_loop_s =
+        reference_loop_seconds(t, "autograd_reference_loop_seconds", "autograd_reference_work_seconds");
   }
   return rank;
 }
@@ -174,7 +179,12 @@ DsRank read_rank(const Reader& r, bool run_ok) {
 
 std::vector<std::string> host_speed_overrides(const DeepSpeedRun& run) {
   if (run.ranks.empty() || !(run.ranks.front().reference_loop_s > 0)) return {};
-  return {fmt::format("cluster.efficiency.deepspeed_host.loop_us={:.3f}", run.ranks.front().reference_loop_s * 1e6)};
+  const DsRank& r0 = run.ranks.front();
+  std::vector<std::string> out{fmt::format("cluster.efficiency.deepspeed_host.loop_us={:.3f}", r0.reference_loop_s * 1e6)};
+  if (r0.autograd_reference_loop_s > 0)
+    out.push_back(
+        fmt::format("cluster.efficiency.deepspeed_host.autograd_loop_us={:.3f}", r0.autograd_reference_loop_s * 1e6));
+  return out;
 }
 
 bool is_deepspeed_run(const json& j) {
@@ -479,6 +489,8 @@ DsValidation compare_deepspeed_run(const DeepSpeedRun& run, const DsPrediction& 
   v.step_predicted_s = p.step_s;
   v.reference_loop_s = r0.reference_loop_s;
   v.host_speed_scale = p.host_speed_scale;
+  v.autograd_reference_loop_s = r0.autograd_reference_loop_s;
+  v.autograd_host_speed_scale = p.autograd_host_speed_scale;
   v.step_measured_s = r0.median_step_s;
   return v;
 }
@@ -593,6 +605,9 @@ ordered_json deepspeed_validation_json(const DsValidation& v) {
                     {"rel_error", error_or_null(v.step_predicted_s, v.step_measured_s)},
                     {"reference_loop_s", v.reference_loop_s > 0 ? ordered_json(v.reference_loop_s) : ordered_json()},
                     {"host_speed_scale", v.host_speed_scale},
+                    {"autograd_reference_loop_s",
+                     v.autograd_reference_loop_s > 0 ? ordered_json(v.autograd_reference_loop_s) : ordered_json()},
+                    {"autograd_host_speed_scale", v.autograd_host_speed_scale},
                     {"note", v.shared_gpu && v.world > 1 ? "ranks shared one GPU: the measured step is not that of "
                                                            "separate GPUs"
                                                          : ""}};
@@ -624,6 +639,9 @@ std::string format_deepspeed_validation(const DsValidation& v) {
   if (v.reference_loop_s > 0)
     out += fmt::format("  the host's reference loop beside the steps {:.3f} ms: zsim's host figures x {:.3f}\n",
                        v.reference_loop_s * 1e3, v.host_speed_scale);
+  if (v.autograd_reference_loop_s > 0)
+    out += fmt::format("  on autograd's thread {:.3f} ms: the backward's figures x {:.3f}\n",
+                       v.autograd_reference_loop_s * 1e3, v.autograd_host_speed_scale);
   if (!v.points.empty() || !v.phase_peaks.empty()) {
     out +=
         "\nGPU memory allocated, rank 0 (zsim: program order of its last step)   predicted        measured    error\n";

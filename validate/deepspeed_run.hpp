@@ -51,6 +51,9 @@ struct DsRank {
   // else the median of timing.host_per_step[].reference_work_seconds over the steps timing.step_kinds calls "timed"
   // (validate/deepspeed/host_cpu.py's reference loop, timed after each step); 0: not measured.
   double reference_loop_s = 0;
+  // The same on autograd's device thread, where the backward's Python runs: timing.autograd_reference_loop_seconds,
+  // else the timed steps' median of host_per_step[].autograd_reference_work_seconds; 0: not measured.
+  double autograd_reference_loop_s = 0;
 };
 
 struct DeepSpeedRun {
@@ -127,6 +130,7 @@ struct DsPrediction {
   Bytes gpu_reserved = 0;  // the caching allocator's reserved bytes at the peak; 0: not modelled
   double step_s = 0;       // steady-state step
   double host_speed_scale = 1;  // the host figures' scale at the run's reference loop (efficiency.deepspeed_host)
+  double autograd_host_speed_scale = 1;  // the backward's figures' scale, at autograd's thread's loop
   PhaseMemory phases;
   std::vector<PredictedCollectives> collectives;  // step_collectives(schedule, 0)
 };
@@ -182,10 +186,13 @@ struct DsValidation {
   double step_predicted_s = 0, step_measured_s = 0;  // rank 0's median timed step
   double reference_loop_s = 0;   // rank 0's host speed (DsRank::reference_loop_s); 0: not measured
   double host_speed_scale = 1;   // zsim's host figures scaled to it
+  double autograd_reference_loop_s = 0;  // rank 0's on autograd's thread (DsRank::autograd_reference_loop_s)
+  double autograd_host_speed_scale = 1;  // zsim's backward figures scaled to it
 };
 
-// The scenario override that tells zsim the run's host speed (cluster.efficiency.deepspeed_host.loop_us), or none
-// where rank 0 did not time the reference loop.
+// The scenario overrides that tell zsim the run's host speed (cluster.efficiency.deepspeed_host.loop_us, and
+// autograd_loop_us where rank 0 timed the loop on autograd's thread too), or none where rank 0 did not time the
+// reference loop.
 std::vector<std::string> host_speed_overrides(const DeepSpeedRun& run);
 
 // Compares an ok run with zsim's prediction (the run must be ok: throws std::logic_error otherwise).

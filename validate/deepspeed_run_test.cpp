@@ -507,6 +507,32 @@ TEST(DeepSpeedRun, APooledRunsHostSpeedIsItsRecordedLoop) {
   EXPECT_NE(error_of(j).find("'ranks[0].timing.reference_loop_seconds'"), std::string::npos);
 }
 
+TEST(DeepSpeedRun, AutogradsLoopIsTheMedianOfTheTimedSteps) {
+  json j = ok_run();
+  j["ranks"][0]["timing"]["step_kinds"] = {"warmup", "timed", "timed", "timed"};
+  j["ranks"][0]["timing"]["host_per_step"] = json::array(
+      {{{"reference_work_seconds", 0.003}, {"autograd_reference_work_seconds", 0.009}},
+       {{"reference_work_seconds", 0.003}, {"autograd_reference_work_seconds", 0.001}},
+       {{"reference_work_seconds", 0.003}, {"autograd_reference_work_seconds", 0.002}},
+       {{"reference_work_seconds", 0.003}, {"autograd_reference_work_seconds", 0.004}}});
+  const DeepSpeedRun r = deepspeed_run_from_json(j, "run.json");
+  EXPECT_DOUBLE_EQ(r.ranks[0].autograd_reference_loop_s, 0.002);  // the warm-up step's 9 ms not counted
+  EXPECT_EQ(host_speed_overrides(r), (std::vector<std::string>{"cluster.efficiency.deepspeed_host.loop_us=3000.000",
+                                                               "cluster.efficiency.deepspeed_host.autograd_loop_us=2000.000"}));
+  j["ranks"][0]["timing"]["autograd_reference_loop_seconds"] = 0.0025;  // pool_repeats.py's
+  EXPECT_DOUBLE_EQ(deepspeed_run_from_json(j, "run.json").ranks[0].autograd_reference_loop_s, 0.0025);
+}
+
+TEST(DeepSpeedRun, ARunWithoutAutogradsLoopTellsZsimOnlyTheMainThreads) {
+  json j = ok_run();
+  j["ranks"][0]["timing"]["step_kinds"] = {"timed"};
+  j["ranks"][0]["timing"]["host_per_step"] = json::array({{{"reference_work_seconds", 0.003}}});
+  const DeepSpeedRun r = deepspeed_run_from_json(j, "run.json");
+  EXPECT_EQ(r.ranks[0].autograd_reference_loop_s, 0);
+  EXPECT_EQ(host_speed_overrides(r),
+            (std::vector<std::string>{"cluster.efficiency.deepspeed_host.loop_us=3000.000"}));
+}
+
 TEST(DeepSpeedRun, ARunThatDidNotTimeTheLoopIsPredictedAtTheProfilesSpeed) {
   const DeepSpeedRun r = deepspeed_run_from_json(ok_run(), "run.json");
   EXPECT_EQ(r.ranks[0].reference_loop_s, 0);

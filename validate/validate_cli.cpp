@@ -127,6 +127,7 @@ DeepSpeedOutcome validate_deepspeed(const ValidateRequest& r, const nlohmann::js
   p.gpu_reserved = predicted_reserved_from_report(report_to_json(report));
   p.step_s = simulate(s.cluster, sch).step_s();
   p.host_speed_scale = s.cluster.efficiency.deepspeed_host.host_speed_scale();
+  p.autograd_host_speed_scale = s.cluster.efficiency.deepspeed_host.autograd_host_speed_scale();
   p.phases = phase_memory(sch);
   p.collectives = step_collectives(sch, 0);
   o.validation = compare_deepspeed_run(o.run, p);

@@ -54,17 +54,24 @@ int total_tensors(const std::map<int, LayerFacts>& facts) {
   return n;
 }
 
+// The figures at each thread's speed: the main thread's (the forward, the optimizer step, stage 1's
+// reduce_gradients) and autograd's device thread's (the backward pass, the recompute, stage 2's gradient hooks).
+struct HostFigures {
+  EfficiencySpec::DeepSpeedHost main, autograd;
+};
+
 // Stages 1-2: DeepSpeed's reduction of the pass's parameter tensors' gradients (stage_1_and_2.py: stage 2's hooks
-// every micro-step, stage 1's reduce_gradients at the boundary's backward only, each at its own figure).
-double reduce_us(const Op& op, const ScheduleModel& m, int stage, int tensors, const EfficiencySpec::DeepSpeedHost& h) {
-  if (stage == 2) return tensors * h.stage12_reduce_param_us;
-  if (stage == 1 && op.micro_step == m.grad_accum - 1) return tensors * h.effective_stage1_reduce_param_us();
+// every micro-step on autograd's thread, stage 1's reduce_gradients on the main thread after the boundary's backward
+// only, each at its own figure).
+double reduce_us(const Op& op, const ScheduleModel& m, int stage, int tensors, const HostFigures& h) {
+  if (stage == 2) return tensors * h.autograd.stage12_reduce_param_us;
+  if (stage == 1 && op.micro_step == m.grad_accum - 1) return tensors * h.main.effective_stage1_reduce_param_us();
   return 0;
 }
 
 // The host's microseconds of one pass over one decoder layer (or, layer -1, over the rest of the model).
-double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts& facts,
-               const EfficiencySpec::DeepSpeedHost& h) {
+double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts& facts, const HostFigures& both) {
+  const EfficiencySpec::DeepSpeedHost& h = op.compute.what == ComputeKind::forward ? both.main : both.autograd;
   const bool eager = facts.eager;
   const bool gpt2 = gpt2_family(m);
   const bool layer = op.layer >= 0;
@@ -79,9 +86,9 @@ double pass_us(const Op& op, const ScheduleModel& m, int stage, const LayerFacts
              (m.checkpointing ? h.checkpoint_forward_layer_us : 0) + (eager ? h.eager_forward_layer_us : 0) +
              z3_forward_us;
     case ComputeKind::backward:
-      if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, facts.tensors, h);
+      if (!layer) return h.backward_fixed_us + z3_backward_us + reduce_us(op, m, stage, facts.tensors, both);
       return (gpt2 ? h.gpt2_backward_layer_us : h.llama_backward_layer_us) + (eager ? h.eager_backward_layer_us : 0) +
-             z3_backward_us + reduce_us(op, m, stage, facts.tensors, h);
+             z3_backward_us + reduce_us(op, m, stage, facts.tensors, both);
     case ComputeKind::recompute: return h.recompute_layer_us + (eager ? h.eager_forward_layer_us : 0) + z3_forward_us;
     default: return 0;
   }
@@ -112,13 +119,16 @@ void price_offloaded_gradients(const Schedule& s, const EfficiencySpec::DeepSpee
   }
 }
 
-// The figures on this host: each multiplied by host_speed_scale() (the host's reference loop against the fit's).
-EfficiencySpec::DeepSpeedHost at_host_speed(EfficiencySpec::DeepSpeedHost h) {
-  const double scale = h.host_speed_scale();
+// The figures on this host: each multiplied by `scale` (a thread's reference loop against the fit's).
+EfficiencySpec::DeepSpeedHost at_host_speed(EfficiencySpec::DeepSpeedHost h, double scale) {
   for (auto [v, name] : h.fields()) *v *= scale;
   for (auto [v, name] : h.optional_fields())
     if (*v) **v *= scale;
   return h;
+}
+
+HostFigures at_host_speeds(const EfficiencySpec::DeepSpeedHost& h) {
+  return {at_host_speed(h, h.host_speed_scale()), at_host_speed(h, h.autograd_host_speed_scale())};
 }
 
 }  // namespace
@@ -138,7 +148,8 @@ bool deepspeed_host_applies(const Schedule& s, const ClusterSpec& c) {
 std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec& c) {
   std::vector<HostIssue> out(s.ops.size());
   if (!deepspeed_host_applies(s, c)) return out;
-  const EfficiencySpec::DeepSpeedHost h = at_host_speed(c.efficiency.deepspeed_host);
+  const HostFigures both = at_host_speeds(c.efficiency.deepspeed_host);
+  const EfficiencySpec::DeepSpeedHost& h = both.main;
   const int stage = s.meta.zero_stage;
 
   // A pass's figure is split evenly over its ops: (step, micro-step, compute kind, layer) -> the ops; steps as the
@@ -151,7 +162,7 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
   const std::map<int, LayerFacts> facts = layer_facts(s.model);
   for (const auto& [key, ids] : passes) {
     const Op& first = s.ops[ids.front()];
-    const double us = pass_us(first, s.model, stage, facts.at(first.layer), h) / static_cast<double>(ids.size());
+    const double us = pass_us(first, s.model, stage, facts.at(first.layer), both) / static_cast<double>(ids.size());
     for (OpId id : ids) out[id] = {us * 1e-6, 0.0};  // the GPU work starts as the host begins the op
   }
 
@@ -163,7 +174,8 @@ std::vector<HostIssue> deepspeed_host_issue(const Schedule& s, const ClusterSpec
     if (op.kind == OpKind::compute && op.compute.what == ComputeKind::optimizer && step_of[op.id] >= 0 &&
         stepped.insert(step_of[op.id]).second)
       out[op.id] = {out[op.id].total_s + step_us * 1e-6, 0.0};
-  if (stage == 1 || stage == 2) price_offloaded_gradients(s, h, out);
+  // stage 2's in its gradient hooks (autograd's thread), stage 1's in reduce_gradients (the main thread)
+  if (stage == 1 || stage == 2) price_offloaded_gradients(s, stage == 2 ? both.autograd : both.main, out);
   if (stage == 3) wait_after_each_backward(s, step_of, out);
   return out;
 }

@@ -40,6 +40,10 @@
 //   step        step_fixed_us + parameter tensors x step_param_us (stage 3: stage3_step_param_us): DeepSpeed's
 //               optimizer step, its gradient norm over each tensor and the optimizer's Python, on the step's first
 //               optimizer op.
+// The host's speed, per thread (docs/deepspeed-time.md, "Two threads, two speeds"): the forward's and the step's
+// figures and stage 1's reduce_gradients run on the main thread, at DeepSpeedHost::host_speed_scale (loop_us); the
+// backward's, the recompute's, stage 3's backward hooks and stage 2's gradient hooks (with their offload copies) on
+// autograd's device thread, at autograd_host_speed_scale (autograd_loop_us, else loop_us).
 // And where the host waits for the GPU within a step (HostIssue::waits_for_gpu): at stage 3 after each backward,
 // DeepSpeed's gradient epilogue (stage3.py independent_gradient_partition_epilogue, from engine.py
 // allreduce_gradients) synchronizes its reduce-and-partition stream, which waited for the compute stream, so the ops

@@ -410,6 +410,50 @@ TEST(DeepSpeedHost, WithoutTheHostsOwnLoopTheFiguresHoldAsFitted) {
   EXPECT_NEAR(total_host_s(priced(sc, 1, h).h), total_host_s(priced(sc, 1).h), 1e-12);
 }
 
+TEST(DeepSpeedHost, TheBackwardsFiguresScaleWithAutogradsLoopAndTheRestWithTheMainThreads) {
+  const Scenario sc = deepspeed_scenario(3, true);  // stage 3 with checkpointing: hooks in every pass, a recompute
+  EfficiencySpec::DeepSpeedHost two = figures();
+  two.reference_loop_us = 2000, two.loop_speed_exponent = 0.5;
+  two.loop_us = 8000, two.autograd_loop_us = 500;  // the main thread x 2, autograd's x 0.5
+  const auto [s, at_reference] = priced(sc, 1);
+  const auto [s2, on_two_threads] = priced(sc, 1, two);
+  for (int layer : {-1, 0, 1}) {
+    EXPECT_NEAR(host_s(s2, on_two_threads, ComputeKind::forward, layer),
+                2 * host_s(s, at_reference, ComputeKind::forward, layer), 1e-12);
+    EXPECT_NEAR(host_s(s2, on_two_threads, ComputeKind::backward, layer),
+                0.5 * host_s(s, at_reference, ComputeKind::backward, layer), 1e-12);
+  }
+  EXPECT_GT(host_s(s, at_reference, ComputeKind::recompute, -2), 0);
+  EXPECT_NEAR(host_s(s2, on_two_threads, ComputeKind::recompute, -2),
+              0.5 * host_s(s, at_reference, ComputeKind::recompute, -2), 1e-12);
+  EXPECT_GT(host_s(s, at_reference, ComputeKind::optimizer, -2), 0);
+  EXPECT_NEAR(host_s(s2, on_two_threads, ComputeKind::optimizer, -2),
+              2 * host_s(s, at_reference, ComputeKind::optimizer, -2), 1e-12);
+}
+
+TEST(DeepSpeedHost, StageOnesReductionRunsAtTheMainThreadsSpeedAndStageTwosAtAutogradsThread) {
+  EfficiencySpec::DeepSpeedHost reduce_only{};
+  reduce_only.stage12_reduce_param_us = 40, reduce_only.stage1_reduce_param_us = 40;
+  reduce_only.reference_loop_us = 2000, reduce_only.loop_speed_exponent = 1.0;
+  EfficiencySpec::DeepSpeedHost two = reduce_only;
+  two.loop_us = 4000, two.autograd_loop_us = 1000;  // the main thread x 2, autograd's x 0.5
+  for (int stage : {1, 2}) {
+    const Scenario sc = deepspeed_scenario(stage);
+    const double at_reference = total_host_s(priced(sc, 1, reduce_only).h);
+    ASSERT_GT(at_reference, 0) << stage;
+    EXPECT_NEAR(total_host_s(priced(sc, 1, two).h), (stage == 1 ? 2.0 : 0.5) * at_reference, 1e-12) << stage;
+  }
+}
+
+TEST(DeepSpeedHost, WithoutAutogradsLoopTheBackwardTakesTheMainThreadsSpeed) {
+  EfficiencySpec::DeepSpeedHost h = figures();
+  h.reference_loop_us = 2000, h.loop_speed_exponent = 0.5, h.loop_us = 8000;
+  EXPECT_DOUBLE_EQ(h.autograd_host_speed_scale(), 2.0);
+  h.autograd_loop_us = 2000;
+  EXPECT_DOUBLE_EQ(h.autograd_host_speed_scale(), 1.0);
+  EXPECT_DOUBLE_EQ(h.host_speed_scale(), 2.0);
+}
+
 TEST(DeepSpeedHost, AFasterLoopThanTheReferenceShortensTheHost) {
   EfficiencySpec::DeepSpeedHost h = figures();
   h.reference_loop_us = 3000, h.loop_speed_exponent = 1.0, h.loop_us = 1500;
@@ -434,6 +478,16 @@ TEST(DeepSpeedHost, TheReportSaysTheHostSpeedItsFiguresWereTakenAt) {
             std::string::npos)
       << slow.terminal;
   EXPECT_DOUBLE_EQ(slow.json["host_speed"]["loop_us"].get<double>(), 8000);
+  EXPECT_TRUE(slow.json["host_speed"]["autograd_loop_us"].is_null());
+  EXPECT_EQ(slow.terminal.find("autograd's thread"), std::string::npos);
+  h.autograd_loop_us = 500;
+  const TimeOutputs two = time_schedule(sc, s, {});
+  EXPECT_DOUBLE_EQ(two.report.host_autograd_speed_scale, 0.5);
+  EXPECT_NE(two.terminal.find("the backward's at autograd's thread's loop 0.500 ms (figures x 0.500)"),
+            std::string::npos)
+      << two.terminal;
+  EXPECT_DOUBLE_EQ(two.json["host_speed"]["autograd_loop_us"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(two.json["host_speed"]["autograd_scale"].get<double>(), 0.5);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ void note_host_speed(const ClusterSpec& c, const Schedule& s, TimingReport& r) {
   r.host_reference_loop_us = *h.reference_loop_us;
   r.host_loop_us = h.loop_us.value_or(0);
   r.host_speed_scale = h.host_speed_scale();
+  r.host_autograd_loop_us = h.autograd_loop_us.value_or(0);
+  r.host_autograd_speed_scale = h.autograd_host_speed_scale();
 }
 
 }  // namespace

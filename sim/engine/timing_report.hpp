@@ -34,7 +34,9 @@ struct TimingReport {
   bool host_binds() const { return host_s > 0 && host_s >= 0.9 * step_s; }
   // Under efficiency.deepspeed_host with a reference loop: the host speed its figures were taken at (the host's loop,
   // the profile's reference, and the scale between them; host_loop_us 0 = not given: the reference's). 0 = no such model.
+  // The backward's figures at autograd's thread's loop (host_autograd_loop_us 0 = not given: the main thread's).
   double host_reference_loop_us = 0, host_loop_us = 0, host_speed_scale = 1;
+  double host_autograd_loop_us = 0, host_autograd_speed_scale = 1;
   std::map<std::string, Seconds> exposed_comm_by_phase;       // "forward", "backward", "step", "init"
   std::map<std::string, Seconds> exposed_comm_by_collective;  // "all_gather", "reduce_scatter", ...
   Seconds comm_busy_s = 0;     // time some collective runs, hidden or not

@@ -21,7 +21,10 @@ nlohmann::ordered_json timing_report_json(const TimingReport& r) {
   if (r.host_reference_loop_us > 0)
     j["host_speed"] = {{"reference_loop_us", r.host_reference_loop_us},
                        {"loop_us", r.host_loop_us > 0 ? nlohmann::ordered_json(r.host_loop_us) : nlohmann::ordered_json()},
-                       {"scale", r.host_speed_scale}};
+                       {"scale", r.host_speed_scale},
+                       {"autograd_loop_us", r.host_autograd_loop_us > 0 ? nlohmann::ordered_json(r.host_autograd_loop_us)
+                                                                        : nlohmann::ordered_json()},
+                       {"autograd_scale", r.host_autograd_speed_scale}};
   j["comm_busy_s"] = r.comm_busy_s;
   j["offload_busy_s"] = r.offload_busy_s;
   j["model_flops_per_gpu"] = r.model_flops_per_gpu;
@@ -68,6 +71,9 @@ std::string format_timing(const TimingReport& r) {
              : fmt::format("  at the profile's host speed (reference loop {:.3f} ms); for yours: python3 "
                            "validate/deepspeed/host_cpu.py prints the --set line\n",
                            r.host_reference_loop_us / 1e3);
+  if (r.host_autograd_loop_us > 0)
+    o += fmt::format("  the backward's at autograd's thread's loop {:.3f} ms (figures x {:.3f})\n",
+                     r.host_autograd_loop_us / 1e3, r.host_autograd_speed_scale);
   o += fmt::format("throughput         {:.1f} TFLOPS/GPU model ({:.1f} with recomputation), {:.0f} tokens/s\n",
                    r.tflops_per_gpu, r.hardware_tflops_per_gpu, r.tokens_per_s);
   o += fmt::format("timed peak memory  gpu {:.2f} GiB, cpu {:.2f} GiB, nvme {:.2f} GiB per rank\n",

@@ -144,6 +144,7 @@ const Entry kEntries[] = {
     {"cluster.efficiency.deepspeed_host.reference_loop_us", S, Y},
     {"cluster.efficiency.deepspeed_host.loop_speed_exponent", S, Y},
     {"cluster.efficiency.deepspeed_host.loop_us", S, Y},
+    {"cluster.efficiency.deepspeed_host.autograd_loop_us", S, Y},
     {"cluster.efficiency.beside_compute", M, Y},
     {"cluster.efficiency.beside_compute.memcpy", S, Y},
     {"cluster.efficiency.beside_compute.kernel", S, Y},

@@ -430,18 +430,26 @@ struct EfficiencySpec {
     // reference_loop_us; on a host whose loop takes loop_us every figure is multiplied by
     // (loop_us / reference_loop_us) ^ loop_speed_exponent (fitted with the figures: how much of a slower loop DeepSpeed's
     // Python follows). Any of the three not given: the figures as they are (scale 1).
-    std::optional<double> reference_loop_us{}, loop_speed_exponent{}, loop_us{};
-    std::array<std::pair<std::optional<double>*, const char*>, 3> host_speed_fields() {
+    // Two threads, two speeds: the backward's Python (autograd's nodes, the recompute, stage 3's backward hooks, stage
+    // 2's gradient hooks) runs on autograd's device thread, whose vCPU keeps its own speed; autograd_loop_us is the
+    // same loop timed there (host_cpu.py reference_work_seconds_in_backward), and those figures scale with it in
+    // place of loop_us. Not given: loop_us.
+    std::optional<double> reference_loop_us{}, loop_speed_exponent{}, loop_us{}, autograd_loop_us{};
+    std::array<std::pair<std::optional<double>*, const char*>, 4> host_speed_fields() {
       return {{{&reference_loop_us, "reference_loop_us"}, {&loop_speed_exponent, "loop_speed_exponent"},
-               {&loop_us, "loop_us"}}};
+               {&loop_us, "loop_us"}, {&autograd_loop_us, "autograd_loop_us"}}};
     }
-    std::array<std::pair<std::optional<double>, const char*>, 3> host_speed_fields() const {
+    std::array<std::pair<std::optional<double>, const char*>, 4> host_speed_fields() const {
       return values_of(const_cast<DeepSpeedHost*>(this)->host_speed_fields());
     }
-    double host_speed_scale() const {
-      if (!reference_loop_us || !loop_speed_exponent || !loop_us || !(*reference_loop_us > 0) || !(*loop_us > 0))
+    // The main thread's scale (the forward, the optimizer step, stage 1's reduce_gradients).
+    double host_speed_scale() const { return speed_scale_at(loop_us); }
+    // Autograd's thread's scale (the backward pass's figures).
+    double autograd_host_speed_scale() const { return speed_scale_at(autograd_loop_us ? autograd_loop_us : loop_us); }
+    double speed_scale_at(std::optional<double> loop) const {
+      if (!reference_loop_us || !loop_speed_exponent || !loop || !(*reference_loop_us > 0) || !(*loop > 0))
         return 1.0;
-      return std::pow(*loop_us / *reference_loop_us, *loop_speed_exponent);
+      return std::pow(*loop / *reference_loop_us, *loop_speed_exponent);
     }
   } deepspeed_host{};
   // GPU memory a training process holds outside PyTorch's caching allocator (the CUDA context with its modules,

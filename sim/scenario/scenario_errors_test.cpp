@@ -177,6 +177,9 @@ TEST(ScenarioErrors, AHostSpeedOrPageableFractionOutOfRangeNamesItsLine) {
   const std::string efficiency = "model: {preset: llama2-7b}\ncluster:\n  gpu: a100-80gb\n  efficiency:\n";
   auto loop = error_of(efficiency + "    deepspeed_host:\n      reference_loop_us: 2900\n      loop_us: 0\n");
   EXPECT_ERROR_AT(loop, 7, 16, "cluster.efficiency.deepspeed_host.loop_us", "must be in (0, 1e6] microseconds");
+  auto autograd = error_of(efficiency + "    deepspeed_host:\n      autograd_loop_us: -3\n");
+  EXPECT_ERROR_AT(autograd, 6, 25, "cluster.efficiency.deepspeed_host.autograd_loop_us",
+                  "must be in (0, 1e6] microseconds");
   auto exponent = error_of(efficiency + "    deepspeed_host:\n      loop_speed_exponent: -1\n");
   EXPECT_ERROR_AT(exponent, 6, 28, "cluster.efficiency.deepspeed_host.loop_speed_exponent", "must be in [0, 4]");
   auto h2d = error_of(efficiency + "    pageable_h2d_pcie_fraction: 1.5\n");

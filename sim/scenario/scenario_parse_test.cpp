@@ -211,6 +211,14 @@ TEST(ScenarioParse, TheHostsSpeedIsReadAndWrittenOnlyWhereGiven) {
   EXPECT_EQ(h.loop_us, 1600.0);
   EXPECT_DOUBLE_EQ(
       scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"]["loop_us"].get<double>(), 1600);
+  EXPECT_FALSE(h.autograd_loop_us.has_value());
+  EXPECT_FALSE(scenario_to_json(with)["cluster"]["efficiency"]["deepspeed_host"].contains("autograd_loop_us"));
+  const Scenario both = parse(kBase, {host + "stage12_reduce_param_us=50", host + "reference_loop_us=2900",
+                                      host + "loop_speed_exponent=0.5", host + "loop_us=1600",
+                                      host + "autograd_loop_us=2400"});
+  EXPECT_EQ(both.cluster.efficiency.deepspeed_host.autograd_loop_us, 2400.0);
+  EXPECT_DOUBLE_EQ(
+      scenario_to_json(both)["cluster"]["efficiency"]["deepspeed_host"]["autograd_loop_us"].get<double>(), 2400);
 }
 
 TEST(ScenarioParse, TorchsMisalignedGemmFiguresAreReadAndWrittenOnlyWhereGiven) {

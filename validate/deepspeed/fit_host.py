@@ -51,8 +51,11 @@ The host's speed (--loop-speed-exponent fit|X): the host's CPU runs the same Pyt
 to the next, and within one (docs/deepspeed-time.md). The harness times a fixed pure-Python loop after every step
 (host_cpu.py, timing.host_per_step[].reference_work_seconds); a run's loop is its median over the timed steps. With
 the flag each run's samples are divided by (its loop / the reference loop) ^ X before the fit, so that the figures
-hold on a host whose loop takes the reference (the median of the fit runs' loops), and the residuals are taken at
-each run's own speed. `fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
+hold on a host whose loop takes the reference (the median of the fit runs' main-thread loops), and the residuals
+are taken at each run's own speed. Two threads, two speeds: the backward's Python runs on autograd's device thread,
+whose vCPU keeps its own speed (probe autograd-1), so a backward sample is taken at the loop the harness times on
+that thread (host_per_step[].autograd_reference_work_seconds; a run before it, at its main thread's), the forward's
+and the step's at the main thread's; one reference and one X for both (zsim: autograd_loop_us beside loop_us). `fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
 timed loop (the first sessions' harness did not time it) is taken at the reference speed (said so). The profile gets reference_loop_us and loop_speed_exponent; zsim scales every
 host figure by (loop_us / reference_loop_us) ^ X where a scenario gives the host's loop_us (zsim validate: the
 run's own).
@@ -244,6 +247,15 @@ def free_running_ratio(timing):
     return statistics.median(steps) / phase_sum
 
 
+def phase_loop_seconds(phase, timing, main_loop_s):
+    """The loop of the thread that runs a phase's Python (None: not timed): the backward's on autograd's device
+    thread (host_cpu.run_autograd_loop_seconds; a run that did not time it, its main thread's, as zsim takes it),
+    the forward's and the step's on the main thread."""
+    if phase == "backward":
+        return host_cpu.run_autograd_loop_seconds(timing) or main_loop_s
+    return main_loop_s
+
+
 def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
     """Every phase of every usable run, a sample. Unless raw_phases, each run's phases are scaled to its free-running
     step (free_running_ratio) and a run without one is left out. `runs`, a list, gets each run's
@@ -273,8 +285,9 @@ def load_samples(dirs, cases_dir, raw_phases=False, runs=None):
                 if not phases.get(ph) or (st["offload"] and ph != "backward"):
                     continue
                 gpu_us = copy_down_us(st, elements) if st["offload"] else 0.0
+                main_loop_s = host_cpu.run_loop_seconds(timing)
                 samples.append({"run": os.path.relpath(path), "case": name, "phase": ph, "phase_scale": scale,
-                                "loop_s": host_cpu.run_loop_seconds(timing),
+                                "main_loop_s": main_loop_s, "loop_s": phase_loop_seconds(ph, timing, main_loop_s),
                                 "measured_us": phases[ph] * scale * 1e6 - gpu_us, "row": features(st, ph)})
     return samples
 
@@ -353,8 +366,8 @@ def profile_text(x, samples, args, fit_summary, tail, speed=None):
     if speed:
         rms = speed["tried"]
         text += (f"      reference_loop_us: {speed['reference_loop_s'] * 1e6:.0f}  # the figures hold where host_cpu.py's "
-                 f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' loops\n"
-                 f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x (loop_us / reference_loop_us) ^ "
+                 f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' main-thread loops\n"
+                 f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x (its thread's loop / reference_loop_us) ^ "
                  f"this; fitted: residual rms {rms[speed['exponent']]:.1f}% (0: {rms.get(0.0, float('nan')):.1f}%, "
                  f"1: {rms.get(1.0, float('nan')):.1f}%)\n")
     return text + tail
@@ -364,7 +377,7 @@ def loop_speed(samples, exponent):
     """(the samples, {figures, exponent, reference_loop_s, tried, untimed}): the fit at each run's host speed
     (fit_loop_speed), the reference the median of the loops of the runs that timed it; a run that did not (its
     speed unknown) is taken at the reference. The exponent and the rms by exponent tried are printed."""
-    timed_runs = {s["run"]: s["loop_s"] for s in samples if s["loop_s"]}
+    timed_runs = {s["run"]: s["main_loop_s"] for s in samples if s["main_loop_s"]}
     reference = statistics.median(sorted(timed_runs.values()))
     untimed = sorted({s["run"] for s in samples if not s["loop_s"]})
     for s in samples:

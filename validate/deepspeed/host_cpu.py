@@ -285,13 +285,23 @@ def timed_host_per_step(timing):
 
 
 def run_loop_seconds(timing):
-    """A harness result's host speed: its rank's timing.reference_loop_seconds (a pooled result's), else the median
-    reference loop over its timed steps (None: not timed). zsim validate reads the same
+    """A harness result's host speed on its main thread: its rank's timing.reference_loop_seconds (a pooled
+    result's), else the median reference loop over its timed steps (None: not timed). zsim validate reads the same
     (validate/deepspeed_run.cpp reference_loop_seconds)."""
-    if timing.get("reference_loop_seconds"):
-        return timing["reference_loop_seconds"]
-    loops = sorted(h.get("reference_work_seconds") for h in timed_host_per_step(timing)
-                   if h and h.get("reference_work_seconds"))
+    return _median_loop(timing, "reference_loop_seconds", "reference_work_seconds")
+
+
+def run_autograd_loop_seconds(timing):
+    """The same on autograd's device thread, where the backward's Python runs: timing.autograd_reference_loop_seconds
+    (a pooled result's), else the median over its timed steps of autograd_reference_work_seconds (the loop inside a
+    tiny backward, reference_work_seconds_in_backward); None: not timed (the harness before it did not)."""
+    return _median_loop(timing, "autograd_reference_loop_seconds", "autograd_reference_work_seconds")
+
+
+def _median_loop(timing, pooled_key, per_step_key):
+    if timing.get(pooled_key):
+        return timing[pooled_key]
+    loops = sorted(h.get(per_step_key) for h in timed_host_per_step(timing) if h and h.get(per_step_key))
     if not loops:
         return None
     n = len(loops)

@@ -14,8 +14,10 @@ per repeat (runs-1/, runs-2/, ...), each with the harness's `<case>.json`. The p
     list; timing.pooled_from names each pooled run with its own median and its number of timed steps;
   * the host's speed: timing.reference_loop_seconds is the median over the pooled runs of each run's own (the
     median of its timed steps' host_per_step[].reference_work_seconds, host_cpu.py's reference loop), over the runs
-    that timed it; absent where none did. zsim validate predicts the case at it (docs/deepspeed-time.md); each
-    pooled_from entry carries its run's;
+    that timed it; absent where none did. timing.autograd_reference_loop_seconds, the same on autograd's thread
+    (host_per_step[].autograd_reference_work_seconds), is the median over the same runs of each one's own, a run
+    that did not time it taken at its main thread's; absent where no run timed it. zsim validate predicts the case at
+    them (docs/deepspeed-time.md); each pooled_from entry carries its run's;
   * the top-level "pooled" says the folders pooled ("runs"), the rule, and the runs left out ("left_out": status
     not ok, or "missing" where a folder lacks the case). A case whose first run is not ok is copied unchanged
     but for "pooled".
@@ -154,17 +156,30 @@ def pool_rank(rank, r, ok, case):
     timing["step_seconds"] = steps
     timing["median_step_seconds"] = statistics.median(steps)
     timing["pooled_from"] = [{"run": run_label(run, case), "median_step_seconds": own_median(res, r),
-                              "timed_steps": len(run_steps), "reference_loop_seconds": own_loop(res, r)}
+                              "timed_steps": len(run_steps), "reference_loop_seconds": own_loop(res, r),
+                              "autograd_reference_loop_seconds": own_autograd_loop(res, r)}
                              for run, res, run_steps in parts]
     loops = [p["reference_loop_seconds"] for p in timing["pooled_from"] if p["reference_loop_seconds"]]
     timing.pop("reference_loop_seconds", None)
     if loops:
         timing["reference_loop_seconds"] = statistics.median(loops)
+    # autograd's thread: each run's own, or where it did not time it its main thread's (as zsim takes a run without
+    # one), so that the median is over the same runs as the main thread's; absent where no run timed it
+    autograd = [p["autograd_reference_loop_seconds"] or p["reference_loop_seconds"] for p in timing["pooled_from"]
+                if p["reference_loop_seconds"]]
+    timing.pop("autograd_reference_loop_seconds", None)
+    if any(p["autograd_reference_loop_seconds"] for p in timing["pooled_from"]):
+        timing["autograd_reference_loop_seconds"] = statistics.median(autograd)
 
 
 def own_loop(result, r):
     """Rank r's host speed in result (host_cpu.run_loop_seconds; None: not timed)."""
     return host_cpu.run_loop_seconds(rank_timing(result, r))
+
+
+def own_autograd_loop(result, r):
+    """Rank r's host speed on autograd's thread in result (host_cpu.run_autograd_loop_seconds; None: not timed)."""
+    return host_cpu.run_autograd_loop_seconds(rank_timing(result, r))
 
 
 def rank_timing(result, r):

@@ -58,18 +58,23 @@ def write_runs(folder, cases, figures, phase_excess=1.0, free_running=True):
             json.dump({"case": {"name": name}, "ranks": [{"timing": timing, "model": {"parameters": ELEMENTS}}]}, f)
 
 
-def write_runs_at_host_speeds(folder, cases, figures, loops_s, reference_s, exponent):
+def write_runs_at_host_speeds(folder, cases, figures, loops_s, reference_s, exponent, autograd_loops_s=None):
     """Like write_runs, each run's host slower by (its loop / reference) ^ exponent, its loop timed beside each step
-    (None: a run that did not time it, its host at the reference)."""
+    (None: a run that did not time it, its host at the reference); with autograd_loops_s its backward at autograd's
+    thread's loop instead, timed beside each step too."""
     for i, name in enumerate(cases):
         loop = loops_s[i % len(loops_s)]
+        autograd = autograd_loops_s[i % len(autograd_loops_s)] if autograd_loops_s else None
         speed = (loop / reference_s) ** exponent if loop else 1.0
         model = {ph: v * speed for ph, v in host_phases_s(name, figures).items()}
+        if autograd:
+            model["backward"] *= (autograd / reference_s) ** exponent / speed
         model["backward"] += copy_down_s(name)
         step = sum(model.values())
         timing = {"median_phase_seconds": model, "step_seconds": [step] * 3, "step_kinds": ["timed"] * 3}
         if loop:
-            timing["host_per_step"] = [{"reference_work_seconds": loop}] * 3
+            timing["host_per_step"] = [{"reference_work_seconds": loop,
+                                        **({"autograd_reference_work_seconds": autograd} if autograd else {})}] * 3
         with open(os.path.join(folder, name + ".json"), "w") as f:
             json.dump({"case": {"name": name}, "ranks": [{"timing": timing, "model": {"parameters": ELEMENTS}}]}, f)
 
@@ -105,6 +110,28 @@ class FitHostTest(unittest.TestCase):
         self.assertLess(speed["tried"][0.5], 1e-6)
         self.assertGreater(speed["tried"][0.0], 5)  # taking every host at one speed misses by more than 5% rms
         self.assert_figures(dict(zip(fh.FIGURES, speed["figures"])))
+
+    def test_the_backward_is_taken_at_autograds_loop_and_the_rest_at_the_main_threads(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs_at_host_speeds(d, FIT_CASES, TRUE, [0.0016, 0.0024, 0.0036], 0.0024, 0.5,
+                                      autograd_loops_s=[0.0040, 0.0020, 0.0012, 0.0030])
+            samples = fh.load_samples([d], CASES)
+            backward = {s["loop_s"] for s in samples if s["phase"] == "backward"}
+            rest = {s["loop_s"] for s in samples if s["phase"] != "backward"}
+            with contextlib.redirect_stdout(io.StringIO()):
+                _, speed = fh.loop_speed(samples, "fit")
+        self.assertEqual(sorted(backward), [0.0012, 0.0020, 0.0030, 0.0040])
+        self.assertEqual(sorted(rest), [0.0016, 0.0024, 0.0036])
+        self.assertAlmostEqual(speed["reference_loop_s"], 0.0024)  # the main threads' median
+        self.assertAlmostEqual(speed["exponent"], 0.5)
+        self.assertLess(speed["tried"][0.5], 1e-6)
+        self.assert_figures(dict(zip(fh.FIGURES, speed["figures"])))
+
+    def test_a_run_without_autograds_loop_takes_its_backward_at_its_main_threads(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_runs_at_host_speeds(d, FIT_CASES[:3], TRUE, [0.0016], 0.0024, 0.5)
+            samples = fh.load_samples([d], CASES)
+        self.assertEqual({s["loop_s"] for s in samples}, {0.0016})
 
     def test_a_run_that_did_not_time_its_loop_is_taken_at_the_reference_speed(self):
         with tempfile.TemporaryDirectory() as d:

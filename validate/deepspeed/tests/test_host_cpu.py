@@ -232,3 +232,24 @@ class LoopUsLine(unittest.TestCase):
         line = host_cpu.loop_us_line(samples=3)
         self.assertTrue(line.startswith("--set cluster.efficiency.deepspeed_host.loop_us="), line)
         self.assertGreater(int(line.rsplit("=", 1)[1]), 0)
+
+
+class RunLoops(unittest.TestCase):
+    TIMING = {"step_kinds": ["warmup", "timed", "timed", "timed"],
+              "host_per_step": [{"reference_work_seconds": 0.009, "autograd_reference_work_seconds": 0.009},
+                                {"reference_work_seconds": 0.003, "autograd_reference_work_seconds": 0.001},
+                                {"reference_work_seconds": 0.002, "autograd_reference_work_seconds": 0.004},
+                                {"reference_work_seconds": 0.004, "autograd_reference_work_seconds": 0.002}]}
+
+    def test_each_threads_loop_is_the_median_over_the_timed_steps(self):
+        self.assertEqual(host_cpu.run_loop_seconds(self.TIMING), 0.003)
+        self.assertEqual(host_cpu.run_autograd_loop_seconds(self.TIMING), 0.002)
+
+    def test_a_pooled_results_loops_are_its_recorded_ones(self):
+        pooled = dict(self.TIMING, reference_loop_seconds=0.005, autograd_reference_loop_seconds=0.006)
+        self.assertEqual(host_cpu.run_loop_seconds(pooled), 0.005)
+        self.assertEqual(host_cpu.run_autograd_loop_seconds(pooled), 0.006)
+
+    def test_a_run_before_autograds_loop_was_timed_has_none(self):
+        timing = {"step_kinds": ["timed"], "host_per_step": [{"reference_work_seconds": 0.003}]}
+        self.assertIsNone(host_cpu.run_autograd_loop_seconds(timing))

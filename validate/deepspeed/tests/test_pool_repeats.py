@@ -60,9 +60,12 @@ class PoolRepeatsTest(unittest.TestCase):
         self.assertEqual(t1["step_seconds"], [0.1, 0.2, 0.3])
         self.assertEqual(t1["median_step_seconds"], 0.2)
         self.assertEqual(t0["pooled_from"], [
-            {"run": "runs-1/a.json", "median_step_seconds": 0.05, "timed_steps": 3, "reference_loop_seconds": None},
-            {"run": "runs-2/a.json", "median_step_seconds": 0.015, "timed_steps": 2, "reference_loop_seconds": None}])
+            {"run": "runs-1/a.json", "median_step_seconds": 0.05, "timed_steps": 3, "reference_loop_seconds": None,
+             "autograd_reference_loop_seconds": None},
+            {"run": "runs-2/a.json", "median_step_seconds": 0.015, "timed_steps": 2, "reference_loop_seconds": None,
+             "autograd_reference_loop_seconds": None}])
         self.assertNotIn("reference_loop_seconds", t0)
+        self.assertNotIn("autograd_reference_loop_seconds", t0)
         self.assertEqual(got["pooled"], {"runs": ["runs-1", "runs-2"], "rule": pr.RULE, "left_out": []})
         self.assertIn("a  runs-1 150.00  runs-2 300.00  -> pooled 200.00 ms", out)
 
@@ -81,6 +84,29 @@ class PoolRepeatsTest(unittest.TestCase):
         t0 = self.get("a")["ranks"][0]["timing"]
         self.assertEqual([p["reference_loop_seconds"] for p in t0["pooled_from"]], [0.0016, None, 0.0032, 0.0030])
         self.assertEqual(t0["reference_loop_seconds"], 0.0030)
+
+    def test_the_pooled_autograd_loop_takes_a_run_without_one_at_its_main_threads(self):
+        def timed(steps, loops, autograd=None):
+            r = result([steps])
+            r["ranks"][0]["timing"]["host_per_step"] = [
+                {"reference_work_seconds": x, **({"autograd_reference_work_seconds": autograd} if autograd else {})}
+                for x in loops]
+            return r
+        self.put("runs-1", "a", timed([0.04], [0.0020], autograd=0.0040))
+        self.put("runs-2", "a", timed([0.05], [0.0030]))  # autograd's loop not timed: its main loop, 3.0 ms
+        self.put("runs-3", "a", timed([0.06], [0.0010], autograd=0.0012))
+        self.pool("runs-1", "runs-2", "runs-3")
+        t0 = self.get("a")["ranks"][0]["timing"]
+        self.assertEqual([p["autograd_reference_loop_seconds"] for p in t0["pooled_from"]], [0.0040, None, 0.0012])
+        self.assertEqual(t0["autograd_reference_loop_seconds"], 0.0030)
+        self.assertEqual(t0["reference_loop_seconds"], 0.0020)
+
+    def test_no_pooled_autograd_loop_where_no_run_timed_it(self):
+        r = result([[0.04]])
+        r["ranks"][0]["timing"]["host_per_step"] = [{"reference_work_seconds": 0.002}]
+        self.put("runs-1", "a", r)
+        self.pool("runs-1")
+        self.assertNotIn("autograd_reference_loop_seconds", self.get("a")["ranks"][0]["timing"])
 
     def test_a_steps_loop_counts_only_where_the_step_was_timed(self):
         r = result([[0.04, 0.05]])
