@@ -55,7 +55,8 @@ hold on a host whose loop takes the reference (the median of the fit runs' main-
 are taken at each run's own speed. Two threads, two speeds: the backward's Python runs on autograd's device thread,
 whose vCPU keeps its own speed (probe autograd-1), so a backward sample is taken at the loop the harness times on
 that thread (host_per_step[].autograd_reference_work_seconds; a run before it, at its main thread's), the forward's
-and the step's at the main thread's; one reference and one X for both (zsim: autograd_loop_us beside loop_us). `fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
+and the step's at the main thread's; one reference and one X for both (zsim: autograd_loop_us beside loop_us).
+`fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
 timed loop (the first sessions' harness did not time it) is taken at the reference speed (said so). The profile gets reference_loop_us and loop_speed_exponent; zsim scales every
 host figure by (loop_us / reference_loop_us) ^ X where a scenario gives the host's loop_us (zsim validate: the
 run's own).
@@ -366,9 +367,10 @@ def profile_text(x, samples, args, fit_summary, tail, speed=None):
     if speed:
         rms = speed["tried"]
         text += (f"      reference_loop_us: {speed['reference_loop_s'] * 1e6:.0f}  # the figures hold where host_cpu.py's "
-                 f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' main-thread loops\n"
-                 f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x (its thread's loop / reference_loop_us) ^ "
-                 f"this; fitted: residual rms {rms[speed['exponent']]:.1f}% (0: {rms.get(0.0, float('nan')):.1f}%, "
+                 f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' "
+                 f"main-thread loops\n"
+                 f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x "
+                 f"(its thread's loop / reference_loop_us) ^ this; fitted: residual rms {rms[speed['exponent']]:.1f}% (0: {rms.get(0.0, float('nan')):.1f}%, "
                  f"1: {rms.get(1.0, float('nan')):.1f}%)\n")
     return text + tail
 
