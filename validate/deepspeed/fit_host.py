@@ -55,11 +55,11 @@ hold on a host whose loop takes the reference (the median of the fit runs' main-
 are taken at each run's own speed. Two threads, two speeds: the backward's Python runs on autograd's device thread,
 whose vCPU keeps its own speed (probe autograd-1), so a backward sample is taken at the loop the harness times on
 that thread (host_per_step[].autograd_reference_work_seconds; a run before it, at its main thread's), the forward's
-and the step's at the main thread's; one reference and one X for both (zsim: autograd_loop_us beside loop_us).
-`fit` tries X from 0 to 1.5 by 0.05 and keeps the one of least residual rms. A run without a
-timed loop (the first sessions' harness did not time it) is taken at the reference speed (said so). The profile gets reference_loop_us and loop_speed_exponent; zsim scales every
-host figure by (loop_us / reference_loop_us) ^ X where a scenario gives the host's loop_us (zsim validate: the
-run's own).
+and the step's at the main thread's; one reference and one X for both. `fit` tries X from 0 to 1.5 by 0.05 and
+keeps the one of least residual rms. A run without a timed loop (the first sessions' harness did not time it) is
+taken at the reference speed (said so). The profile gets reference_loop_us and loop_speed_exponent; zsim scales the
+forward's and the step's figures by (loop_us / reference_loop_us) ^ X where a scenario gives the host's loop_us, and
+the backward's by (autograd_loop_us / reference_loop_us) ^ X (not given: loop_us; zsim validate: the run's own).
 
 Writes the profile (cluster.efficiency.deepspeed_host.*, each figure with its samples and the fit's residuals) and a
 report of every sample's fit. Standard library only.
@@ -370,15 +370,16 @@ def profile_text(x, samples, args, fit_summary, tail, speed=None):
                  f"reference loop takes this: the median of the {speed['timed_runs']} timed fit runs' "
                  f"main-thread loops\n"
                  f"      loop_speed_exponent: {speed['exponent']:.2f}  # each figure x "
-                 f"(its thread's loop / reference_loop_us) ^ this; fitted: residual rms {rms[speed['exponent']]:.1f}% (0: {rms.get(0.0, float('nan')):.1f}%, "
+                 f"(its thread's loop / reference_loop_us) ^ this; fitted: residual rms {rms[speed['exponent']]:.1f}% "
+                 f"(0: {rms.get(0.0, float('nan')):.1f}%, "
                  f"1: {rms.get(1.0, float('nan')):.1f}%)\n")
     return text + tail
 
 
 def loop_speed(samples, exponent):
     """(the samples, {figures, exponent, reference_loop_s, tried, untimed}): the fit at each run's host speed
-    (fit_loop_speed), the reference the median of the loops of the runs that timed it; a run that did not (its
-    speed unknown) is taken at the reference. The exponent and the rms by exponent tried are printed."""
+    (fit_loop_speed), the reference the median of the main-thread loops of the runs that timed it; a run that did
+    not (its speed unknown) is taken at the reference. The exponent and the rms by exponent tried are printed."""
     timed_runs = {s["run"]: s["main_loop_s"] for s in samples if s["main_loop_s"]}
     reference = statistics.median(sorted(timed_runs.values()))
     untimed = sorted({s["run"] for s in samples if not s["loop_s"]})

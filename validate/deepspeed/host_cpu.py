@@ -27,6 +27,7 @@ the synchronisations' seconds do, the host waited for the GPU (spinning: CUDA's 
 """
 import gc
 import os
+import statistics
 import threading
 import time
 
@@ -299,13 +300,12 @@ def run_autograd_loop_seconds(timing):
 
 
 def _median_loop(timing, pooled_key, per_step_key):
+    """timing[pooled_key] where a pooled result has it, else the median of per_step_key over the timed steps (None:
+    no timed step has it)."""
     if timing.get(pooled_key):
         return timing[pooled_key]
-    loops = sorted(h.get(per_step_key) for h in timed_host_per_step(timing) if h and h.get(per_step_key))
-    if not loops:
-        return None
-    n = len(loops)
-    return loops[n // 2] if n % 2 else (loops[n // 2 - 1] + loops[n // 2]) / 2
+    loops = [h[per_step_key] for h in timed_host_per_step(timing) if h and h.get(per_step_key)]
+    return statistics.median(loops) if loops else None
 
 
 def loop_us_line(samples=21):
