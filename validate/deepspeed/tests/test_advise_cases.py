@@ -10,9 +10,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-import advise_cases as ac  # noqa: E402
-import compare_advise as ca  # noqa: E402
-import harness as h  # noqa: E402
+from zsim_ds.case_tools import advise_cases as ac  # noqa: E402
+from zsim_ds.case_tools import compare_advise as ca  # noqa: E402
+from zsim_ds.harness.case import load_case  # noqa: E402
 
 SETTING = {"name": "x", "model": "llama-150m", "seq_len": 1024, "attention": "sdpa", "cap_bytes": 20 << 30,
            "steps": 8, "default": {"stage": 2, "micro_batch": 4, "grad_accum": 1, "checkpointing": "none",
@@ -131,7 +131,7 @@ class CommittedCasesTest(unittest.TestCase):
         self.assertTrue(names)
         settings = {}
         for n in names:
-            case_dir, case, ds, _ = h.load_case(os.path.join(ROOT, "cases", n))
+            case_dir, case, ds, _ = load_case(os.path.join(ROOT, "cases", n))
             self.assertEqual(case["generator"], "advise_cases.py")
             self.assertEqual(case["world"], 1)
             a = case["advise"]

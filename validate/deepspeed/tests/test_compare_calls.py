@@ -7,7 +7,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import compare_calls as cc  # noqa: E402
+from zsim_ds.case_tools import compare_calls as cc  # noqa: E402
 
 
 def run_with(calls):

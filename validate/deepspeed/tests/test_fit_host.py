@@ -13,8 +13,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-import fit_host as fh  # noqa: E402
-import make_cases as mc  # noqa: E402
+from zsim_ds.fit import fit_host as fh  # noqa: E402
+from zsim_ds.case_tools import make_cases as mc  # noqa: E402
 
 TRUE = {"forward_fixed_us": 3000, "llama_forward_layer_us": 1500, "gpt2_forward_layer_us": 1000,
         "checkpoint_forward_layer_us": 900, "stage3_forward_module_us": 270,

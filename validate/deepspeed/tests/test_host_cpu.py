@@ -8,7 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import host_cpu  # noqa: E402
+from zsim_ds.harness import host_cpu  # noqa: E402
 
 # A /proc/<pid>/task/<tid>/stat line: utime 250, stime 50 (fields 14, 15), last CPU 7 (field 39).
 STAT = ("1234 (pt_autograd (0)) S 1 1234 1234 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 40 0 100 1000 200 "

@@ -5,7 +5,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import host_speed_signals as hs  # noqa: E402
+from zsim_ds.fit import host_speed_signals as hs  # noqa: E402
 
 
 def timing(steps, loops, autograd_loops=None):

@@ -10,7 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-import make_cases as mc  # noqa: E402
+from zsim_ds.case_tools import make_cases as mc  # noqa: E402
 
 HEADER = "\t".join(mc.COLUMNS)
 

@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-import pool_repeats as pr  # noqa: E402
+from zsim_ds.fit import pool_repeats as pr  # noqa: E402
 
 
 def result(steps_per_rank, status="ok", peak=100):

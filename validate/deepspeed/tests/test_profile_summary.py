@@ -7,7 +7,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import profile_summary as ps  # noqa: E402
+from zsim_ds.fit import profile_summary as ps  # noqa: E402
 
 
 def X(cat, name, ts, dur, tid=1):

@@ -8,7 +8,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import sync_debug  # noqa: E402
+from zsim_ds.harness import sync_debug  # noqa: E402
 
 
 class FakeCuda:

@@ -2,7 +2,7 @@
 """How steady the GPU machine's host is, with nothing else running (issue 39: host-bound DeepSpeed steps vary by up
 to 1.9x within a run).
 
-    OUT=/tmp python3 validate/deepspeed/probe_host_noise.py [--seconds 12] [--pin 3]
+    OUT=/tmp python3 validate/deepspeed/probes/probe_host_noise.py [--seconds 12] [--pin 3]
 
 For --seconds each, unpinned and then pinned to one CPU (--pin), it times again and again
   python   a fixed pure-Python loop (the interpreter's speed: DeepSpeed's hooks and bookkeeping are Python);
@@ -15,9 +15,11 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
-import host_cpu
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # validate/deepspeed/: zsim_ds
+from zsim_ds.harness import host_cpu  # noqa: E402
 
 
 def make_launch_work():

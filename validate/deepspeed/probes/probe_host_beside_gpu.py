@@ -2,8 +2,8 @@
 """Whether the host runs slower while the GPU is busy (issue 39: DeepSpeed's host-bound stage-3 steps take longer,
 on the same host work, when the GPU's work beside it grows; docs/deepspeed-time.md "The fit").
 
-    OUT=/tmp python3 validate/deepspeed/probe_host_beside_gpu.py [--repeat 7]
-    python3 validate/deepspeed/probe_host_beside_gpu.py --summarize OUT/host_beside_gpu.json
+    OUT=/tmp python3 validate/deepspeed/probes/probe_host_beside_gpu.py [--repeat 7]
+    python3 validate/deepspeed/probes/probe_host_beside_gpu.py --summarize OUT/host_beside_gpu.json
 
 Each workload below is timed on the host (perf_counter around the loop; no synchronisation inside) in two states:
   idle   the GPU has nothing queued (synchronized just before);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times torch's copies between the GPU and the CPU that change the dtype on the way (issue 39: stage 3's offload).
 
-    OUT=/tmp python3 validate/deepspeed/probe_cross_copy.py [--elements 268435456] [--repeat 5]
+    OUT=/tmp python3 validate/deepspeed/probes/probe_cross_copy.py [--elements 268435456] [--repeat 5]
 
 DeepSpeed 0.14.5's stage 3 with CPU offload moves its tensors with `dst.copy_(src)` across devices and dtypes: with
 the parameters on the CPU, the step's `fp16_partitioned_groups_flat[i].data.copy_(fp32_partitioned_groups_flat[i])`

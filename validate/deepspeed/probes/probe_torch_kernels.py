@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times transformers' memory-bound kernels as torch runs them, per kind of zsim's HBM efficiencies (issue 39).
 
-    OUT=/tmp python3 validate/deepspeed/probe_torch_kernels.py [--repeat 30]
+    OUT=/tmp python3 validate/deepspeed/probes/probe_torch_kernels.py [--repeat 30]
 
 Under runtime deepspeed zsim prices each unit's elementwise ops, casts and their derivatives by their bytes
 (sim/plan/transformers_kernels.hpp) at efficiency.hbm_by_kind of their kind. This probe runs the same ops with
@@ -18,7 +18,7 @@ fp32 softmax; GPT-2: LayerNorm, gelu_new, eager scores with dropout 0.1) and kin
 Writes OUT/torch_kernels.json: per row the shape, zsim's bytes, the milliseconds and the efficiency. Torch (and
 transformers where present) only; a row that fails records its error and the rest run.
 
-    python3 validate/deepspeed/probe_torch_kernels.py --summarize torch_kernels.json
+    python3 validate/deepspeed/probes/probe_torch_kernels.py --summarize torch_kernels.json
 
 prints the figures a profile takes (efficiency.hbm_by_kind, both families pooled: their bytes over their times).
 """

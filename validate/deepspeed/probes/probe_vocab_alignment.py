@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times the LM head of a model whose vocabulary is not a multiple of 8 against a padded one, on the GPU (issue 39).
 
-    OUT=/tmp python3 validate/deepspeed/probe_vocab_alignment.py [--tokens 16384] [--hidden 768] [--repeat 50]
+    OUT=/tmp python3 validate/deepspeed/probes/probe_vocab_alignment.py [--tokens 16384] [--hidden 768] [--repeat 50]
 
 GPT-2's vocabulary (50,257) is not a multiple of 8, so the head's GEMMs and the logits' rows are misaligned for the
 tensor cores; nanoGPT pads it to 50,304 for that reason. zsim prices the head at its aligned GEMM efficiency and

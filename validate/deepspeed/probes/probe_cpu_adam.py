@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times DeepSpeed's own CPU Adam (DeepSpeedCPUAdam, the optimizer of offload_optimizer: cpu) on the host (issue 39).
 
-    OUT=/tmp python3 validate/deepspeed/probe_cpu_adam.py [--params 134217728] [--threads 1,2,4,8,16] [--repeat 5]
-    python3 validate/deepspeed/probe_cpu_adam.py --summarize OUT/cpu_adam.json      # the profile's lines
+    OUT=/tmp python3 validate/deepspeed/probes/probe_cpu_adam.py [--params 134217728] [--threads 1,2,4,8,16] [--repeat 5]
+    python3 validate/deepspeed/probes/probe_cpu_adam.py --summarize OUT/cpu_adam.json      # the profile's lines
 
 The DeepSpeed cases with the optimizer on the CPU price its step at the preset's estimate
 (`efficiency.cpu_adam_params_per_s_per_core` 1e8), not at a measurement of the optimizer DeepSpeed runs. This probe
@@ -53,7 +53,7 @@ def summarize(path):
         result = json.load(f)
     figures = profile_figures(result)
     print(f"# DeepSpeedCPUAdam over {result['params']} parameters, {result.get('cpus')} CPUs, the default team "
-          f"{result.get('default_threads')} threads: validate/deepspeed/probe_cpu_adam.py ({os.path.basename(path)})")
+          f"{result.get('default_threads')} threads: validate/deepspeed/probes/probe_cpu_adam.py ({os.path.basename(path)})")
     print("    cpu_adam_measured: {ranks_1: {" + ", ".join(f"{k}: {v:.4g}" for k, v in figures.items()) + "}}")
     return 0
 
