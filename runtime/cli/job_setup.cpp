@@ -14,6 +14,22 @@
 
 namespace zrun {
 
+namespace {
+
+// zrun's layers are Llama's (RMSNorm, separate q/k/v/o, SiLU-gated MLP) or GPT's (LayerNorm and biases, GeLU), built
+// from ModelSpec's bias and mlp; a config.json of another family (hf_families.cpp) runs under DeepSpeed only.
+bool zrun_builds_layer(const zsim::ModelSpec& m) {
+  if (m.arch.model_type.empty()) return true;
+  const zsim::ArchSpec& a = m.arch;
+  const bool llama = a.norm == zsim::NormKind::rms && a.act == zsim::ActKind::silu && !a.qkv_bias && !a.o_bias &&
+                     !a.mlp_bias;
+  const bool gpt = a.norm == zsim::NormKind::layer && a.act == zsim::ActKind::gelu_new && m.bias;
+  return (llama || gpt) && !a.fused_qkv && !a.fused_gate_up && a.qk_norm == zsim::QkNorm::none &&
+         a.block == zsim::BlockKind::pre_norm && a.position_offset == 0 && zsim::head_dim(m) * m.heads == m.hidden;
+}
+
+}  // namespace
+
 using zsim::InputError;
 
 zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launched,
@@ -50,7 +66,7 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
   // kernels: bf16 / fp16, head dim 64 or 128), and applies no dropout: a scenario that says otherwise would be
   // measured against a prediction for another model.
   if (s.model.attention == zsim::Attention::flash) {
-    const std::int64_t head_dim = s.model.heads > 0 ? s.model.hidden / s.model.heads : 0;
+    const std::int64_t head_dim = zsim::head_dim(s.model);
     const zrun::model::DType dt = s.training.precision == zsim::Precision::bf16   ? zrun::model::DType::bf16
                                   : s.training.precision == zsim::Precision::fp16 ? zrun::model::DType::fp16
                                                                                   : zrun::model::DType::fp32;
@@ -60,6 +76,11 @@ zsim::Scenario load_job_scenario(const ZrunArgs& args, const LaunchShape& launch
                                    "head dim {}); set model.attention: eager",
                                    zrun::model::dtype_name(dt), head_dim));
   }
+  if (!zrun_builds_layer(s.model))
+    throw InputError({args.scenario, 0, 0, "model.hf_config"},
+                     fmt::format("zrun's model builds Llama's and GPT's layers; this model ({}) has a layer of its own "
+                                 "(transformers' model, run under DeepSpeed): zsim predicts it with runtime deepspeed",
+                                 s.model.arch.model_type));
   if (s.model.attention_dropout > 0 || s.model.hidden_dropout > 0)
     throw InputError({args.scenario, 0, 0, s.model.attention_dropout > 0 ? "model.attention_dropout" : "model.hidden_dropout"},
                      "zrun's model applies no dropout; set model.attention_dropout and model.hidden_dropout to 0");

@@ -39,12 +39,13 @@ std::map<int, LayerFacts> layer_facts(const ScheduleModel& m) {
   for (int layer = -1; layer < static_cast<int>(m.layers); ++layer) out[layer] = {};
   for (const ModelUnit& u : m.units) {
     LayerFacts& f = out[u.layer];
-    f.tensors += static_cast<int>(u.tensors.size());
+    // A GPT model given by numbers (no config.json) splits q, k, v, which transformers' GPT-2 fuses in c_attn: k's
+    // and v's tensors are not tensors of their own there. A config.json's units are transformers' already.
+    const bool fused_in_c_attn = gpt2_family(m) && m.model_type.empty() &&
+                                 (u.name.ends_with(".attn.k") || u.name.ends_with(".attn.v"));
+    if (!fused_in_c_attn) f.tensors += static_cast<int>(u.tensors.size());
     f.eager = f.eager || (u.layer >= 0 && u.hbm_kind == "softmax");
   }
-  if (gpt2_family(m))  // q, k, v (and their biases) fused in c_attn
-    for (auto& [layer, f] : out)
-      if (layer >= 0) f.tensors -= m.bias ? 4 : 2;
   return out;
 }
 

@@ -10,7 +10,7 @@ ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t) {
   const Bytes s = t.seq_len, b = t.micro_batch, h = m.hidden, f = m.ffn_hidden;
   const Bytes a = std::max<std::int64_t>(m.heads, 1);
   const Bytes kv = m.kv_heads > 0 ? m.kv_heads : a;
-  const Bytes kv_dim = kv * (h / a);
+  const Bytes kv_dim = kv * head_dim(m);
   const Bytes sbh = s * b * h;
   const Bytes e = bytes_per_element(t.precision);  // 2 in Korthikanti's 16-bit accounting
   const Bytes mask = 1;                             // dropout masks: one byte per element
@@ -62,7 +62,8 @@ ActivationBytes activation_bytes(const ModelSpec& m, const TrainingSpec& t, Runt
   r.backward_grad_bytes = incoming_grad + x.layer_backward_transient.total;
   r.head_bytes = x.head_saved.total;
   const bool ckpt = t.activation_checkpointing == Checkpointing::full;
-  r.shared_bytes = x.shared_saved.total + x.embedding_saved.total + (ckpt ? x.checkpoint_shared.total : 0);
+  r.shared_bytes = x.shared_saved.total + x.embedding_saved.total +
+                   (ckpt ? x.checkpoint_shared.total : x.sliding_masks_saved.total);
   r.head_forward_transient = x.logits_output.total + x.head_forward_transient.total;
   r.loss_backward_transient = x.loss_backward_transient.total;
   return r;

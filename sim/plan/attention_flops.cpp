@@ -22,7 +22,7 @@ AttentionScoresBytes attention_scores_hbm_bytes(const ModelSpec& m, const Traini
 
 AttentionGemmCalls attention_core_gemm_calls(const ModelSpec& m, const TrainingSpec& t) {
   if (m.attention != Attention::eager || m.heads <= 0 || m.kv_heads <= 0) return {};
-  const std::int64_t s = t.seq_len, d = m.hidden / m.heads, kv = m.kv_heads;
+  const std::int64_t s = t.seq_len, d = head_dim(m), kv = m.kv_heads;
   const std::int64_t calls = t.micro_batch * std::max<std::int64_t>(1, m.heads / m.kv_heads);
   const GemmCalls scores{s, s, d, kv, calls}, by_values{d, s, s, kv, calls};
   return {{scores, by_values}, {scores, by_values, by_values, by_values}};

@@ -45,9 +45,81 @@ void linear(ModuleShapes& m, const std::string& name, std::int64_t in, std::int6
   m.tensors.push_back({name, in, out});
   if (bias) m.tensors.push_back({name + ".bias", out, 0});
 }
-void norm(ModuleShapes& m, const std::string& name, std::int64_t h, bool bias) {
-  m.tensors.push_back({name + ".weight", h, 0});
-  if (bias) m.tensors.push_back({name + ".bias", h, 0});
+void norm(ModuleShapes& m, const std::string& name, std::int64_t width, NormKind kind) {
+  m.tensors.push_back({name + ".weight", width, 0});
+  if (kind == NormKind::layer) m.tensors.push_back({name + ".bias", width, 0});
+}
+
+// The attention block's modules in the order the forward calls them: q, k, v (or one fused qkv), q/k norms where the
+// family has them (Qwen3 after each projection; Gemma-3 after all three; OLMo-2's over the full width after each),
+// then o (the attention core runs in o's unit).
+void attention(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
+  const std::int64_t h = m.hidden, d = head_dim(m);
+  const std::int64_t q = std::max<std::int64_t>(m.heads, 1) * d;
+  const std::int64_t kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * d;
+  const bool gemma3 = a.qk_norm == QkNorm::per_head && a.norm == NormKind::rms_gemma;
+  const std::int64_t q_norm = a.qk_norm == QkNorm::full_width ? q : d, k_norm = a.qk_norm == QkNorm::full_width ? kv : d;
+  if (a.fused_qkv) {
+    linear(L, "attn.qkv", h, q + 2 * kv, a.qkv_bias);
+  } else {
+    linear(L, "attn.q", h, q, a.qkv_bias);
+    if (a.qk_norm != QkNorm::none && !gemma3) norm(L, "attn.q_norm", q_norm, NormKind::rms);
+    linear(L, "attn.k", h, kv, a.qkv_bias);
+    if (a.qk_norm != QkNorm::none && !gemma3) norm(L, "attn.k_norm", k_norm, NormKind::rms);
+    linear(L, "attn.v", h, kv, a.qkv_bias);
+    if (gemma3) {
+      norm(L, "attn.q_norm", d, NormKind::rms_gemma);
+      norm(L, "attn.k_norm", d, NormKind::rms_gemma);
+    }
+  }
+  linear(L, "attn.o", q, h, a.o_bias);
+}
+
+void mlp(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
+  const std::int64_t h = m.hidden, f = m.ffn_hidden;
+  if (m.mlp == MlpKind::gated && a.fused_gate_up) {
+    linear(L, "mlp.gate_up", h, 2 * f, a.mlp_bias);
+  } else if (m.mlp == MlpKind::gated) {
+    linear(L, "mlp.gate", h, f, a.mlp_bias);
+    linear(L, "mlp.up", h, f, a.mlp_bias);
+  } else {
+    linear(L, "mlp.up", h, f, a.mlp_bias);
+  }
+  linear(L, "mlp.down", f, h, a.mlp_bias);
+}
+
+// One decoder layer, its norms where the family's block puts them.
+void decoder_layer(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
+  const std::int64_t h = m.hidden;
+  const NormKind nk = a.norm;
+  switch (a.block) {
+    case BlockKind::pre_norm:
+    case BlockKind::parallel:
+      norm(L, "attn.norm", h, nk);
+      attention(L, m, a);
+      norm(L, "mlp.norm", h, nk);
+      mlp(L, m, a);
+      break;
+    case BlockKind::parallel_shared_norm:
+      norm(L, "attn.norm", h, nk);
+      attention(L, m, a);
+      mlp(L, m, a);
+      break;
+    case BlockKind::sandwich:
+      norm(L, "attn.norm", h, nk);
+      attention(L, m, a);
+      norm(L, "attn.post_norm", h, nk);
+      norm(L, "mlp.norm", h, nk);
+      mlp(L, m, a);
+      norm(L, "mlp.post_norm", h, nk);
+      break;
+    case BlockKind::post_norm:
+      attention(L, m, a);
+      norm(L, "attn.post_norm", h, nk);
+      mlp(L, m, a);
+      norm(L, "mlp.post_norm", h, nk);
+      break;
+  }
 }
 }  // namespace
 
@@ -58,33 +130,18 @@ ModelShapes model_shapes(const ModelSpec& m) {
   s.hidden = m.hidden;
   s.tied_head = m.tie_word_embeddings;
   const std::int64_t h = m.hidden;
-  const std::int64_t heads = std::max<std::int64_t>(m.heads, 1);
-  const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : heads;
-  const std::int64_t head_dim = h / heads;
-  const std::int64_t kv_dim = kv * head_dim;
+  const ArchSpec a = architecture(m);
 
   s.embedding.name = "embedding";
   s.embedding.tensors.push_back({"embed.tokens", m.vocab, h});
-  if (m.max_position_embeddings > 0) s.embedding.tensors.push_back({"embed.positions", m.max_position_embeddings, h});
+  if (m.max_position_embeddings > 0)
+    s.embedding.tensors.push_back({"embed.positions", m.max_position_embeddings + a.position_offset, h});
 
-  ModuleShapes& L = s.layer;
-  L.name = "layer";
-  norm(L, "attn.norm", h, m.bias);
-  linear(L, "attn.q", h, h, m.bias);
-  linear(L, "attn.k", h, kv_dim, m.bias);
-  linear(L, "attn.v", h, kv_dim, m.bias);
-  linear(L, "attn.o", h, h, m.bias);
-  norm(L, "mlp.norm", h, m.bias);
-  if (m.mlp == MlpKind::gated) {
-    linear(L, "mlp.gate", h, m.ffn_hidden, m.bias);
-    linear(L, "mlp.up", h, m.ffn_hidden, m.bias);
-  } else {
-    linear(L, "mlp.up", h, m.ffn_hidden, m.bias);
-  }
-  linear(L, "mlp.down", m.ffn_hidden, h, m.bias);
+  s.layer.name = "layer";
+  decoder_layer(s.layer, m, a);
 
   s.head.name = "head";
-  norm(s.head, "final.norm", h, m.bias);
+  norm(s.head, "final.norm", h, a.norm);
   if (!m.tie_word_embeddings) s.head.tensors.push_back({"head.out", h, m.vocab});
   return s;
 }

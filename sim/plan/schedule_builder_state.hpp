@@ -387,7 +387,7 @@ class Builder {
   bool deepspeed() const { return s_.runtime == RuntimeKind::deepspeed; }
   // A copy across devices that changes the dtype: under runtime deepspeed torch's blocking copy_ converts on the CPU
   // through a temporary CPU tensor it allocates (Copy.cu copy_kernel_cuda), so the transfer is pageable whatever the
-  // destination's pinning (`pinned`); measured far slower (validate/deepspeed/probe_cross_copy.py). zrun converts on
+  // destination's pinning (`pinned`); measured far slower (validate/deepspeed/probes/probe_cross_copy.py). zrun converts on
   // the GPU and copies pinned.
   bool converting_copy_pinned(bool pinned) const { return deepspeed() ? false : pinned; }
   // Stages 1-2, optimizer on the CPU, under DeepSpeed: the fp32 master goes up and is cast on the GPU

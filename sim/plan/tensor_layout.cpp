@@ -40,6 +40,7 @@ ScheduleModel schedule_model(const Scenario& s, const Plan& p) {
   const ModelSpec& m = s.model;
   ScheduleModel out;
   out.name = m.name;
+  out.model_type = m.arch.model_type;
   out.layers = m.layers;
   out.hidden = m.hidden;
   out.ffn_hidden = m.ffn_hidden;

@@ -62,6 +62,7 @@ class Tape {
 
 struct Dims {
   Bytes T, s, b, e, h, f, a, kv, d, qd, kvd, V;
+  ArchSpec arch;
   Bytes bas2() const { return b * a * s * s; }
 };
 
@@ -106,71 +107,159 @@ bool eager(const ModelSpec& m) { return m.attention == Attention::eager; }
 
 // ---- forward inventories ----
 
-void rms_saved(BytesBreakdown& out, const Dims& D, const std::string& p) {
-  out.add(n::norm_x32(p), 4 * D.h * D.T);
-  out.add(n::norm_rstd(p), 4 * D.T);
-  out.add(n::norm_y(p), D.e * D.h * D.T);
+// What one norm saves for its backward (transformers 5.17's norm classes), `width` elements a row, `rows` rows a
+// token (the heads of a per-head q/k norm, else 1), `weight` elements in its weight:
+//   rms (LlamaRMSNorm): the fp32 input (pow, mul), the rsqrt (fp32), the normalized input cast back (weight *);
+//   rms_weight_fp32 (Olmo2RMSNorm): the fp32 input, the rsqrt, the normalized input in fp32 (weight * before the cast);
+//   rms_gemma (GemmaRMSNorm): the fp32 input, the rsqrt, (1 + weight) in fp32, the normalized input in fp32;
+//   layer (nn.LayerNorm): its input, mean and rstd (fp32); the input not counted where another norm saved it;
+//   layer_no_bias (CohereLayerNorm): the fp32 input, its variance, the centred and normalized inputs (fp32), weight.
+void norm_saved(BytesBreakdown& out, const Dims& D, NormKind kind, const std::string& p, Bytes width, Bytes rows,
+                Bytes weight, bool input_saved_elsewhere = false) {
+  switch (kind) {
+    case NormKind::rms:
+      out.add(n::norm_x32(p), 4 * width * D.T);
+      out.add(n::norm_rstd(p), 4 * rows * D.T);
+      out.add(n::norm_y(p), D.e * width * D.T);
+      return;
+    case NormKind::rms_weight_fp32:
+      out.add(n::norm_x32(p), 4 * width * D.T);
+      out.add(n::norm_rstd(p), 4 * rows * D.T);
+      out.add(p + ": normalized input (fp32, weight *)", 4 * width * D.T);
+      return;
+    case NormKind::rms_gemma:
+      out.add(n::norm_x32(p), 4 * width * D.T);
+      out.add(n::norm_rstd(p), 4 * rows * D.T);
+      out.add(p + ": 1 + weight (fp32)", 4 * weight);
+      out.add(p + ": normalized input (fp32, (1 + weight) *)", 4 * width * D.T);
+      return;
+    case NormKind::layer:
+      if (!input_saved_elsewhere) out.add(n::ln_in(p), D.e * width * D.T);
+      out.add(n::ln_stats(p), 8 * rows * D.T);
+      return;
+    case NormKind::layer_no_bias:
+      out.add(n::norm_x32(p), 4 * width * D.T);
+      out.add(p + ": variance (fp32)", 4 * rows * D.T);
+      out.add(p + ": centred input (fp32)", 4 * width * D.T);
+      out.add(p + ": normalized input (fp32, weight *)", 4 * width * D.T);
+      out.add(p + ": weight (fp32)", 4 * weight);
+      return;
+  }
 }
 
-BytesBreakdown llama_layer_saved(const ModelSpec& m, const Dims& D) {
-  BytesBreakdown s;
-  rms_saved(s, D, "input_layernorm");
-  s.add(n::kAttnIn, D.e * D.h * D.T);
-  s.add(n::kQ, D.e * D.qd * D.T);
-  if (!eager(m)) {
-    // sdpa with no mask passes enable_gqa: k and v stay at the kv heads (sdpa_attention.py use_gqa_in_sdpa).
-    s.add(n::kK, D.e * D.kvd * D.T);
-    s.add(n::kV, D.e * D.kvd * D.T);
-    s.add(n::kSdpaOut, D.e * D.qd * D.T);
-    s.add(n::kLse, 4 * D.a * D.T);
-  } else {
-    const bool grouped = D.kv < D.a;
-    s.add(grouped ? n::kKrep : n::kK, D.e * (grouped ? D.qd : D.kvd) * D.T);
-    s.add(grouped ? n::kVrep : n::kV, D.e * (grouped ? D.qd : D.kvd) * D.T);
-    s.add(n::kP32, 4 * D.bas2());
+void hidden_norm(BytesBreakdown& out, const Dims& D, const std::string& p, bool input_saved_elsewhere = false) {
+  norm_saved(out, D, D.arch.norm, p, D.h, 1, D.h, input_saved_elsewhere);
+}
+
+// q and k normalized after their projections: per head (Qwen3, Gemma-3: head_dim wide, a rstd per head) or over the
+// full width (OLMo-2).
+void qk_norms_saved(BytesBreakdown& out, const Dims& D) {
+  if (D.arch.qk_norm == QkNorm::none) return;
+  const bool per_head = D.arch.qk_norm == QkNorm::per_head;
+  norm_saved(out, D, D.arch.norm, "q_norm", D.qd, per_head ? D.a : 1, per_head ? D.d : D.qd);
+  norm_saved(out, D, D.arch.norm, "k_norm", D.kvd, per_head ? D.kv : 1, per_head ? D.d : D.kvd);
+}
+
+// The attention's saved tensors from the projections' input to o_proj's input. sdpa (no mask: enable_gqa keeps k and
+// v at the kv heads, sdpa_attention.py): q and k after RoPE, v (a view of the fused projection's output where there
+// is one, whose whole storage stays), the output and the fp32 log-sum-exp; with a fused projection and RoPE, o_proj
+// saves a copy of the transposed output. Eager: q, k and v at all heads, the fp32 softmax and its copy in the training
+// dtype (Gemma-2 also its soft-capping's tanh), o_proj's input.
+void attention_saved(BytesBreakdown& s, const ModelSpec& m, const Dims& D, bool rope) {
+  const bool fused = D.arch.fused_qkv;
+  const Bytes qkv = D.e * (D.qd + 2 * D.kvd) * D.T;
+  if (eager(m) && fused && !rope) {  // GPT-2: q, k, v views of c_attn's output; its softmax in the training dtype
+    s.add(n::kQkv, qkv);
+    s.add(n::kP16, D.e * D.bas2());
     if (m.attention_dropout > 0) {
       s.add(n::kPmask, D.bas2());
       s.add(n::kPdrop, D.e * D.bas2());
-    } else if (D.e != 4) {
-      s.add(n::kProbs, D.e * D.bas2());
     }
     s.add(n::kOin, D.e * D.qd * D.T);
+    return;
   }
-  rms_saved(s, D, "post_attention_layernorm");
-  s.add(n::kMlpIn, D.e * D.h * D.T);
+  if (!eager(m)) {
+    if (fused) s.add(n::kQkv, qkv);
+    if (!fused || rope) {
+      s.add(n::kQ, D.e * D.qd * D.T);
+      s.add(n::kK, D.e * D.kvd * D.T);
+    }
+    if (!fused) s.add(n::kV, D.e * D.kvd * D.T);
+    s.add(n::kSdpaOut, D.e * D.qd * D.T);
+    s.add(n::kLse, 4 * D.a * D.T);
+    if (fused && rope) s.add(n::kOin, D.e * D.qd * D.T);
+    return;
+  }
+  const bool grouped = D.kv < D.a;
+  s.add(n::kQ, D.e * D.qd * D.T);
+  s.add(grouped ? n::kKrep : n::kK, D.e * (grouped ? D.qd : D.kvd) * D.T);
+  // v: a view of the fused output at batch 1 (its storage stays); else a copy at all heads
+  if (fused && D.b == 1) s.add(n::kQkv, qkv);
+  else s.add(grouped ? n::kVrep : n::kV, D.e * (grouped ? D.qd : D.kvd) * D.T);
+  s.add(n::kP32, 4 * D.bas2());
+  if (D.arch.attn_softcapping) s.add("soft-capped scores' tanh (training dtype)", D.e * D.bas2());
+  if (m.attention_dropout > 0) {
+    s.add(n::kPmask, D.bas2());
+    s.add(n::kPdrop, D.e * D.bas2());
+  } else if (D.e != 4) {
+    s.add(n::kProbs, D.e * D.bas2());
+  }
+  s.add(n::kOin, D.e * D.qd * D.T);
+}
+
+// A gated family's layer (Llama's names, which llama_backward frees): its norms where the block puts them, the
+// attention with its q/k norms, the MLP (gate, act, up, their product: four F wide whether gate and up are one
+// projection or two; its input shared with the attention's under Cohere's one norm).
+BytesBreakdown llama_layer_saved(const ModelSpec& m, const Dims& D) {
+  BytesBreakdown s;
+  const BlockKind block = D.arch.block;
+  if (block != BlockKind::post_norm) hidden_norm(s, D, "input_layernorm");
+  s.add(n::kAttnIn, D.e * D.h * D.T);
+  qk_norms_saved(s, D);
+  attention_saved(s, m, D, true);
+  if (block == BlockKind::sandwich || block == BlockKind::post_norm) hidden_norm(s, D, "post_attention_layernorm");
+  if (block == BlockKind::pre_norm) hidden_norm(s, D, "post_attention_layernorm");
+  if (block == BlockKind::sandwich) hidden_norm(s, D, "pre_feedforward_layernorm");
+  if (block != BlockKind::parallel_shared_norm) s.add(n::kMlpIn, D.e * D.h * D.T);
   s.add(n::kGate, D.e * D.f * D.T);
   s.add(n::kSilu, D.e * D.f * D.T);
   s.add(n::kUp, D.e * D.f * D.T);
   s.add(n::kProd, D.e * D.f * D.T);
+  if (block == BlockKind::sandwich || block == BlockKind::post_norm) hidden_norm(s, D, "post_feedforward_layernorm");
+  if (m.hidden_dropout > 0) {
+    s.add(n::kResidMaskA, D.h * D.T);
+    s.add(n::kResidMaskM, D.h * D.T);
+  }
   return s;
 }
 
+// A plain-MLP family's layer (GPT-2's names, which gpt2_backward frees): LayerNorms (GPT-NeoX's parallel block
+// normalizes the layer input twice: its second norm saves no input of its own), q/k/v fused (GPT-2, GPT-NeoX) or not
+// (OPT, StarCoder2), RoPE but for GPT-2 and OPT, the activation's saved tensors (gelu_new five, GELU and GELU-tanh
+// two, ReLU one: its output is fc2's input), the residual dropouts.
 BytesBreakdown gpt2_layer_saved(const ModelSpec& m, const Dims& D) {
   BytesBreakdown s;
-  s.add(n::ln_in("ln_1") + " (the layer input)", D.e * D.h * D.T);
-  s.add(n::ln_stats("ln_1"), 8 * D.T);
+  const bool rope = m.max_position_embeddings == 0;
+  hidden_norm(s, D, "ln_1");
   s.add(n::kAttnIn, D.e * D.h * D.T);
-  s.add(n::kQkv, 3 * D.e * D.h * D.T);
-  if (!eager(m)) {
-    s.add(n::kSdpaOut, D.e * D.h * D.T);
-    s.add(n::kLse, 4 * D.a * D.T);
-  } else {
-    s.add(n::kP16, D.e * D.bas2());  // GPT-2's eager softmax runs in the training dtype
-    if (m.attention_dropout > 0) {
-      s.add(n::kPmask, D.bas2());
-      s.add(n::kPdrop, D.e * D.bas2());
-    }
-    s.add(n::kOin, D.e * D.h * D.T);
-  }
+  attention_saved(s, m, D, rope);
   if (m.hidden_dropout > 0) s.add(n::kResidMaskA, D.h * D.T);
-  s.add(n::ln_in("ln_2") + " (residual sum)", D.e * D.h * D.T);
-  s.add(n::ln_stats("ln_2"), 8 * D.T);
+  hidden_norm(s, D, "ln_2", D.arch.block == BlockKind::parallel);
   s.add(n::kMlpIn, D.e * D.h * D.T);
-  s.add(n::kFcOut, D.e * D.f * D.T);
-  s.add(n::kTanh, D.e * D.f * D.T);
-  s.add(n::kHalfX, D.e * D.f * D.T);
-  s.add(n::kOnePlus, D.e * D.f * D.T);
-  s.add(n::kAct, D.e * D.f * D.T);
+  switch (D.arch.act) {
+    case ActKind::gelu_new:
+      s.add(n::kFcOut, D.e * D.f * D.T);
+      s.add(n::kTanh, D.e * D.f * D.T);
+      s.add(n::kHalfX, D.e * D.f * D.T);
+      s.add(n::kOnePlus, D.e * D.f * D.T);
+      s.add(n::kAct, D.e * D.f * D.T);
+      break;
+    case ActKind::relu: s.add(n::kAct, D.e * D.f * D.T); break;
+    default:
+      s.add(n::kFcOut, D.e * D.f * D.T);
+      s.add(n::kAct, D.e * D.f * D.T);
+      break;
+  }
   if (m.hidden_dropout > 0) s.add(n::kResidMaskM, D.h * D.T);
   return s;
 }
@@ -389,7 +478,7 @@ BytesBreakdown gpt2_backward(const ModelSpec& m, const Dims& D, const BytesBreak
   tp.free(n::kFcOut);
   linear_backward(tp, D, "c_fc", D.h, D.f, true, "gradient of x + 0.044715 x^3", "MLP input gradient");
   tp.free(n::kMlpIn);
-  ln_backward(tp, D, "ln_2", n::ln_in("ln_2") + " (residual sum)", "MLP input gradient");
+  ln_backward(tp, D, "ln_2", n::ln_in("ln_2"), "MLP input gradient");
   // Attention: dropout, c_proj, the attention core, c_attn, ln_1.
   g = n::kLayerGrad;
   if (drop) {
@@ -416,7 +505,7 @@ BytesBreakdown gpt2_backward(const ModelSpec& m, const Dims& D, const BytesBreak
   for (const auto& x : {"q gradient", "k gradient", "v gradient"}) tp.free(x);
   linear_backward(tp, D, "c_attn", D.h, 3 * D.h, true, "qkv gradient (cat)", "attention input gradient");
   tp.free(n::kAttnIn);
-  ln_backward(tp, D, "ln_1", n::ln_in("ln_1") + " (the layer input)", "attention input gradient");
+  ln_backward(tp, D, "ln_1", n::ln_in("ln_1"), "attention input gradient");
   return tp.peak();
 }
 
@@ -434,11 +523,15 @@ TransformersActivations transformers_activations(const ModelSpec& m, const Train
   D.f = m.ffn_hidden;
   D.a = m.heads;
   D.kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  D.d = D.a > 0 ? D.h / D.a : 0;
+  D.d = head_dim(m);
   D.qd = D.a * D.d;
   D.kvd = D.kv * D.d;
   D.V = m.vocab;
+  D.arch = architecture(m);
+  // transformers' GPT-2 fuses q, k, v in c_attn; a GPT model given by numbers is priced as that code runs.
+  if (D.arch.act == ActKind::gelu_new) D.arch.fused_qkv = true;
   const bool llama = r.family == HfFamily::llama;
+  const bool rope = m.max_position_embeddings == 0;
 
   r.layer_saved = llama ? llama_layer_saved(m, D) : gpt2_layer_saved(m, D);
   r.layer_checkpoint_kept.add("layer input hidden states (checkpoint input)", D.e * D.h * D.T);
@@ -448,7 +541,7 @@ TransformersActivations transformers_activations(const ModelSpec& m, const Train
   }
   r.layer_recompute = r.layer_saved;
   if (!llama) {  // ln_1 saves the layer input itself, which the checkpoint already keeps
-    const std::string in = n::ln_in("ln_1") + " (the layer input)";
+    const std::string in = n::ln_in("ln_1");
     r.layer_recompute = {};
     for (const auto& p : r.layer_saved.parts)
       if (p.name != in) r.layer_recompute.add(p.name, p.bytes);
@@ -459,19 +552,25 @@ TransformersActivations transformers_activations(const ModelSpec& m, const Train
   }
   r.layer_backward_transient = llama ? llama_backward(m, D, r.layer_saved) : gpt2_backward(m, D, r.layer_saved);
 
-  if (llama) r.shared_saved.add("RoPE cos and sin [1, s, head_dim]", 2 * D.e * D.s * D.d);
+  // RoPE's cos and sin ([1, s, rotated dims]), one pair per rotary embedding (Gemma-3: its local and global ones).
+  if (rope) {
+    const Bytes rotated = static_cast<Bytes>(static_cast<double>(D.d) * D.arch.rotary_fraction);
+    const bool two = D.arch.qk_norm == QkNorm::per_head && D.arch.norm == NormKind::rms_gemma &&
+                     D.arch.sliding_layers > 0 && D.arch.sliding_layers < m.layers;
+    r.shared_saved.add("RoPE cos and sin [1, s, rotated dims]", (two ? 2 : 1) * 2 * D.e * D.s * rotated);
+  }
+  // Under sdpa a sliding layer saves its own 4-D mask once the sequence reaches the window (masking_utils.py
+  // _ignore_causal_mask_sdpa: no skip at kv_length >= the window); a recompute rebuilds it.
+  if (!eager(m) && D.arch.sliding_window > 0 && t.seq_len >= D.arch.sliding_window)
+    r.sliding_masks_saved.add("sliding-window masks [b, 1, s, s] of " + std::to_string(D.arch.sliding_layers) +
+                                  " layers",
+                              D.arch.sliding_layers * D.e * D.b * D.s * D.s);
   r.embedding_saved.add("token ids (int64)", 8 * D.T);
-  if (!llama) {
-    r.embedding_saved.add("position ids (int64, batch 1)", 8 * D.s);
-    if (m.hidden_dropout > 0) r.embedding_saved.add("embedding dropout mask (bool)", D.h * D.T);
-  }
-  if (llama) {
-    rms_saved(r.head_saved, D, "norm");
-  } else {
-    r.head_saved.add(n::ln_in("ln_f"), D.e * D.h * D.T);
-    r.head_saved.add(n::ln_stats("ln_f"), 8 * D.T);
-  }
+  if (!rope) r.embedding_saved.add("position ids (int64, batch 1)", 8 * D.s);
+  if (D.arch.embedding_dropout > 0) r.embedding_saved.add("embedding dropout mask (bool)", D.h * D.T);
+  hidden_norm(r.head_saved, D, llama ? "norm" : "ln_f");
   r.head_saved.add("lm_head input (final norm output)", D.e * D.h * D.T);
+  if (D.arch.final_softcapping) r.head_saved.add("soft-capped logits' tanh (training dtype)", D.e * D.V * D.T);
   r.head_saved.add("log-softmax output (fp32)", 4 * D.V * D.T);
   r.head_saved.add("shifted labels (int64)", 8 * D.T);
   r.logits_output.add("logits in the training dtype", D.e * D.V * D.T);
@@ -480,7 +579,7 @@ TransformersActivations transformers_activations(const ModelSpec& m, const Train
   r.loss_backward_transient.add("log_softmax gradient (fp32)", 4 * D.V * D.T);
 
   const Bytes rest = r.shared_saved.total + r.embedding_saved.total + r.head_saved.total;
-  r.saved_no_checkpointing = m.layers * r.layer_saved.total + rest;
+  r.saved_no_checkpointing = m.layers * r.layer_saved.total + r.sliding_masks_saved.total + rest;
   r.saved_with_checkpointing = m.layers * r.layer_checkpoint_kept.total + r.checkpoint_shared.total + rest;
   return r;
 }

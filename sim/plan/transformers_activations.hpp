@@ -54,6 +54,8 @@ struct TransformersActivations {
   BytesBreakdown layer_backward_transient;
   // Shared by all layers, saved once per step: RoPE's cos and sin ([1, s, head_dim], batch 1).
   BytesBreakdown shared_saved;
+  // Without checkpointing, every sliding-window layer's own sdpa mask (once the sequence reaches the window).
+  BytesBreakdown sliding_masks_saved;
   // Alive through the forward of every layer (not saved): eager's additive causal mask [b, 1, s, s].
   BytesBreakdown forward_mask;
   BytesBreakdown embedding_saved;  // token ids (and GPT-2's position ids and embedding dropout mask)

@@ -5,7 +5,7 @@ namespace zsim {
 namespace {
 
 PassBytes llama(ModelUnitKind kind, const ModelSpec& m, Bytes e) {
-  const Bytes h = m.hidden, f = m.ffn_hidden, kv = m.kv_heads * (m.hidden / m.heads);
+  const Bytes h = m.hidden, f = m.ffn_hidden, kv = m.kv_heads * head_dim(m);
   // to(fp32), pow, mean, x * rsqrt, to(e), weight * x (the comment in the header).
   const Bytes norm_fwd = (e + 4) + 8 + 4 + 8 + (4 + e) + 2 * e;
   // weight * x (dx, then dw's product and sum), the two casts, x * rsqrt (dx; d rsqrt's product and sum), mean's

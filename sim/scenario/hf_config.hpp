@@ -1,6 +1,8 @@
-// Hugging Face config.json -> ModelSpec (hidden_size, num_hidden_layers, intermediate_size, heads, kv heads,
-// vocab, tied embeddings, learned positions, MLP kind and biases by model_type). Keys it does not use are
-// ignored (HF configs carry many); the ones it uses are type-checked with file:line:column.
+// Hugging Face config.json -> ModelSpec, family by family as transformers 5.17 builds each model_type
+// (hf_families.cpp; docs/architectures.md lists them): the dimensions, the layer's architecture (head_dim, biases,
+// norms, q/k norms, fused projections, residual layout, activation), and every key absent from the file at its
+// config class's default. An unknown model_type, or a key that makes shapes zsim does not build (mixture-of-experts,
+// multi-head latent attention), stops with file:line:column and the supported types: never a silent dense guess.
 #pragma once
 #include <string>
 

@@ -53,6 +53,59 @@ constexpr const char* to_string(RuntimeKind r) { return r == RuntimeKind::deepsp
 // Bytes per element of the training precision (weights/grads as seen by forward/backward).
 constexpr Bytes bytes_per_element(Precision p) { return p == Precision::fp32 ? 4 : 2; }
 
+// How transformers builds a family's decoder layer, as hf_config.cpp reads it from a config.json (each family after
+// its models/<family>/modeling_<family>.py in transformers 5.17; docs/architectures.md). The defaults are Llama's;
+// a model given by preset or by numbers derives it from ModelSpec::bias and ::mlp (complete_architecture).
+enum class NormKind {
+  rms,        // LlamaRMSNorm: x.float() * rsqrt(mean(x^2) + eps), cast back, times weight
+  rms_gemma,  // GemmaRMSNorm: all in fp32, times (1 + weight), cast back at the end
+  rms_weight_fp32,  // Olmo2RMSNorm: weight * (x * rsqrt) in fp32, cast back after
+  layer,      // nn.LayerNorm: weight and bias
+  layer_no_bias,  // CohereLayerNorm: mean and variance in fp32, times weight, no bias
+};
+enum class QkNorm {
+  none,
+  per_head,    // Qwen3, Gemma-3: an RMSNorm of head_dim on each head of q and k
+  full_width,  // OLMo-2: an RMSNorm over all of q (heads x head_dim) and all of k (kv heads x head_dim)
+};
+enum class BlockKind {
+  pre_norm,  // x + attn(norm1(x)); then + mlp(norm2(.)) (Llama, GPT-2, OPT, Phi-3, StarCoder2)
+  sandwich,  // Gemma-2/3: x + norm2(attn(norm1(x))); then + norm4(mlp(norm3(.)))
+  post_norm, // OLMo-2: x + norm1(attn(x)); then + norm2(mlp(.))
+  parallel,  // GPT-NeoX (use_parallel_residual): x + attn(norm1(x)) + mlp(norm2(x))
+  parallel_shared_norm,  // Cohere: x + attn(norm1(x)) + mlp(norm1(x)), one norm
+};
+enum class ActKind {
+  silu,       // SiLU (gated: silu(gate) * up)
+  gelu_tanh,  // gelu_pytorch_tanh: one fused kernel
+  gelu,       // exact GELU
+  gelu_new,   // GPT-2's NewGELUActivation: five elementwise Python ops
+  relu,
+};
+struct ArchSpec {
+  std::string model_type;      // transformers' model_type; empty for a preset or a model given by numbers
+  std::int64_t head_dim = 0;   // 0: hidden / heads
+  bool qkv_bias = false;       // q, k, v (or the fused qkv) carry biases
+  bool o_bias = false;         // the attention output projection carries one
+  bool mlp_bias = false;       // the MLP's projections carry them
+  NormKind norm = NormKind::rms;
+  QkNorm qk_norm = QkNorm::none;
+  BlockKind block = BlockKind::pre_norm;
+  ActKind act = ActKind::silu;
+  bool fused_qkv = false;      // one projection to q | k | v (GPT-2 c_attn, GPT-NeoX query_key_value, Phi-3 qkv_proj)
+  bool fused_gate_up = false;  // Phi-3's gate_up_proj
+  std::int64_t position_offset = 0;  // learned positions: extra rows (OPT: 2)
+  double embedding_dropout = 0.0;    // dropout on the embeddings' output (GPT-2 embd_pdrop, StarCoder2)
+  double rotary_fraction = 1.0;      // of each head that RoPE turns (GPT-NeoX rotary_pct); learned positions: unused
+  bool attn_softcapping = false;     // eager attention soft-caps its scores (Gemma-2 attn_logit_softcapping)
+  bool final_softcapping = false;    // the logits are soft-capped (Gemma-2 final_logit_softcapping)
+  // Layers whose attention slides a window of sliding_window tokens (Mistral, Phi-3, StarCoder2: all; Gemma-2:
+  // every other; Gemma-3: five of six); 0 = none. Under sdpa each such layer saves its own mask at s >= the window.
+  std::int64_t sliding_window = 0;
+  std::int64_t sliding_layers = 0;
+  bool operator==(const ArchSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name = "custom";  // preset name, HF config path, or "custom"
   std::int64_t layers = 0;
@@ -68,8 +121,29 @@ struct ModelSpec {
   Attention attention = Attention::flash;
   double attention_dropout = 0.0;      // dropout on the attention probabilities; 0 = no mask kept
   double hidden_dropout = 0.0;         // dropout after the attention and MLP outputs; 0 = no masks kept
+  ArchSpec arch;                       // read from a config.json (hf_config.cpp); architecture(m) for any model
   bool operator==(const ModelSpec&) const = default;
 };
+
+// The width of one attention head: the config's head_dim where it gives one (Qwen3, Gemma, Mistral-Nemo), else
+// hidden / heads.
+inline std::int64_t head_dim(const ModelSpec& m) {
+  if (m.arch.head_dim > 0) return m.arch.head_dim;
+  return m.heads > 0 ? m.hidden / m.heads : 0;
+}
+
+// The model's architecture: a config.json's as read (hf_config.cpp); a model without one (a preset, or numbers)
+// derives it from `bias` and `mlp` (a plain MLP is the GPT family: LayerNorms, gelu_new, the embeddings' dropout at
+// hidden_dropout; biases everywhere with `bias`).
+inline ArchSpec architecture(const ModelSpec& m) {
+  if (!m.arch.model_type.empty()) return m.arch;
+  ArchSpec a;
+  a.qkv_bias = a.o_bias = a.mlp_bias = m.bias;
+  a.norm = m.bias ? NormKind::layer : NormKind::rms;
+  a.act = m.mlp == MlpKind::gated ? ActKind::silu : ActKind::gelu_new;
+  a.embedding_dropout = m.mlp == MlpKind::plain ? m.hidden_dropout : 0.0;
+  return a;
+}
 
 struct TrainingSpec {
   std::int64_t micro_batch = 1;
@@ -461,7 +535,7 @@ struct EfficiencySpec {
   Bytes outside_allocator_bytes = 0;
   // Under runtime deepspeed, a GEMM with a dimension that is not a multiple of 16 bytes' elements (cost_models'
   // gemm_aligned: GPT-2's 50,257-wide head) runs on torch's narrow-load cuBLAS kernels at this fraction of peak, per
-  // direction (a recompute runs the forward), measured by validate/deepspeed/probe_vocab_alignment.py; 0 = not
+  // direction (a recompute runs the forward), measured by validate/deepspeed/probes/probe_vocab_alignment.py; 0 = not
   // measured (such a GEMM runs as an aligned one). zrun's cuBLASLt calls are calibrated apart and keep their models.
   struct MisalignedGemm {
     double forward = 0, backward = 0;

@@ -8,6 +8,7 @@
 #include "sim/scenario/edit_distance.hpp"
 #include "sim/scenario/flat_config.hpp"
 #include "sim/scenario/hf_config.hpp"
+#include "sim/scenario/hf_families.hpp"
 #include "sim/scenario/overrides.hpp"
 #include "sim/scenario/presets.hpp"
 #include "sim/scenario/scenario_validate.hpp"
@@ -520,6 +521,8 @@ Scenario parse_scenario(const std::string& text, const std::string& filename, co
     s.runtime = *r;
   }
   ignore_what_deepspeed_ignores(s, locate, s.warnings);
+  if (const std::string w = hf_pricing_warning(s.model.arch); !w.empty() && s.runtime == RuntimeKind::deepspeed)
+    s.warnings.push_back(s.model.name + ": " + w);
   validate_scenario(s, locate);
   return s;
 }

@@ -200,6 +200,7 @@ struct ScheduleModel {
   DType dtype = DType::bf16;  // training dtype of params, activations and gradients
   bool checkpointing = false; // full activation checkpointing (recompute ops)
   std::vector<ModelUnit> units;
+  std::string model_type;  // transformers' model_type where the model came from a config.json, else ""
   bool operator==(const ScheduleModel&) const = default;
 };
 

@@ -171,11 +171,12 @@ ScheduleMeta read_meta(const Node& n) {
 }
 
 ScheduleModel read_model(const Node& n) {
-  n.only_keys({"name", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "max_position_embeddings",
+  n.only_keys({"name", "model_type", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "max_position_embeddings",
                "tie_word_embeddings", "mlp", "bias", "micro_batch", "seq_len", "grad_accum", "dtype", "checkpointing",
                "units"});
   ScheduleModel m;
   m.name = n.has("name") ? n.key("name").str() : "";
+  m.model_type = n.has("model_type") ? n.key("model_type").str() : "";
   m.layers = n.key("layers").integer(0);
   m.hidden = n.key("hidden").integer(1);
   m.ffn_hidden = n.key("ffn_hidden").integer(0);
@@ -502,6 +503,7 @@ ordered_json model_to_json(const ScheduleModel& m) {
                     {"grad_accum", m.grad_accum},
                     {"dtype", to_string(m.dtype)},
                     {"checkpointing", m.checkpointing}};
+  if (!m.model_type.empty()) j["model_type"] = m.model_type;
   ordered_json& units = j["units"] = ordered_json::array();
   for (const ModelUnit& u : m.units) {
     ordered_json tensors = ordered_json::array();
