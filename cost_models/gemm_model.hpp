@@ -57,7 +57,7 @@ double gemm_call_flops(const GemmShape& g);
 // Whether every dimension of the GEMM is a multiple of 16 bytes' elements (8 at 16-bit, 4 at fp32): cuBLAS's
 // vectorized tensor-core kernels need 16-byte aligned rows, and a row of D, A or B is n, k, m or its transpose
 // long. One that is not runs on narrow-load kernels (torch 2.11 on an H200 picks cutlass_75 *_align1 ones for a
-// 50,257-wide GPT-2 head: validate/deepspeed/probe_vocab_alignment.py).
+// 50,257-wide GPT-2 head: validate/deepspeed/probes/probe_vocab_alignment.py).
 bool gemm_aligned(const GemmShape& g, int bytes_per_element);
 
 // The efficiency the model gives a set of GEMMs run one after another: their FLOPs over peak x their modelled
