@@ -156,8 +156,8 @@ class FakeMachine:
                 r = json.load(f)
             shutil.rmtree(d)
             r.update({"format": "zsim.deepspeed_run", "status": "ok", "case": {"name": name},
-                      "versions": {k: ENVIRONMENT[k] for k in ("python", "torch", "cuda", "gpu", "transformers",
-                                                                "deepspeed")}})
+                      "versions": {k: self.environment[k] for k in ("python", "torch", "cuda", "gpu",
+                                                                     "transformers", "deepspeed")}})
             r["ranks"][0]["memory"] = {"device": {"used_outside_this_allocator": 1300000000 + len(name)}}
             with open(out, "w") as f:
                 json.dump(r, f)
@@ -285,6 +285,17 @@ class CalibrationStepsTest(unittest.TestCase):
         self.assertIn("no fit run finished", text)
         self.assertNotIn("deepspeed_host:", text)
         self.assertIn("fitted_under:", text)  # from the look at the machine
+
+    def test_an_efficiency_above_the_presets_figure_is_capped_at_one_and_said_so(self):
+        # The H200's kernels against an H100's data-sheet bandwidth (3350 GB/s): some kinds come out above 1.
+        rc, text, _, _ = calibrate(FakeMachine())
+        self.assertEqual(rc, 0)
+        self.assertRegex(text, r"hbm_by_kind: \{[^}]*activation: 1,")
+        self.assertIn("capped at 1 (above the preset's data-sheet figure", text)
+        with_h200 = dict(ENVIRONMENT, gpu="NVIDIA H200", gpu_total_memory=150109880320)
+        _, text, _, _ = calibrate(FakeMachine(environment=with_h200))
+        self.assertNotIn("capped at 1", text)
+        self.assertIn("hbm_by_kind: {norm: 0.4485, norm_backward: 0.3328, activation: 0.7509", text)
 
     def test_failed_probes_leave_the_data_sheets_figures_and_say_so(self):
         rc, text, _, _ = calibrate(FakeMachine(fail={"probe_torch_kernels", "probe_vocab_alignment"}))

@@ -42,7 +42,7 @@ DEFAULT_BUDGET_S = 600
 RESERVE_S = 20  # kept for the fit and the profile at the end
 MIN_CASE_START_S = 25  # no fit case starts with less than this left beyond the reserve
 CASE_TIMEOUT_S = 90
-STEPS = 10
+STEPS = 20  # as the tenth session's fit runs (session-15-fit.txt, STEPS=20)
 HARNESS_ARGS = ["--no-memory-history", "--inventory", "off", "--phase-steps", "3"]
 COMMITTED_PROFILE = os.path.join(ROOT, "host-h200.yaml")
 
@@ -110,6 +110,17 @@ for name in sys.argv[1:]:
         print(f"PREBUILD {name}: FAILED in {time.time() - t:.1f} s: {type(e).__name__}: {e}", flush=True)
 sys.exit(1 if bad else 0)
 """
+
+
+# The efficiencies zsim reads as fractions of the GPU's data-sheet figures, in (0, 1].
+FRACTION_KEYS = ("gemm", "torch_misaligned_gemm", "hbm_by_kind", "pageable_pcie_fraction", "pageable_h2d_pcie_fraction")
+
+
+def capped_fractions(value):
+    """A fraction (or a map of them) with each value above 1 made 1 (None stays None)."""
+    if isinstance(value, dict):
+        return {k: min(v, 1.0) for k, v in value.items()}
+    return None if value is None else min(value, 1.0)
 
 
 def run_process(cmd, timeout_s, env=None, log_path=None):
@@ -399,6 +410,12 @@ class Calibration:
         else:
             notes.append("no fit run finished: no efficiency.deepspeed_host figures (zsim says the host is not "
                          "priced)")
+        for key, (value, comment) in list(eff.items()):  # zsim takes efficiencies in (0, 1]: above, the preset is off
+            capped = capped_fractions(value) if key in FRACTION_KEYS else value
+            if capped != value:
+                eff[key] = (capped, comment + f"; measured {py.flow(value) if isinstance(value, dict) else value}, "
+                                              f"capped at 1 (above the preset's data-sheet figure: is it this GPU's?)")
+                notes.append(f"efficiency.{key}: measured above 1 of the preset's figure, capped at 1")
         for key, (value, _) in eff.items():
             if value is None and key != "deepspeed_host":
                 notes.append(f"efficiency.{key}: not measured (its probe did not finish): zsim's default")
