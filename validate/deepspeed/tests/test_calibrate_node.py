@@ -351,6 +351,36 @@ class CalibrationStepsTest(unittest.TestCase):
         self.assertIn("gemm", y["calibration"])  # zrun's record kept
 
 
+class PriorTest(unittest.TestCase):
+    """--prior-weight: the committed figures (at this host's loop) as pseudo-samples beside the session's runs."""
+
+    def fit(self, weight, cases):
+        with tempfile.TemporaryDirectory() as d:
+            tfh.write_runs_at_host_speeds(d, cases, tfh.TRUE, [0.002], 0.002, 0.35)
+            committed = dict(node.committed_host(), reference_loop_us=2000.0)
+            with contextlib.redirect_stdout(io.StringIO()):
+                host = node.fit_host_figures(d, CASES, 0.35, committed, weight)
+        return dict((n, v) for n, v, _ in host["figures"]), host, committed
+
+    def test_without_weight_the_runs_alone_give_their_figures_back(self):
+        got, host, _ = self.fit(0.0, node.CASES[:node.MIN_CASES])
+        for k, v in tfh.TRUE.items():
+            self.assertAlmostEqual(got[k], v, delta=1e-6 * v, msg=k)
+        self.assertEqual(host["prior_weight"], 0.0)
+
+    def test_with_weight_the_figures_move_toward_the_prior_and_an_unsampled_one_is_the_prior(self):
+        import math
+        plain, _, committed = self.fit(0.0, node.CASES[:node.MIN_CASES])
+        pulled, _, _ = self.fit(3.0, node.CASES[:node.MIN_CASES])
+
+        def distance(got):
+            return sum(abs(math.log(got[k] / committed[k])) for k in tfh.TRUE if got[k] > 0 and committed[k] > 0)
+        self.assertLess(distance(pulled), distance(plain))
+        few, host, _ = self.fit(3.0, node.CASES[:3])  # stages 0 and 2 only: nothing samples stage 3's figures
+        self.assertAlmostEqual(few["stage3_forward_module_us"], committed["stage3_forward_module_us"])
+        self.assertIn("stage3_forward_module_us", host["taken_from_committed"])
+
+
 class ProfileTextTest(unittest.TestCase):
     def test_strings_are_quoted_and_numbers_are_not(self):
         self.assertEqual(py.flow({"a": "5.17", "b": 0.66812, "c": 3, "d": {"e": True}}),

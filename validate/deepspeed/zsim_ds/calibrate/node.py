@@ -186,49 +186,94 @@ def committed_host(path=COMMITTED_PROFILE):
     return out
 
 
-def fit_host_figures(runs_dir, cases_dir, exponent, committed):
+def solve_with_prior(samples, speeds, prior, weight):
+    """fit_host.py's least squares (each sample's measurement over its host-speed scale against its row's figures),
+    figures that come out negative dropped (0) and the rest fitted again, with `weight` pseudo-samples per figure of
+    `prior` (name -> microseconds): a row of the figure's typical count in the samples (the median of its non-zero
+    counts; 1 where no sample counts it) whose measurement is that count x the prior. weight 0: the plain fit (a
+    figure no sample counts, 0). A figure's prior pulls it only as far as its own samples do not: with few samples a
+    session's noise cannot swing it (or drop it) as a plain fit of one session does."""
+    rows = [list(s["row"]) for s in samples]
+    ys = [s["measured_us"] / k for s, k in zip(samples, speeds)]
+    active = fh.sampled(samples)
+    if weight > 0:
+        for j, name in enumerate(fh.FIGURES):
+            if name not in prior:
+                continue
+            counts = sorted(abs(r[j]) for r in rows[:len(samples)] if r[j])
+            c = counts[len(counts) // 2] if counts else 1.0
+            row = [0.0] * len(fh.FIGURES)
+            row[j] = c * weight ** 0.5
+            rows.append(row)
+            ys.append(c * weight ** 0.5 * prior[name])
+            active[j] = True
+    while True:
+        x = fh.solve(rows, ys, active)
+        neg = [i for i, v in enumerate(x) if active[i] and v < 0]
+        if not neg:
+            return x
+        for i in neg:
+            active[i] = False
+
+
+def fit_host_figures(runs_dir, cases_dir, exponent, committed, prior_weight=0.0):
     """The host's figures from the phase-timed runs in runs_dir: {"figures": [(name, value, note)], "samples",
     "cases", "rms_percent", "worst", "reference_loop_us", "exponent", "autograd_loop_us", "taken_from_committed",
     "not_determined"}; None where no run gives a sample. The fit is fit_host.py's (each run's phases scaled to its
     free-running step, eager figures included), at each run's host speed with the reference the median of the runs'
-    main-thread loops and `exponent` (a number, or "fit" for the grid's best). A figure no sample counts, or one the
-    samples do not determine, is committed[name] x (reference / committed's reference) ^ exponent."""
+    main-thread loops and `exponent` (a number, or "fit" for the grid's best), and with `prior_weight` pseudo-samples
+    a figure of the committed profile's figures scaled to this reference loop (solve_with_prior). A figure no sample
+    counts, or one the samples do not determine, is committed[name] x (reference / committed's reference) ^ exponent."""
     samples = fh.load_samples([runs_dir], cases_dir)
     if not samples:
         return None
+    runs_loops = {s["run"]: s["main_loop_s"] for s in samples if s["main_loop_s"]}
+    reference_s = statistics.median(sorted(runs_loops.values())) if runs_loops else None
+    for s in samples:
+        s["loop_s"] = s["loop_s"] or reference_s
+    committed_ref = committed.get("reference_loop_us")
     not_determined = []
-    timed = [s["main_loop_s"] for s in samples if s["main_loop_s"]]
-    while True:
-        try:
-            if timed:
-                samples, speed = fh.loop_speed(samples, exponent if exponent == "fit" else float(exponent))
-                x, reference_s, used_exponent = speed["figures"], speed["reference_loop_s"], speed["exponent"]
-                speeds = fh.speeds_at(samples, reference_s, used_exponent)
-            else:  # no run timed the loop (a harness before it): the figures as measured, at no stated speed
-                x, reference_s, used_exponent = fh.fit(samples), None, None
-                speeds = [1.0] * len(samples)
-            break
-        except ValueError as e:  # "figure NAME is not determined by these runs"
-            name = next((n for n in fh.FIGURES if f"figure {n} " in str(e)), None)
-            if name is None:
-                raise
-            not_determined.append(name)
-            col = fh.FIGURES.index(name)
-            for s in samples:
-                s["row"][col] = 0
+
+    def fit_at(x_exponent):
+        scale = (reference_s * 1e6 / committed_ref) ** x_exponent if reference_s and committed_ref else 1.0
+        prior = {k: v * scale for k, v in committed.items() if k in fh.FIGURES}
+        speeds = fh.speeds_at(samples, reference_s, x_exponent) if reference_s else [1.0] * len(samples)
+        while True:
+            try:
+                x = solve_with_prior(samples, speeds, prior, prior_weight)
+                break
+            except ValueError as e:  # "figure NAME is not determined by these runs"
+                name = next((n for n in fh.FIGURES if f"figure {n} " in str(e)), None)
+                if name is None:
+                    raise
+                not_determined.append(name)
+                for s in samples:
+                    s["row"][fh.FIGURES.index(name)] = 0
+        rms = fh.rms_percent(fh.residuals(samples, x, speeds))
+        return x, speeds, scale, rms
+
+    if not reference_s:  # no run timed the loop (a harness before it): the figures as measured, at no stated speed
+        used_exponent = None
+        x, speeds, scale, _ = fit_at(0.0)
+    elif exponent == "fit":
+        tried = {round(e, 2): fit_at(e)[3] for e in fh.EXPONENT_GRID}
+        used_exponent = min(tried, key=tried.get)
+        x, speeds, scale, _ = fit_at(used_exponent)
+    else:
+        used_exponent = float(exponent)
+        x, speeds, scale, _ = fit_at(used_exponent)
     for s, k in zip(samples, speeds):
         s["fitted_us"] = sum(a * b for a, b in zip(s["row"], x)) * k
         s["residual"] = (s["fitted_us"] - s["measured_us"]) / s["measured_us"]
     worst = max(samples, key=lambda s: abs(s["residual"]))
     sampled = fh.sampled(samples)
-    committed_ref = committed.get("reference_loop_us")
-    scale = 1.0
-    if reference_s and committed_ref and used_exponent is not None:
-        scale = (reference_s * 1e6 / committed_ref) ** used_exponent
     figures, taken = [], []
     for col, name in enumerate(fh.FIGURES):
         if sampled[col]:
-            figures.append((name, x[col], fh.figure_note(name, col, samples, x[col])))
+            note = fh.figure_note(name, col, samples, x[col])
+            if prior_weight > 0 and name in committed:
+                note += f"; pulled toward host-h200.yaml's {committed[name] * scale:.1f} (x {prior_weight:g} samples)"
+            figures.append((name, x[col], note))
         elif name in committed:
             why = "not determined by the runs that finished" if name in not_determined else "no run sampled it"
             figures.append((name, committed[name] * scale,
@@ -245,7 +290,7 @@ def fit_host_figures(runs_dir, cases_dir, exponent, committed):
             "rms_percent": fh.rms_percent([s["residual"] for s in samples]),
             "worst": {"case": worst["case"], "phase": worst["phase"], "percent": worst["residual"] * 100},
             "reference_loop_us": reference_s * 1e6 if reference_s else None, "exponent": used_exponent,
-            "exponent_fitted": exponent == "fit", "timed_runs": len(set(s["run"] for s in samples if s["main_loop_s"])),
+            "exponent_fitted": exponent == "fit", "timed_runs": len(runs_loops), "prior_weight": prior_weight,
             "autograd_loop_us": statistics.median(autograd) * 1e6 if autograd else None,
             "taken_from_committed": taken, "not_determined": not_determined,
             "sample_rows": [{k: v for k, v in s.items() if k != "row"} for s in samples]}
@@ -368,7 +413,7 @@ class Calibration:
         ok = [r for r in results if r.get("status") == "ok"]
         committed = committed_host()
         host = fit_host_figures(os.path.join(self.work, "runs"), os.path.join(ROOT, "cases"),
-                                self.args.loop_speed_exponent, committed)
+                                self.args.loop_speed_exponent, committed, self.args.prior_weight)
         stack = fig.stack_of(ok, self.environment)
         stack["date"] = self.started_at.strftime("%Y-%m-%d")
         g = self.gpu
@@ -513,6 +558,9 @@ def parse_args(argv=None):
     ap.add_argument("--loop-speed-exponent", default=None, metavar="X|fit",
                     help="the host speed's exponent (default: host-h200.yaml's, fitted over ten sessions; 'fit': fit "
                          "it on this session's runs)")
+    ap.add_argument("--prior-weight", type=float, default=0.0,
+                    help="pseudo-samples a figure of host-h200.yaml's figures (at this host's loop) weigh in the fit "
+                         "(default 0: the session's runs alone)")
     ap.add_argument("--gpu-preset", help="zsim's GPU preset (default: by the GPU's name)")
     ap.add_argument("--gpu-peak-tflops", type=float, help="a GPU without a preset: its dense bf16 TFLOPS")
     ap.add_argument("--gpu-hbm-GBps", type=float, help="a GPU without a preset: its HBM GB/s")
