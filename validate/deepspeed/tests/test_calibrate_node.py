@@ -156,8 +156,10 @@ class FakeMachine:
                 r = json.load(f)
             shutil.rmtree(d)
             r.update({"format": "zsim.deepspeed_run", "status": "ok", "case": {"name": name},
-                      "versions": {k: self.environment[k] for k in ("python", "torch", "cuda", "gpu",
-                                                                     "transformers", "deepspeed")}})
+                      "versions": {**{k: self.environment[k] for k in ("python", "torch", "cuda", "gpu",
+                                                                        "transformers", "deepspeed")},
+                                   "gpu_total_memory": self.environment.get("gpu_total_memory"),
+                                   "gpu_count_visible": 1}})
             r["ranks"][0]["memory"] = {"device": {"used_outside_this_allocator": 1300000000 + len(name)}}
             with open(out, "w") as f:
                 json.dump(r, f)
@@ -349,6 +351,34 @@ class CalibrationStepsTest(unittest.TestCase):
         self.assertAlmostEqual(y["cluster"]["efficiency"]["gemm"], 0.668, places=3)
         self.assertIn("deepspeed_host", y["cluster"]["efficiency"])
         self.assertIn("gemm", y["calibration"])  # zrun's record kept
+
+
+class RefitTest(unittest.TestCase):
+    def test_refit_writes_the_profile_again_from_the_work_folder_without_measuring(self):
+        m = FakeMachine()
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "node.yaml")
+            with contextlib.redirect_stdout(io.StringIO()):
+                node.Calibration(node.parse_args(["--out", out, "--python", "python3", "--budget-s", "330"]),
+                                 runner=m, clock=m.clock, log=lambda *a: None).run()
+            os.remove(os.path.join(d, "node.d", "calibration.json"))  # the machine from the runs' versions
+            calls = len(m.calls)
+            log = []
+            with contextlib.redirect_stdout(io.StringIO()):
+                rc = node.Calibration(node.parse_args(["--out", os.path.join(d, "again.yaml"), "--work",
+                                                       os.path.join(d, "node.d"), "--refit", "--loop-speed-exponent",
+                                                       "0.5"]), runner=m, clock=m.clock, log=log.append).run()
+            self.assertEqual(rc, 0, log)
+            self.assertEqual(len(m.calls), calls)  # nothing run
+            with open(os.path.join(d, "again.yaml")) as f:
+                text = f.read()
+            self.assertIn("refitted by validate/deepspeed/calibrate_node.py --refit", text)
+            self.assertIn("loop_speed_exponent: 0.5", text)
+            self.assertIn('gpu: {preset: "h100-80gb", hbm_bytes: 85029158912}', text)
+            self.assertIn("    gemm: 0.668", text)  # the probes' results kept in the work folder
+        finally:
+            shutil.rmtree(d)
 
 
 class PriorTest(unittest.TestCase):

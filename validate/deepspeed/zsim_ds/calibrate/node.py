@@ -340,6 +340,11 @@ class Calibration:
         if status != "ok" or not out.get("gpu"):
             return "no GPU seen through torch (environment.log)" if status == "ok" else \
                 f"the look at the machine {status} (environment.log)"
+        return self.resolve_gpu()
+
+    def resolve_gpu(self):
+        """self.gpu from the environment's GPU: its preset (or the peaks given); the reason where neither is."""
+        out = self.environment
         preset = self.args.gpu_preset or fig.gpu_preset(out["gpu"], out.get("gpu_total_memory", 0))
         if preset:
             if preset not in fig.PRESETS:
@@ -465,9 +470,9 @@ class Calibration:
             if value is None and key != "deepspeed_host":
                 notes.append(f"efficiency.{key}: not measured (its probe did not finish): zsim's default")
         cluster = [("gpus_per_node", self.environment.get("gpu_count") or 1, "GPUs visible (a scenario sets its own)"),
-                   ("gpu", {"preset": g["preset"], "hbm_bytes": g["hbm_bytes"]} if g["preset"] else
-                    {"name": g["name"], "hbm_bytes": g["hbm_bytes"], "hbm_GBps": g["hbm_GBps"],
-                     "peak_tflops": g["peak_tflops"]},
+                   ("gpu", {k: v for k, v in ({"preset": g["preset"], "hbm_bytes": g["hbm_bytes"]} if g["preset"] else
+                                              {"name": g["name"], "hbm_bytes": g["hbm_bytes"], "hbm_GBps": g["hbm_GBps"],
+                                               "peak_tflops": g["peak_tflops"]}).items() if v is not None},
                     (f"the preset of {g['name']} (its data sheet's peaks, which the efficiencies are measured "
                      f"against); hbm_bytes torch's total_memory") if g["preset"] else
                     f"{g['name']}: no zsim preset, the data sheet's peaks as given; hbm_bytes torch's total_memory"),
@@ -482,10 +487,14 @@ class Calibration:
         versions = ", ".join(f"{label} {stack[k]}" for k, label in (("deepspeed", "DeepSpeed"), ("torch", "torch"),
                                                                     ("transformers", "transformers")) if k in stack)
         description = f"{g['name']} under {versions}: calibrated by validate/deepspeed/calibrate_node.py"
-        head = [f"zsim hardware profile of one machine for DeepSpeed (issue 59), written by "
-                f"validate/deepspeed/calibrate_node.py on {self.started_at.strftime('%Y-%m-%dT%H:%M:%SZ')} in "
-                f"{elapsed:.0f} s of a {self.args.budget_s:.0f} s budget: {g['name']}, "
-                f"{self.environment.get('cpus')} CPUs; {versions}; python {stack.get('python')}.",
+        how = (f"refitted by validate/deepspeed/calibrate_node.py --refit on "
+               f"{self.started_at.strftime('%Y-%m-%dT%H:%M:%SZ')} from the measurements in {self.work}"
+               if self.args.refit else
+               f"written by validate/deepspeed/calibrate_node.py on {self.started_at.strftime('%Y-%m-%dT%H:%M:%SZ')} "
+               f"in {elapsed:.0f} s of a {self.args.budget_s:.0f} s budget")
+        cpus = f", {self.environment['cpus']} CPUs" if self.environment.get("cpus") else ""
+        head = [f"zsim hardware profile of one machine for DeepSpeed (issue 59), {how}: {g['name']}{cpus}; "
+                f"{versions}; python {stack.get('python')}.",
                 "Load it with cluster.profile: NAME (this file as NAME.yaml in the scenario's folder, its hardware/, or "
                 "a folder given to --profile-dir). docs/deepspeed-time.md, \"Predicting your own machine\".",
                 "The figures hold for the DeepSpeed, torch and transformers above (cluster.fitted_under): zsim "
@@ -526,8 +535,38 @@ class Calibration:
             self.log(f"   {n}")
         return 0 if host else 1
 
+    def refit(self):
+        """--refit: the profile again from the work folder's measurements (its runs/, probes/, zrun-calibrate.yaml),
+        with this command's fit options; the machine as calibration.json recorded it, else as the runs' versions
+        do (GPU, memory, count, versions; the host's CPUs and memory then left out)."""
+        record = read_json(os.path.join(self.work, "calibration.json")) or {}
+        self.environment = record.get("environment") or {}
+        if not self.environment.get("gpu"):
+            for r in self.results():
+                v = r.get("versions") or {}
+                if v.get("gpu"):
+                    self.environment = {"gpu": v["gpu"], "gpu_total_memory": v.get("gpu_total_memory"),
+                                        "gpu_count": v.get("gpu_count_visible"),
+                                        **{k: v[k] for k in fig.STACK_KEYS if v.get(k) and k != "gpu"}}
+                    break
+        if not self.environment.get("gpu"):
+            self.log(f"calibrate_node: --refit: no machine recorded in {self.work} (calibration.json, runs/)")
+            return 2
+        why = self.resolve_gpu()
+        if why:
+            self.log(f"calibrate_node: {why}; nothing written")
+            return 2
+        zrun = os.path.join(self.work, "zrun-calibrate.yaml")
+        if os.path.isfile(zrun):
+            with open(zrun) as f:
+                self.zrun_profile = f.read()
+        self.stages = [{"stage": "refit", "status": "ok", "seconds": 0}]
+        return self.write()
+
     def run(self):
         os.makedirs(self.work, exist_ok=True)
+        if self.args.refit:
+            return self.refit()
         why = self.look_at_the_machine()
         if why:
             self.log(f"calibrate_node: {why}; nothing written")
@@ -565,6 +604,9 @@ def parse_args(argv=None):
     ap.add_argument("--gpu-peak-tflops", type=float, help="a GPU without a preset: its dense bf16 TFLOPS")
     ap.add_argument("--gpu-hbm-GBps", type=float, help="a GPU without a preset: its HBM GB/s")
     ap.add_argument("--skip-probes", action="store_true", help="no GPU probes (the data sheet's GPU figures)")
+    ap.add_argument("--refit", action="store_true",
+                    help="measure nothing: write the profile again from --work's measurements (runs/, probes/) with "
+                         "this command's fit options (another --loop-speed-exponent, --prior-weight)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter with torch (default: this one)")
     args = ap.parse_args(argv)
     if args.loop_speed_exponent is None:
