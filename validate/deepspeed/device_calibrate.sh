@@ -6,7 +6,8 @@
 #   bash validate/deepspeed/device_calibrate.sh [NAME]          # NAME.yaml (default: node)
 # Environment: BUDGET_S (calibrate_node.py's --budget-s, default 540: the command's 600 s less the packing and the
 # machine's look), CAL_ARGS (more calibrate_node.py options, e.g. "--loop-speed-exponent fit"), DS_DIR, OUT.
-# The extensions it builds stay in .devcarry/torch_extensions for device_run.sh's cases on the same machine.
+# The extensions it builds stay in .devcarry/torch_extensions for device_run.sh's cases on the same machine, and come
+# back as $OUT/torch_extensions.tar (put it in .devcarry/ to carry them to a fresh one).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
@@ -52,7 +53,16 @@ t0=$(date +%s)
 rc=$?
 echo "== calibrate_node.py: exit $rc, $(( $(date +%s) - t0 )) s"
 [ -f "$W/$NAME.yaml" ] && cp "$W/$NAME.yaml" "$OUT/$NAME.yaml"
-# The profiles of a traced step are not taken here; the packed folder is small (the fit runs' JSON and logs).
+# The extensions it built, as device_run.sh packs them (stripped, their times kept): copied to .devcarry/ as
+# torch_extensions.tar, a later device_run.sh on a fresh machine unpacks them instead of building again.
+if [ -d "$TORCH_EXTENSIONS_DIR" ]; then
+  mkdir -p "$WORK/ext"
+  (cd "$TORCH_EXTENSIONS_DIR" && tar cf - --exclude=lock . ) | (cd "$WORK/ext" && tar xf -)
+  find "$WORK/ext" \( -name '*.o' -o -name '*.so' \) -print0 | while IFS= read -r -d '' f; do
+    t=$(stat -c %.9Y "$f"); strip --strip-debug "$f" 2>/dev/null; touch -d "@$t" "$f"
+  done
+  tar cf "$OUT/torch_extensions.tar" --format=posix -C "$WORK/ext" . && rm -rf "$WORK/ext"
+fi
 tar czf "$OUT/calibration.tgz" -C "$WORK" calibration
 ls -l "$OUT"
 exit 0
