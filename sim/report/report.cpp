@@ -80,7 +80,7 @@ std::optional<DeepSpeedFigures> deepspeed_figures_of(const Scenario& scenario) {
   if (e.deepspeed_host.present()) {
     f.host = "deepspeed_host";
     f.host_note = c.fitted_under.present()
-                      ? "efficiency.deepspeed_host: DeepSpeed's Python per op, fitted under the stack below (on the "
+                      ? "efficiency.deepspeed_host: DeepSpeed's Python per op, fitted under the stack named above (on the "
                         "machine it was fitted on, docs/deepspeed-time.md \"Validation\" says how far it held)"
                       : "efficiency.deepspeed_host: DeepSpeed's Python per op, fitted under a stack the profile does "
                         "not record (cluster.fitted_under): the figures hold for the DeepSpeed, torch and transformers "
