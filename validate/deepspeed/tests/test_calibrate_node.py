@@ -451,3 +451,46 @@ class PredictNodeTest(unittest.TestCase):
         self.assertAlmostEqual(med, 10.0)
         self.assertAlmostEqual(worst, -20.0)
         self.assertEqual(predict.summary([]), (None, None))
+
+
+FAKES = os.path.join(HERE, "fakes")
+ZSIM = os.environ.get("ZSIM") or os.path.join(ROOT, "..", "..", "build", "bin", "zsim")
+
+
+class FakeStackCalibrationTest(unittest.TestCase):
+    """calibrate_node.py's real steps (its own processes, the harness's whole run) on the fakes of torch, DeepSpeed and
+    transformers (tests/fakes): everything but the numbers. The probes and the extension build fail there (the fakes
+    have no CUDA events nor op builders), and the profile is written with what finished."""
+
+    def test_the_real_steps_on_the_fake_stack_write_a_profile_zsim_loads(self):
+        import subprocess
+        d = tempfile.mkdtemp()
+        env = dict(os.environ, PYTHONPATH=FAKES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        try:
+            out = os.path.join(d, "node.yaml")
+            p = subprocess.run([sys.executable, os.path.join(ROOT, "calibrate_node.py"), "--out", out, "--budget-s",
+                                "200", "--steps", "8", "--cases", *node.CASES[:3]], env=env, capture_output=True,
+                               text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(out) as f:
+                text = f.read()
+            with open(os.path.join(d, "node.d", "calibration.json")) as f:
+                record = json.load(f)
+            self.assertEqual(record["record"]["cases_ok"], sorted(node.CASES[:3]))
+            self.assertEqual(record["record"]["stages"]["probe_vocab_alignment"], "failed")
+            self.assertIn('fitted_under: {deepspeed: "0.14.5+fake"', text)
+            self.assertIn("deepspeed_host:", text)
+            self.assertIn("reference_loop_us:", text)
+            self.assertIn("outside_allocator_bytes:", text)
+            if not os.path.isfile(ZSIM):
+                return  # zsim not built here: the C++ side loads its fixture of this format (external_files_test)
+            with open(os.path.join(d, "my.yaml"), "w") as f:
+                f.write("model: {preset: llama2-7b}\ntraining: {micro_batch: 1, seq_len: 2048}\n"
+                        "cluster: {profile: node, nodes: 1, gpus_per_node: 1}\ndeepspeed: {zero_optimization: {stage: 2}}\n")
+            z = subprocess.run([ZSIM, os.path.join(d, "my.yaml")], capture_output=True, text=True, timeout=120)
+            self.assertEqual(z.returncode, 0, z.stderr)
+            self.assertIn("  profile           node\n", z.stdout)
+            self.assertIn("fitted under      DeepSpeed 0.14.5+fake", z.stdout)
+            self.assertIn("host              efficiency.deepspeed_host", z.stdout)
+        finally:
+            shutil.rmtree(d)
