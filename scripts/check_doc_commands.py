@@ -39,6 +39,7 @@ SKIPS = (
     (r"^scripts/build\.sh", "the whole build (CI runs it; this check runs inside it)"),
     (r"^scripts/test\.sh", "the whole suite (this check is one of its tests)"),
     (r"device_run\.sh", "the GPU machine's driver"),
+    (r"device_calibrate\.sh", "the GPU machine's driver of calibrate_node.py"),
 )
 # (pattern, why) of commands run through --help only: they need a GPU or write into the repository's folders.
 HELP_ONLY = (

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -227,6 +228,8 @@ DeepSpeedRun deepspeed_run_from_json(const json& j, const std::string& source) {
     run.torch_version = str("torch");
     run.transformers_version = str("transformers");
     run.gpu = str("gpu");
+    run.python_version = str("python");
+    run.cuda_version = str("cuda");
   }
   const json& ranks = top.array("ranks");
   for (std::size_t i = 0; i < ranks.size(); ++i)
@@ -495,6 +498,36 @@ DsValidation compare_deepspeed_run(const DeepSpeedRun& run, const DsPrediction& 
   return v;
 }
 
+namespace {
+
+// The leading release of a version, "2.11.0" of "2.11.0+cu130" (no trailing dot); "" where it starts with no digit.
+std::string_view release_of(std::string_view v) {
+  std::size_t n = 0;
+  while (n < v.size() && (std::isdigit(static_cast<unsigned char>(v[n])) || v[n] == '.')) ++n;
+  while (n > 0 && v[n - 1] == '.') --n;
+  return v.substr(0, n);
+}
+
+}  // namespace
+
+bool versions_agree(std::string_view run, std::string_view fitted) {
+  if (run.empty() || fitted.empty()) return true;
+  const std::string_view a = release_of(run), b = release_of(fitted);
+  if (a.empty() || b.empty()) return run == fitted;
+  const std::string_view shorter = a.size() <= b.size() ? a : b, longer = a.size() <= b.size() ? b : a;
+  return longer.substr(0, shorter.size()) == shorter && (longer.size() == shorter.size() || longer[shorter.size()] == '.');
+}
+
+std::vector<std::string> stack_differences(const FittedUnder& fitted, const DeepSpeedRun& run) {
+  std::vector<std::string> out;
+  for (const auto& [ran, was, name] :
+       {std::tuple{run.deepspeed_version, fitted.deepspeed, "DeepSpeed"}, {run.torch_version, fitted.torch, "torch"},
+        {run.transformers_version, fitted.transformers, "transformers"}, {run.python_version, fitted.python, "python"},
+        {run.cuda_version, fitted.cuda, "CUDA"}, {run.gpu, fitted.gpu, "GPU"}})
+    if (!versions_agree(ran, was)) out.push_back(fmt::format("{} {} (the profile's figures: {})", name, ran, was));
+  return out;
+}
+
 // --- output ---------------------------------------------------------------------------------------------------
 
 namespace {
@@ -546,6 +579,7 @@ ordered_json deepspeed_validation_json(const DsValidation& v) {
                    {"torch", v.torch_version},
                    {"transformers", v.transformers_version},
                    {"gpu", v.gpu}};
+  j["stack_differences"] = v.stack_differences;
   j["peak_allocated"] = {{"predicted_bytes", v.peak_predicted},
                          {"measured_bytes", v.peak_measured_max},
                          {"measured_rank", v.peak_max_rank},
@@ -642,6 +676,9 @@ std::string format_deepspeed_validation(const DsValidation& v) {
   if (v.autograd_reference_loop_s > 0)
     out += fmt::format("  on autograd's thread {:.3f} ms: the backward's figures x {:.3f}\n",
                        v.autograd_reference_loop_s * 1e3, v.autograd_host_speed_scale);
+  if (!v.stack_differences.empty())
+    out += fmt::format("  the run's stack differs from the one the figures were fitted under: {}\n",
+                       joined(v.stack_differences, "; "));
   if (!v.points.empty() || !v.phase_peaks.empty()) {
     out +=
         "\nGPU memory allocated, rank 0 (zsim: program order of its last step)   predicted        measured    error\n";

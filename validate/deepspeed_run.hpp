@@ -13,6 +13,7 @@
 
 #include "sim/common/collective_kind.hpp"
 #include "sim/common/units.hpp"
+#include "sim/scenario/scenario.hpp"
 #include "sim/schedule/schedule.hpp"
 
 namespace zsim {
@@ -66,6 +67,7 @@ struct DeepSpeedRun {
   std::string status, error, failure_kind, expected_status;
   bool as_expected = true, timed_out = false;
   std::string deepspeed_version, torch_version, transformers_version, gpu;  // versions.*; empty when absent
+  std::string python_version, cuda_version;                                  // versions.python, versions.cuda
   std::vector<DsRank> ranks;
 
   bool ok() const { return status == "ok"; }
@@ -188,6 +190,9 @@ struct DsValidation {
   double host_speed_scale = 1;   // zsim's host figures scaled to it
   double autograd_reference_loop_s = 0;  // rank 0's on autograd's thread (DsRank::autograd_reference_loop_s)
   double autograd_host_speed_scale = 1;  // zsim's backward figures scaled to it
+  // Where the run's stack differs from the one the scenario's figures were fitted under (stack_differences; set by
+  // validate_cli.cpp, which also warns of it).
+  std::vector<std::string> stack_differences;
 };
 
 // The scenario overrides that tell zsim the run's host speed (cluster.efficiency.deepspeed_host.loop_us, and
@@ -197,6 +202,17 @@ std::vector<std::string> host_speed_overrides(const DeepSpeedRun& run);
 
 // Compares an ok run with zsim's prediction (the run must be ok: throws std::logic_error otherwise).
 DsValidation compare_deepspeed_run(const DeepSpeedRun& run, const DsPrediction& predicted);
+
+// Whether a version recorded by the run agrees with one a profile was fitted under: their releases (the leading digits
+// and dots, before a local part such as "+cu130" or a suffix such as "rc1") agree where the shorter is the longer or
+// begins it at a dot ("2.11" and "2.11.0+cu130" agree; "2.11.0" and "2.11.1", "0.14" and "0.15.0" differ). A version
+// with no leading digit (a GPU's name) agrees only when equal. Either empty: nothing to compare (true).
+bool versions_agree(std::string_view run, std::string_view fitted);
+
+// Where the run's stack (versions.deepspeed, .torch, .transformers, .python, .cuda, .gpu) differs from the one its
+// scenario's figures were fitted under (cluster.fitted_under): one line per difference, "torch 2.12.0 (the profile's
+// figures: 2.11.0+cu130)"; none where they agree or either side does not record the field (versions_agree).
+std::vector<std::string> stack_differences(const FittedUnder& fitted, const DeepSpeedRun& run);
 
 nlohmann::ordered_json deepspeed_validation_json(const DsValidation& v);
 std::string format_deepspeed_validation(const DsValidation& v);

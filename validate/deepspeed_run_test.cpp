@@ -566,5 +566,55 @@ TEST(DeepSpeedRun, ZsimValidatePredictsAtTheRunsHostSpeed) {
   fs::remove_all(d);
 }
 
+
+// Issue 59: a run's versions against the stack the scenario's figures were fitted under.
+TEST(DeepSpeedRun, VersionsAgreeWhereTheirReleasesDoUpToTheShorterOne) {
+  EXPECT_TRUE(versions_agree("2.11.0+cu130", "2.11"));
+  EXPECT_TRUE(versions_agree("2.11.0+cu130", "2.11.0"));
+  EXPECT_TRUE(versions_agree("0.14.5", "0.14.5"));
+  EXPECT_FALSE(versions_agree("2.11.1", "2.11.0"));
+  EXPECT_FALSE(versions_agree("0.15.0", "0.14"));
+  EXPECT_FALSE(versions_agree("2.1", "2.11"));  // a release is a prefix only at a dot
+  EXPECT_TRUE(versions_agree("NVIDIA H200", "NVIDIA H200"));
+  EXPECT_FALSE(versions_agree("NVIDIA H100 80GB HBM3", "NVIDIA H200"));
+  EXPECT_TRUE(versions_agree("", "2.11"));  // not recorded on one side: nothing to compare
+  EXPECT_TRUE(versions_agree("2.11", ""));
+}
+
+TEST(DeepSpeedRun, TheStackDifferencesNameEachFieldThatDiffers) {
+  const DeepSpeedRun r = deepspeed_run_from_json(ok_run(), "run.json");  // 0.14.5, 2.11.0, 5.17.0, NVIDIA H200
+  FittedUnder f{"0.14.5", "2.11.0+cu130", "5.17.0", "3.12.3", "13.0", "NVIDIA H200", "2026-12-03"};
+  EXPECT_TRUE(stack_differences(f, r).empty());  // the run records no python nor CUDA: nothing to compare there
+  f.torch = "2.12.0";
+  f.gpu = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(stack_differences(f, r), (std::vector<std::string>{"torch 2.11.0 (the profile's figures: 2.12.0)",
+                                                               "GPU NVIDIA H200 (the profile's figures: NVIDIA H100 80GB HBM3)"}));
+  EXPECT_TRUE(stack_differences(FittedUnder{}, r).empty());  // a profile that records none
+}
+
+TEST(DeepSpeedRun, ZsimValidateWarnsWhenTheRunsStackDiffersFromTheProfiles) {
+  const fs::path d = temp_dir("stack");
+  json j = ok_run();
+  j["case"]["world"] = 1, j["case"]["shared_gpu"] = false;
+  j["case"].erase("ds_config");
+  j["ranks"] = json::array({rank_json(0, 1000)});
+  write(d / "run.json", j.dump());
+  ValidateRequest r;
+  r.run_file = (d / "run.json").string();
+  r.scenario_file = ZSIM_SOURCE_DIR "/validate/deepspeed/cases/l150m-z1-w1-mb4-s2048-sdpa/scenario.yaml";
+  r.json_file = (d / "v.json").string();
+  r.overrides = {"cluster.fitted_under.deepspeed=0.16.0", "cluster.fitted_under.transformers=5.17"};
+  std::ostringstream out, err;
+  ASSERT_EQ(run_validate(r, out, err), 0) << err.str();
+  EXPECT_NE(err.str().find("warning: " + r.run_file + " ran under another stack"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("DeepSpeed 0.14.5 (the profile's figures: 0.16.0)"), std::string::npos) << err.str();
+  EXPECT_EQ(err.str().find("transformers"), std::string::npos) << err.str();  // 5.17.0 agrees with 5.17
+  EXPECT_NE(out.str().find("the run's stack differs"), std::string::npos) << out.str();
+  std::ifstream in(r.json_file);
+  EXPECT_EQ(json::parse(in)["stack_differences"],
+            json::array({"DeepSpeed 0.14.5 (the profile's figures: 0.16.0)"}));
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace zsim

@@ -131,6 +131,14 @@ DeepSpeedOutcome validate_deepspeed(const ValidateRequest& r, const nlohmann::js
   p.phases = phase_memory(sch);
   p.collectives = step_collectives(sch, 0);
   o.validation = compare_deepspeed_run(o.run, p);
+  o.validation->stack_differences = stack_differences(s.cluster.fitted_under, o.run);
+  if (!o.validation->stack_differences.empty()) {
+    err << "zsim validate: warning: " << run_file << " ran under another stack than the one " << scenario
+        << "'s figures were fitted under (cluster.fitted_under):";
+    for (const std::string& d : o.validation->stack_differences) err << " " << d << ";";
+    err << " DeepSpeed's host time and torch's kernels may differ there (docs/deepspeed-time.md, \"Predicting your "
+           "own machine\")\n";
+  }
   return o;
 }
 

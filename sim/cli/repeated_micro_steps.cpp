@@ -200,6 +200,8 @@ TierMemory fit(Line& l, const TierMemory& a, const TierMemory& b, const TierMemo
   t.at_end = fit(l, a.at_end, b.at_end, c.at_end);
   t.reserved = l.integer(a.reserved, b.reserved, c.reserved);
   t.outside_allocator = l.same(a.outside_allocator, b.outside_allocator, c.outside_allocator);
+  t.outside_allocator_default =
+      l.same(a.outside_allocator_default, b.outside_allocator_default, c.outside_allocator_default);
   return t;
 }
 
@@ -337,6 +339,7 @@ std::optional<RepeatedResult> extend(const Probe& a, const Probe& b, const Probe
   // Warnings quote peaks: they must not change with the micro-step count (they then are the long program's).
   r.warnings = l.same(a.report.warnings, b.report.warnings, c.report.warnings);
   r.scenario_warnings = c.report.scenario_warnings;
+  r.deepspeed_figures = c.report.deepspeed_figures;  // the scenario's, whatever the micro-step count
   if (!l.ok()) return std::nullopt;
   out.time = fit(l, a, b, c, top);
   if (!l.ok()) return std::nullopt;

@@ -31,7 +31,7 @@ struct ScheduleKey {
   int gpus_per_node = 0;
   MemoryCapacity capacity;
   RuntimeKind runtime = RuntimeKind::deepspeed;  // the schedule's buffers and the allocator walk
-  Bytes outside_allocator_bytes = 0;             // the GPU verdict (walk_memory_of)
+  std::optional<Bytes> outside_allocator_bytes{};  // the GPU verdict (walk_memory_of; absent: its default)
   bool operator==(const ScheduleKey&) const = default;
 };
 

@@ -52,6 +52,9 @@ struct TierMemory {
   // GPU under runtime deepspeed: what the process holds outside the allocator (the CUDA context, libraries' handles,
   // NCCL: cluster.efficiency.outside_allocator_bytes); 0 where not modelled.
   Bytes outside_allocator = 0;
+  // outside_allocator is zsim's default for a DeepSpeed process (kDeepSpeedOutsideAllocatorDefaultBytes): no profile
+  // or scenario gave the figure.
+  bool outside_allocator_default = false;
 
   // What the verdict compares with the capacity: what can run out. Where the allocator is modelled (reserved > 0),
   // its reserved peak plus what lies outside it; else the peak (zrun's arena, CPU, NVMe).

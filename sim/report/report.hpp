@@ -39,6 +39,27 @@ struct ReportTime {
   std::string text;             // terminal block, ending in a newline
 };
 
+// Under runtime deepspeed: which figures priced the step and the GPU verdict, and how far to trust them (issue 59),
+// so that a prediction from a data-sheet preset without DeepSpeed's host figures says so instead of reading as one.
+struct DeepSpeedFigures {
+  std::string profile;       // cluster.profile ("" = none)
+  FittedUnder fitted_under;  // cluster.fitted_under (empty: not recorded)
+  std::string host;          // "deepspeed_host" (DeepSpeed's Python, fitted), "host_issue" (zrun's calls), "none"
+  std::string host_note;
+  std::string gpu;           // "measured" (efficiency.hbm_by_kind given) or "data_sheet"
+  std::string gpu_note;
+  Bytes outside_allocator = 0;
+  bool outside_allocator_default = false;  // kDeepSpeedOutsideAllocatorDefaultBytes: no profile gave it
+  std::string outside_allocator_note;
+};
+
+// The DeepSpeedFigures of a scenario under runtime deepspeed (nullopt under runtime zrun).
+std::optional<DeepSpeedFigures> deepspeed_figures_of(const Scenario& scenario);
+
+// "DeepSpeed 0.14.5, torch 2.11.0, transformers 5.17.0; python 3.12.3; CUDA 13.0; NVIDIA H200; 2026-12-03" (the
+// fields given, in that order), or "" where none is.
+std::string fitted_under_text(const FittedUnder& f);
+
 struct Report {
   ReportSetup setup;
   MemoryWalk memory;         // gpu per GPU; cpu, nvme per node
@@ -47,6 +68,7 @@ struct Report {
   std::vector<std::string> warnings;  // the scenario's own, then the report's
   size_t scenario_warnings = 0;       // how many of `warnings` (at the front) are the scenario's
   std::optional<ReportTime> time;      // attached by the caller when a step was simulated
+  std::optional<DeepSpeedFigures> deepspeed_figures;  // runtime deepspeed: the figures used (make_report)
   // The resolved scenario (sim/scenario: scenario_to_json), attached by the caller so that the JSON
   // report says exactly what it describes (after presets, "auto" and --set overrides).
   std::optional<nlohmann::ordered_json> scenario;

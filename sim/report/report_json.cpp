@@ -33,6 +33,7 @@ ordered_json tier_json(const TierMemory& t) {
   if (t.reserved > 0) {  // the allocator modelled: the verdict reads reserved + outside_allocator
     j["reserved"] = t.reserved;
     j["outside_allocator"] = t.outside_allocator;
+    j["outside_allocator_default"] = t.outside_allocator_default;
     j["verdict_bytes"] = t.verdict_bytes();
   }
   j["persistent"] = t.at_end.total();
@@ -113,6 +114,19 @@ ordered_json report_to_json(const Report& r) {
   j["fits"] = r.fits;
   j["warnings"] = r.warnings;
   if (r.time) j["time"] = r.time->json;
+  if (const auto& f = r.deepspeed_figures) {
+    ordered_json fitted = nullptr;
+    for (const auto& [v, key] : f->fitted_under.fields())
+      if (!v.empty()) fitted[key] = v;
+    j["deepspeed_figures"] = {
+        {"profile", f->profile.empty() ? ordered_json(nullptr) : ordered_json(f->profile)},
+        {"fitted_under", fitted},
+        {"host", {{"source", f->host}, {"note", f->host_note}}},
+        {"gpu", {{"source", f->gpu}, {"note", f->gpu_note}}},
+        {"outside_allocator",
+         {{"bytes", f->outside_allocator}, {"source", f->outside_allocator_default ? "default" : "given"},
+          {"note", f->outside_allocator_note}}}};
+  }
   return j;
 }
 

@@ -207,3 +207,22 @@ TEST(ReportJson, EveryFieldIsDocumentedAlsoWithTimeAttached) {
   EXPECT_TRUE(present.count("scenario"));
   for (const std::string& path : present) EXPECT_TRUE(doc.count(path)) << "written but not documented: " << path;
 }
+
+// Issue 59: a DeepSpeed report says which figures priced it; every field it writes for them is documented.
+TEST(ReportJson, UnderDeepSpeedTheFiguresUsedAreWrittenAndDocumented) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.fitted_under.torch = "2.11.0+cu130";
+  const ordered_json j = report_to_json(make_report(sc, small_step(Tier::cpu)));
+  const ordered_json& f = j["deepspeed_figures"];
+  EXPECT_TRUE(f["profile"].is_null());
+  EXPECT_EQ(f["fitted_under"], ordered_json({{"torch", "2.11.0+cu130"}}));
+  EXPECT_EQ(f["host"]["source"], "none");
+  EXPECT_EQ(f["gpu"]["source"], "data_sheet");
+  EXPECT_EQ(f["outside_allocator"]["source"], "default");
+  EXPECT_EQ(f["outside_allocator"]["bytes"], j["memory"]["gpu"]["outside_allocator"]);
+  EXPECT_EQ(j["memory"]["gpu"]["outside_allocator_default"], true);
+  const auto doc = documented_fields();
+  std::set<std::string> present;
+  flatten(j, "", doc, present);
+  for (const std::string& path : present) EXPECT_TRUE(doc.count(path)) << "written but not documented: " << path;
+}

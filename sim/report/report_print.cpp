@@ -126,12 +126,24 @@ void copy_table(std::string& s, const CommWalk& c) {
   s += "\n";
 }
 
+// Runtime deepspeed: which figures priced it and how far to trust them (DeepSpeedFigures).
+void deepspeed_figures_block(std::string& s, const DeepSpeedFigures& f) {
+  s += "DeepSpeed's figures (runtime deepspeed)\n";
+  s += fmt::format("  {:<18}{}\n", "profile", f.profile.empty() ? "none (the scenario's own cluster keys)" : f.profile);
+  const std::string stack = fitted_under_text(f.fitted_under);
+  s += fmt::format("  {:<18}{}\n", "fitted under", stack.empty() ? "not recorded (cluster.fitted_under)" : stack);
+  s += fmt::format("  {:<18}{}\n", "host", f.host_note);
+  s += fmt::format("  {:<18}{}\n", "GPU", f.gpu_note);
+  s += fmt::format("  {:<18}{}\n\n", "outside allocator", f.outside_allocator_note);
+}
+
 void verdict(std::string& s, const Report& r, const ReportPrintOptions& options) {
   const MemoryWalk& m = r.memory;
   if (r.fits) {
     if (m.gpu.reserved > 0)
-      s += fmt::format("FITS: GPU reserved {} + outside the allocator {} = {} of {} (headroom {}; allocated peak {})",
+      s += fmt::format("FITS: GPU reserved {} + outside the allocator {}{} = {} of {} (headroom {}; allocated peak {})",
                        human_bytes(m.gpu.reserved), human_bytes(m.gpu.outside_allocator),
+                       m.gpu.outside_allocator_default ? " (default)" : "",
                        human_bytes(m.gpu.verdict_bytes()), human_bytes(m.gpu.capacity), human_bytes(m.gpu.headroom()),
                        human_bytes(m.gpu.peak));
     else
@@ -147,8 +159,9 @@ void verdict(std::string& s, const Report& r, const ReportPrintOptions& options)
     for (const TierMemory* t : {&m.gpu, &m.cpu, &m.nvme})
       if (!t->fits()) {
         if (t->reserved > 0)
-          s += fmt::format(" GPU needs reserved {} + outside the allocator {} = {} of {} (over by {}; allocated peak {});",
-                           human_bytes(t->reserved), human_bytes(t->outside_allocator), human_bytes(t->verdict_bytes()),
+          s += fmt::format(" GPU needs reserved {} + outside the allocator {}{} = {} of {} (over by {}; allocated peak {});",
+                           human_bytes(t->reserved), human_bytes(t->outside_allocator),
+                           t->outside_allocator_default ? " (default)" : "", human_bytes(t->verdict_bytes()),
                            human_bytes(t->capacity), human_bytes(-t->headroom()), human_bytes(t->peak));
         else
           s += fmt::format(" {} needs {} of {}{} (over by {});", tier_name(t->tier), human_bytes(t->peak),
@@ -178,6 +191,7 @@ std::string format_report(const Report& r, const ReportPrintOptions& options) {
   comm_table(s, r.comm);
   copy_table(s, r.comm);
   if (r.time) s += r.time->text + "\n";
+  if (r.deepspeed_figures) deepspeed_figures_block(s, *r.deepspeed_figures);
   verdict(s, r, options);
   return s;
 }

@@ -68,8 +68,11 @@ TEST(ReportPrint, ListsEachCollectiveWithCount) {
 }
 
 TEST(ReportPrint, FittingReportSaysFitsWithHeadroom) {
-  const std::string v = line_starting(fitting(), "FITS");
-  EXPECT_NE(v.find("headroom " + human_bytes(80 * kGiB - S::kGpuPeak)), std::string::npos) << v;
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  const std::string v = line_starting(format_report(r), "FITS");
+  // Under DeepSpeed the headroom is taken on reserved + outside the allocator (here zsim's default).
+  EXPECT_EQ(r.memory.gpu.headroom(), 80 * kGiB - r.memory.gpu.reserved - kDeepSpeedOutsideAllocatorDefaultBytes);
+  EXPECT_NE(v.find("headroom " + human_bytes(r.memory.gpu.headroom())), std::string::npos) << v;
 }
 
 TEST(ReportPrint, MisfitNamesTheOverflowingTierAmountAndFirstOp) {
@@ -120,4 +123,21 @@ TEST(ReportPrint, AttachedTimeTextComesBeforeTheVerdict) {
   const std::string t = format_report(r);
   ASSERT_NE(t.find("Time per step: 1.25 s"), std::string::npos);
   EXPECT_LT(t.find("Time per step"), t.find("FITS"));
+}
+
+// Issue 59: the figures a DeepSpeed prediction used are said, and a default outside the allocator is marked.
+TEST(ReportPrint, UnderDeepSpeedTheVerdictMarksADefaultOutsideTheAllocator) {
+  EXPECT_NE(line_starting(fitting(), "FITS").find("outside the allocator 1.69 GiB (default) ="), std::string::npos);
+}
+
+TEST(ReportPrint, UnderDeepSpeedABlockSaysWhichFiguresPricedItBeforeTheVerdict) {
+  const std::string t = fitting();
+  EXPECT_LT(t.find("DeepSpeed's figures (runtime deepspeed)"), t.find("FITS"));
+  EXPECT_NE(line_starting(t, "  host ").find("not priced"), std::string::npos);
+  EXPECT_NE(line_starting(t, "  fitted under").find("not recorded"), std::string::npos);
+  EXPECT_NE(line_starting(t, "  GPU ").find("the data sheet's"), std::string::npos);
+}
+
+TEST(ReportPrint, UnderZrunThereIsNoDeepSpeedFiguresBlock) {
+  EXPECT_EQ(misfit().find("DeepSpeed's figures"), std::string::npos);
 }

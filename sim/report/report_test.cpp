@@ -53,6 +53,7 @@ TEST(Report, DoesNotFitWhenTheGpuPeakExceedsHbm) {
 TEST(Report, UnderDeepSpeedAGpuWhoseAllocatedPeakFitsButReservedPlusOutsideDoesNotDoesNotFit) {
   Scenario sc = small_scenario(S::kGpuPeak, OffloadDevice::cpu);  // the allocated peak fits exactly
   ASSERT_EQ(sc.runtime, RuntimeKind::deepspeed);
+  sc.cluster.efficiency.outside_allocator_bytes = 0;  // nothing outside: the reserved peak alone
   const Report r = make_report(sc, small_step(Tier::cpu));
   EXPECT_EQ(r.memory.gpu.peak, S::kGpuPeak);
   EXPECT_GT(r.memory.gpu.reserved, S::kGpuPeak);  // whole segments
@@ -162,4 +163,78 @@ TEST(Report, RejectsABrokenSchedule) {
   Schedule s = small_step(Tier::cpu);
   s.ops[5].deps = {40};
   EXPECT_THROW(make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), s), std::logic_error);
+}
+
+// Issue 59: under DeepSpeed, a scenario and profile that give no figure for what lies outside the allocator get zsim's
+// default for a DeepSpeed process (never a silent 0), and the report says it is the default.
+TEST(Report, UnderDeepSpeedWithoutAnOutsideFigureTheVerdictAddsTheDefaultAndSaysSo) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  ASSERT_FALSE(sc.cluster.efficiency.outside_allocator_bytes.has_value());
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.outside_allocator, kDeepSpeedOutsideAllocatorDefaultBytes);
+  EXPECT_TRUE(r.memory.gpu.outside_allocator_default);
+  EXPECT_EQ(r.memory.gpu.verdict_bytes(), r.memory.gpu.reserved + kDeepSpeedOutsideAllocatorDefaultBytes);
+  ASSERT_TRUE(r.deepspeed_figures.has_value());
+  EXPECT_TRUE(r.deepspeed_figures->outside_allocator_default);
+  EXPECT_NE(r.deepspeed_figures->outside_allocator_note.find("zsim's default"), std::string::npos);
+}
+
+TEST(Report, AGivenOutsideFigureIsUsedAsGivenEvenZero) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.efficiency.outside_allocator_bytes = 0;
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.memory.gpu.outside_allocator, 0);
+  EXPECT_FALSE(r.memory.gpu.outside_allocator_default);
+  EXPECT_EQ(r.deepspeed_figures->outside_allocator_note.find("default"), std::string::npos);
+}
+
+TEST(Report, UnderDeepSpeedWithoutHostFiguresTheReportSaysTheHostIsNotPriced) {
+  const Report r = make_report(small_scenario(80 * kGiB, OffloadDevice::cpu), small_step(Tier::cpu));
+  ASSERT_TRUE(r.deepspeed_figures.has_value());
+  EXPECT_EQ(r.deepspeed_figures->host, "none");
+  EXPECT_EQ(r.deepspeed_figures->host_note.rfind("not priced", 0), 0u);
+  EXPECT_NE(r.deepspeed_figures->host_note.find("calibrate_node.py"), std::string::npos);
+}
+
+TEST(Report, UnderDeepSpeedZrunsHostIssueFiguresAreNamedAsNotDeepSpeedsPython) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.efficiency.host_issue.kernel_us = 3;
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.deepspeed_figures->host, "host_issue");
+  EXPECT_NE(r.deepspeed_figures->host_note.find("not DeepSpeed's Python"), std::string::npos);
+}
+
+TEST(Report, WithDeepSpeedHostFiguresTheReportNamesTheStackTheyWereFittedUnder) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.profile = "my-node";
+  sc.cluster.efficiency.deepspeed_host.forward_fixed_us = 3000;
+  sc.cluster.fitted_under = {"0.14.5", "2.11.0+cu130", "5.17.0", "3.12.3", "13.0", "NVIDIA H100 80GB HBM3", "2026-12-10"};
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_EQ(r.deepspeed_figures->host, "deepspeed_host");
+  EXPECT_EQ(r.deepspeed_figures->profile, "my-node");
+  EXPECT_EQ(r.deepspeed_figures->fitted_under, sc.cluster.fitted_under);
+  EXPECT_EQ(fitted_under_text(sc.cluster.fitted_under),
+            "DeepSpeed 0.14.5, torch 2.11.0+cu130, transformers 5.17.0; python 3.12.3; CUDA 13.0; NVIDIA H100 80GB HBM3; "
+            "2026-12-10");
+}
+
+TEST(Report, HostFiguresWithoutARecordedStackSayTheyHoldOnlyForTheirOwn) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.cluster.efficiency.deepspeed_host.forward_fixed_us = 3000;
+  const Report r = make_report(sc, small_step(Tier::cpu));
+  EXPECT_NE(r.deepspeed_figures->host_note.find("does not record"), std::string::npos);
+  EXPECT_EQ(fitted_under_text(sc.cluster.fitted_under), "");
+}
+
+TEST(Report, DataSheetGpuFiguresAreNamedAsSuchAndMeasuredOnesAsMeasured) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  EXPECT_EQ(make_report(sc, small_step(Tier::cpu)).deepspeed_figures->gpu, "data_sheet");
+  sc.cluster.efficiency.hbm_by_kind.norm = 0.45;
+  EXPECT_EQ(make_report(sc, small_step(Tier::cpu)).deepspeed_figures->gpu, "measured");
+}
+
+TEST(Report, UnderZrunThereAreNoDeepSpeedFigures) {
+  Scenario sc = small_scenario(80 * kGiB, OffloadDevice::cpu);
+  sc.runtime = RuntimeKind::zrun;
+  EXPECT_FALSE(make_report(sc, small_step(Tier::cpu)).deepspeed_figures.has_value());
 }

@@ -174,4 +174,26 @@ TEST(ExternalFiles, ProfileNameCannotEscapeTheSearchDirectories) {
   EXPECT_EQ(e->where().key_path, "cluster.profile");
 }
 
+
+// Issue 59: the one profile validate/deepspeed/calibrate_node.py writes (testdata/test-node-deepspeed.yaml, written by
+// its tests' fake machine) loads through cluster.profile: the GPU preset with the measured memory, torch's figures,
+// DeepSpeed's host figures at the session's reference loop, the memory outside the allocator and the stack.
+TEST(ExternalFiles, TheProfileCalibrateNodeWritesLoads) {
+  Scenario s = parse("model: {preset: llama2-7b}\ncluster: {profile: test-node-deepspeed, nodes: 1, gpus_per_node: 8, "
+                     "links: {nvlink_GBps: 370}}\n");
+  EXPECT_EQ(s.cluster.gpu.hbm_bytes, 150109880320);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.hbm_GBps, 4800);
+  EXPECT_NEAR(s.cluster.efficiency.gemm, 0.668, 1e-3);
+  EXPECT_GT(s.cluster.efficiency.hbm_by_kind.norm, 0);
+  EXPECT_TRUE(s.cluster.efficiency.torch_misaligned_gemm.present());
+  EXPECT_EQ(s.cluster.efficiency.outside_allocator_bytes, Bytes{1300000032});
+  EXPECT_TRUE(s.cluster.efficiency.deepspeed_host.present());
+  EXPECT_EQ(s.cluster.efficiency.deepspeed_host.reference_loop_us, 2000.0);
+  EXPECT_EQ(s.cluster.efficiency.deepspeed_host.loop_speed_exponent, 0.35);
+  EXPECT_EQ(s.cluster.fitted_under.deepspeed, "0.14.5");
+  EXPECT_EQ(s.cluster.fitted_under.transformers, "5.17.0");
+  EXPECT_EQ(s.cluster.fitted_under.gpu, "NVIDIA H200");
+  EXPECT_EQ(s.cluster.efficiency.cpu_adam_measured.at(1).size(), 5u);
+}
+
 }  // namespace zsim

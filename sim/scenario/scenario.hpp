@@ -528,11 +528,12 @@ struct EfficiencySpec {
   } deepspeed_host{};
   // GPU memory a training process holds outside PyTorch's caching allocator (the CUDA context with its modules,
   // cuBLAS / cuDNN handles, NCCL's communicators and buffers), measured per process (the harness's
-  // memory.device: driver-level used minus the allocator's reserved); 0 = not measured. Under runtime deepspeed
-  // the GPU verdict compares the allocator's reserved peak plus this with the GPU's memory, and the allocator may
-  // reserve only the GPU's memory less this (sim/report: with_allocator). Last, so that the aggregate
-  // initialisations above stay as they are.
-  Bytes outside_allocator_bytes = 0;
+  // memory.device: driver-level used minus the allocator's reserved); absent = not given (a given 0 stays 0). Under
+  // runtime deepspeed the GPU verdict compares the allocator's reserved peak plus this with the GPU's memory, and the
+  // allocator may reserve only the GPU's memory less this (sim/report: walk_memory_of); not given, zsim takes
+  // kDeepSpeedOutsideAllocatorDefaultBytes and the report says so. Last, so that the aggregate initialisations above
+  // stay as they are.
+  std::optional<Bytes> outside_allocator_bytes{};
   // Under runtime deepspeed, a GEMM with a dimension that is not a multiple of 16 bytes' elements (cost_models'
   // gemm_aligned: GPT-2's 50,257-wide head) runs on torch's narrow-load cuBLAS kernels at this fraction of peak, per
   // direction (a recompute runs the forward), measured by validate/deepspeed/probes/probe_vocab_alignment.py; 0 = not
@@ -543,9 +544,40 @@ struct EfficiencySpec {
   } torch_misaligned_gemm{};
 };
 
+// What a DeepSpeed process holds outside PyTorch's caching allocator where no profile or scenario gives
+// cluster.efficiency.outside_allocator_bytes (runtime deepspeed; the report says it is this default): the largest of
+// record DS-A's one-rank runs on one H200 (validate/results/h200-deepspeed/runs/*-w1-*.json, the harness's
+// memory.device: 1.28-1.30 GiB at stages 0-2, 1.66-1.69 GiB at stage 3), the figure validate/deepspeed/host-h200.yaml
+// gives every stage. validate/deepspeed/calibrate_node.py measures a machine's own.
+inline constexpr Bytes kDeepSpeedOutsideAllocatorDefaultBytes = 1816985600;
+
 // The rank and thread counts efficiency.cpu_adam_measured may hold (calibrate's thread counts are powers of two).
 inline constexpr std::array<int, 5> kCpuAdamMeasuredRanks{1, 2, 4, 8, 16};
 inline constexpr std::array<int, 10> kCpuAdamMeasuredThreads{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+// The software and machine a profile's measured figures were fitted under (cluster.fitted_under, written by
+// validate/deepspeed/calibrate_node.py; validate/deepspeed/host-h200.yaml): zsim's report names them and `zsim validate`
+// warns where a DeepSpeed run's recorded versions differ. Strings as written; empty = not given.
+struct FittedUnder {
+  std::string deepspeed, torch, transformers, python, cuda, gpu, date;
+  // Each field beside its key name (cluster.fitted_under.<name>).
+  std::array<std::pair<std::string*, const char*>, 7> fields() {
+    return {{{&deepspeed, "deepspeed"}, {&torch, "torch"}, {&transformers, "transformers"}, {&python, "python"},
+             {&cuda, "cuda"}, {&gpu, "gpu"}, {&date, "date"}}};
+  }
+  std::array<std::pair<std::string, const char*>, 7> fields() const {
+    auto f = const_cast<FittedUnder*>(this)->fields();
+    std::array<std::pair<std::string, const char*>, 7> out{};
+    for (size_t i = 0; i < f.size(); ++i) out[i] = {*f[i].first, f[i].second};
+    return out;
+  }
+  bool present() const {
+    for (const auto& [v, name] : fields())
+      if (!v.empty()) return true;
+    return false;
+  }
+  bool operator==(const FittedUnder&) const = default;
+};
 
 struct ClusterSpec {
   std::string profile;            // hardware profile name it was based on ("" = none)
@@ -556,6 +588,7 @@ struct ClusterSpec {
   NvmeSpec nvme;
   LinkSpec links;
   EfficiencySpec efficiency;
+  FittedUnder fitted_under;       // the stack its measured figures were fitted under (empty: not recorded)
   int world_size() const { return nodes * gpus_per_node; }
 };
 

@@ -68,8 +68,10 @@ nlohmann::ordered_json scenario_to_json(const Scenario& s) {
   if (c.efficiency.cpu_adam_node_params_per_s > 0)  // calibrated profiles only: data-sheet reports keep their fields
     j["cluster"]["efficiency"]["cpu_adam_node_params_per_s"] = c.efficiency.cpu_adam_node_params_per_s;
   if (c.efficiency.launch_us > 0) j["cluster"]["efficiency"]["launch_us"] = c.efficiency.launch_us;
-  if (c.efficiency.outside_allocator_bytes > 0)
-    j["cluster"]["efficiency"]["outside_allocator_bytes"] = c.efficiency.outside_allocator_bytes;
+  if (c.efficiency.outside_allocator_bytes)  // as given (absent: the report's default under runtime deepspeed)
+    j["cluster"]["efficiency"]["outside_allocator_bytes"] = *c.efficiency.outside_allocator_bytes;
+  for (auto [v, key] : c.fitted_under.fields())
+    if (!v.empty()) j["cluster"]["fitted_under"][key] = v;
   if (c.efficiency.torch_misaligned_gemm.present())
     j["cluster"]["efficiency"]["torch_misaligned_gemm"] = {{"forward", c.efficiency.torch_misaligned_gemm.forward},
                                                            {"backward", c.efficiency.torch_misaligned_gemm.backward}};

@@ -318,6 +318,8 @@ ClusterSpec resolve_cluster(const FlatConfig& f) {
   real("cluster.links.ib_latency_us", c.links.ib_latency_us);
   real("cluster.links.ib_oversubscription", c.links.ib_oversubscription);
   small_int("cluster.links.nodes_per_leaf", c.links.nodes_per_leaf);
+  for (auto [v, name] : c.fitted_under.fields())
+    if (auto given = f.get_string(std::string("cluster.fitted_under.") + name)) *v = *given;
   real("cluster.efficiency.gemm", c.efficiency.gemm);
   real("cluster.efficiency.hbm", c.efficiency.hbm);
   for (HbmKind k : kHbmKinds)

@@ -243,4 +243,38 @@ cluster: {profile: test-hgx, gpu: h200-141gb}
   EXPECT_DOUBLE_EQ(s.cluster.links.nvlink_GBps, 450);  // the rest of the profile stays
 }
 
+// Issue 59: the stack a profile's figures were fitted under is read as written and echoed in the resolved scenario's
+// JSON, field by field; absent, the block is empty and not written.
+TEST(ScenarioParse, TheFittedUnderBlockIsReadAsWrittenAndEchoedOnlyWhereGiven) {
+  const Scenario without = parse(kBase);
+  EXPECT_FALSE(without.cluster.fitted_under.present());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"].contains("fitted_under"));
+  const Scenario with = parse(kBase, {"cluster.fitted_under.deepspeed=0.14.5", "cluster.fitted_under.torch=2.11.0+cu130",
+                                      "cluster.fitted_under.date=2026-12-03"});
+  EXPECT_EQ(with.cluster.fitted_under.deepspeed, "0.14.5");
+  EXPECT_EQ(with.cluster.fitted_under.torch, "2.11.0+cu130");
+  EXPECT_EQ(with.cluster.fitted_under.transformers, "");
+  const auto j = scenario_to_json(with)["cluster"]["fitted_under"];
+  EXPECT_EQ(j, nlohmann::ordered_json({{"deepspeed", "0.14.5"}, {"torch", "2.11.0+cu130"}, {"date", "2026-12-03"}}));
+}
+
+TEST(ScenarioParse, AnUnknownFittedUnderFieldIsRefusedByName) {
+  const auto bad = testing::error_of(kBase, {"cluster.fitted_under.pytorch=2.11"});
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_NE(std::string(bad->what()).find("pytorch"), std::string::npos) << bad->what();
+}
+
+// The memory outside the allocator: unset unless given (the report then takes its default under runtime deepspeed); a
+// given 0 stays 0 and is echoed.
+TEST(ScenarioParse, TheOutsideAllocatorFigureIsUnsetUnlessGivenAndAGivenZeroStays) {
+  const Scenario without = parse(kBase);
+  EXPECT_FALSE(without.cluster.efficiency.outside_allocator_bytes.has_value());
+  EXPECT_FALSE(scenario_to_json(without)["cluster"]["efficiency"].contains("outside_allocator_bytes"));
+  const Scenario zero = parse(kBase, {"cluster.efficiency.outside_allocator_bytes=0"});
+  EXPECT_EQ(zero.cluster.efficiency.outside_allocator_bytes, Bytes{0});
+  EXPECT_EQ(scenario_to_json(zero)["cluster"]["efficiency"]["outside_allocator_bytes"], 0);
+  EXPECT_EQ(parse(kBase, {"cluster.efficiency.outside_allocator_bytes=1.5GiB"}).cluster.efficiency.outside_allocator_bytes,
+            Bytes{1536} * kMiB);
+}
+
 }  // namespace zsim

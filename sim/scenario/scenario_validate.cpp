@@ -113,11 +113,11 @@ void validate_cluster(const ClusterSpec& cl, const LocateKey& locate) {
   c.that(std::isfinite(cl.efficiency.launch_us) && cl.efficiency.launch_us >= 0 && cl.efficiency.launch_us <= 1000,
          "cluster.efficiency.launch_us", "must be in [0, 1000] microseconds (0 = launches cost nothing), got " +
                                              Check::num(cl.efficiency.launch_us));
-  c.that(cl.efficiency.outside_allocator_bytes >= 0 &&
-             (cl.gpu.hbm_bytes <= 0 || cl.efficiency.outside_allocator_bytes < cl.gpu.hbm_bytes),
+  const Bytes outside = cl.efficiency.outside_allocator_bytes.value_or(0);  // not given: the report's default
+  c.that(outside >= 0 && (cl.gpu.hbm_bytes <= 0 || outside < cl.gpu.hbm_bytes),
          "cluster.efficiency.outside_allocator_bytes",
          "must be >= 0 and less than the GPU's memory (cluster.gpu.hbm_bytes), got " +
-             Check::num(static_cast<double>(cl.efficiency.outside_allocator_bytes)));
+             Check::num(static_cast<double>(outside)));
   for (auto [v, key] : {std::pair{cl.efficiency.torch_misaligned_gemm.forward, "forward"},
                         {cl.efficiency.torch_misaligned_gemm.backward, "backward"}})
     c.that(std::isfinite(v) && v >= 0 && v <= 1, std::string("cluster.efficiency.torch_misaligned_gemm.") + key,

@@ -57,7 +57,7 @@ CLUSTER_YAML = """cluster:
   gpu: h200-141gb
   host: {{memory_bytes: 128GiB, cores: 16}}
   links: {{nvlink_GBps: 370, pcie_GBps: 55{ib}}}
-  efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
+{fitted}  efficiency:  # validate/deepspeed/host-h200.yaml: DeepSpeed's host (fit_host.py) and memory outside the allocator
     outside_allocator_bytes: {outside}
 {gemm}    deepspeed_host: {{{host}}}
 {misaligned}{kinds}{cpu_adam}"""
@@ -105,6 +105,15 @@ def cpu_adam_line(path=HOST_FIGURES):
         raise CaseTableError(f"{path}: efficiency.cpu_adam_measured must be one line "
                              f"{{ranks_R: {{threads_T: params/s, ...}}}} (probe_cpu_adam.py --summarize), not {value!r}")
     return f"    cpu_adam_measured: {value}\n"
+
+
+def fitted_under_line(path=HOST_FIGURES):
+    """The profile's cluster.fitted_under (the stack its figures were fitted under, one flow mapping two spaces in) as
+    a scenario line ("" where it has none): zsim validate warns where a run's versions differ from it."""
+    for s, _ in _profile_lines(path):
+        if s.startswith("  fitted_under:"):
+            return s + "\n"
+    return ""
 
 
 def outside_allocator_bytes(path=HOST_FIGURES):
@@ -355,7 +364,8 @@ def scenario_for(row):
         f"  activation_checkpointing: {row['checkpointing']}",
     ]
     text = "\n".join(lines) + "\n"
-    text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note, host=host_figures(),
+    text += CLUSTER_YAML.format(nodes=nodes, gpus_per_node=gpus_per_node, ib=ib, world_note=world_note,
+                                fitted=fitted_under_line(), host=host_figures(),
                                 outside=outside_allocator_bytes(), gemm=gemm_line(), misaligned=block_line("torch_misaligned_gemm"),
                                 kinds=block_line("hbm_by_kind"), cpu_adam=cpu_adam_line())
     text += "deepspeed:\n  ds_config: ds_config.json\n"
