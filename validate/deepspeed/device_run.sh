@@ -78,35 +78,6 @@ for m in ("cpuinfo", "ninja", "pynvml", "accelerate"):
 EOF
 } | tee "$W/versions.txt"
 
-# The sources the models run, as this machine has them (for zsim's activation model: docs name the version).
-"$PY" - "$W/sources" <<'EOF' 2>&1 | tail -3
-import os, shutil, sys
-import torch, transformers
-dst = sys.argv[1]
-tdir = os.path.dirname(transformers.__file__)
-files = ["models/llama/modeling_llama.py", "models/llama/configuration_llama.py", "models/gpt2/modeling_gpt2.py",
-         "models/gpt2/configuration_gpt2.py", "integrations/sdpa_attention.py", "integrations/deepspeed.py",
-         "modeling_utils.py", "modeling_layers.py", "loss/loss_utils.py", "masking_utils.py", "activations.py",
-         "pytorch_utils.py", "modeling_rope_utils.py"]
-missing = []
-for f in files:
-    s = os.path.join(tdir, f)
-    if os.path.isfile(s):
-        os.makedirs(os.path.dirname(os.path.join(dst, "transformers", f)), exist_ok=True)
-        shutil.copy(s, os.path.join(dst, "transformers", f))
-    else:
-        missing.append("transformers/" + f)
-ck = os.path.join(os.path.dirname(torch.__file__), "utils", "checkpoint.py")
-if os.path.isfile(ck):
-    os.makedirs(os.path.join(dst, "torch", "utils"), exist_ok=True)
-    shutil.copy(ck, os.path.join(dst, "torch", "utils", "checkpoint.py"))
-else:
-    missing.append("torch/utils/checkpoint.py")
-with open(os.path.join(dst, "VERSIONS.txt"), "w") as f:
-    f.write(f"transformers {transformers.__version__} ({tdir})\ntorch {torch.__version__}\nmissing: {missing}\n")
-print("sources dumped; missing:", missing or "none")
-EOF
-
 # The cases asked for, in order, once each.
 declare -A SEEN
 CASES=()
@@ -138,6 +109,12 @@ for arg in "$@"; do
   done
 done
 echo "== ${#CASES[@]} case(s): ${CASES[*]}"
+
+# The sources the models run, as this machine has them (for zsim's activation model: docs name the version): the
+# shared files, Llama's and GPT-2's, and each case's own family (its config.json's model_type): zsim_ds/harness/sources.py.
+CASE_DIRS=()
+for c in "${CASES[@]}"; do CASE_DIRS+=("cases/$c"); done
+(cd "$HD" && "$PY" -m zsim_ds.harness.sources "$W/sources" "${CASE_DIRS[@]}") 2>&1 | tail -3
 
 # Extensions carried from an earlier run (.devcarry/torch_extensions.tar: a tarball keeps the outputs' times, which
 # ninja compares with its logs: an output newer than its recorded deps is rebuilt). The carried DeepSpeed sources are

@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from zsim_ds.harness import buffers, collectives, memory, run_json, worker  # noqa: E402
+from zsim_ds.harness import buffers, collectives, memory, run_json, sources, worker  # noqa: E402
 from zsim_ds.harness.case import case_summary, load_case, step_plan  # noqa: E402
 
 WORKER_FILE = worker.__file__  # a frame in the harness's own code (an allocation site named zsim_ds/...)
@@ -72,8 +72,8 @@ class CaseTest(unittest.TestCase):
                 if "qwz" in name:
                     self.assertTrue(c["zero_quantized_weights"])
                     self.assertEqual(c["expect"], "failed")
-                if case["world"] == 4:  # 4 ranks share one GPU: the small cases only
-                    self.assertIn(case["model"], ("llama-150m", "llama-1.3b"))
+                if case["world"] == 4:  # 4 ranks share one GPU: the small cases only (the 150M models, the 1.3B)
+                    self.assertTrue(case["model"].endswith("-150m") or case["model"] == "llama-1.3b", case["model"])
 
     def test_load_case_rejects_mismatches(self):
         with tempfile.TemporaryDirectory() as d:
@@ -408,6 +408,59 @@ class SavedSummaryTest(unittest.TestCase):
         self.assertEqual(s["layer0_tensors"][0]["shape"], [2, 8, 4])
         self.assertEqual(buffers.layer_of("transformer.h.3.attn"), 3)
         self.assertIsNone(buffers.layer_of("transformer.wte"))
+        # Every family zsim reads keeps its decoder layers in a `layers` (or GPT-2's `h`) list, whatever the prefix.
+        for path, layer in (("model.layers.11.self_attn.q_norm", 11),            # Qwen3, OLMo-2, Gemma-3
+                            ("model.layers.0.pre_feedforward_layernorm", 0),     # Gemma-2's sandwich norms
+                            ("model.layers.4.self_attn.qkv_proj", 4),            # Phi-3
+                            ("gpt_neox.layers.7.attention.query_key_value", 7),  # GPT-NeoX
+                            ("model.decoder.layers.2.fc1", 2)):                  # OPT
+            self.assertEqual(buffers.layer_of(path), layer, path)
+        for path in ("model.embed_tokens", "model.norm", "model.rotary_emb", "lm_head", "gpt_neox.embed_in",
+                     "embed_out", "model.decoder.embed_positions"):
+            self.assertIsNone(buffers.layer_of(path), path)
+
+
+class SourcesTest(unittest.TestCase):
+    """The sources a device run dumps: the shared files and every case's family (sources.py), on a made-up tree."""
+
+    def tree(self, d, files):
+        for rel in files:
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w") as f:
+                f.write("#\n")
+
+    def test_model_types_of_the_cases(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, cfg in (("a", {"model_type": "qwen2"}), ("b", {"model_type": "gemma2"}),
+                              ("c", {"model_type": "qwen2"}), ("d", {})):
+                os.makedirs(os.path.join(d, name))
+                with open(os.path.join(d, name, "config.json"), "w") as f:
+                    json.dump(cfg, f)
+            dirs = [os.path.join(d, n) for n in ("a", "b", "c", "d", "missing")]
+            self.assertEqual(sources.model_types_of(dirs), ["qwen2", "gemma2"])
+        committed = [os.path.join(ROOT, "cases", n.strip()) for n in open(os.path.join(ROOT, "lists", "families.txt"))]
+        self.assertEqual(set(sources.model_types_of(committed)), {"qwen2", "qwen3", "gemma2", "phi3", "olmo2", "llama"})
+
+    def test_source_files_per_family(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.tree(d, list(sources.SHARED_FILES[:-1]) + [
+                "models/llama/modeling_llama.py", "models/llama/configuration_llama.py",
+                "models/gpt2/modeling_gpt2.py", "models/gpt2/configuration_gpt2.py",
+                "models/qwen2/modeling_qwen2.py", "models/qwen2/configuration_qwen2.py",
+                "models/qwen2/modular_qwen2.py", "models/qwen2/__init__.py",
+                "models/gemma3/modeling_gemma3.py", "models/gemma3/configuration_gemma3.py"])
+            found, missing = sources.source_files(d, ["qwen2", "gemma3_text", "llama", "nosuch"])
+            self.assertEqual(found[:len(sources.SHARED_FILES) - 1], list(sources.SHARED_FILES[:-1]))
+            self.assertIn("models/qwen2/modeling_qwen2.py", found)
+            self.assertIn("models/qwen2/configuration_qwen2.py", found)
+            self.assertNotIn("models/qwen2/modular_qwen2.py", found)  # the generated modeling file is what runs
+            self.assertIn("models/gemma3/modeling_gemma3.py", found)  # gemma3_text: gemma3's folder
+            self.assertEqual(sum(1 for f in found if f.startswith("models/llama/")), 2)  # once, though named twice
+            self.assertIn("models/gpt2/modeling_gpt2.py", found)  # Llama's and GPT-2's always, as before
+            self.assertEqual(missing, ["models/<nosuch>/", sources.SHARED_FILES[-1]])
+            # transformers' own mapping where it has one (model_type_to_module_name)
+            self.assertEqual(sources.module_folder("x-y", d, lambda t: "qwen2"), "qwen2")
+            self.assertEqual(sources.module_folder("qwen2", d, lambda t: 1 / 0), "qwen2")
 
 
 class JsonTest(unittest.TestCase):

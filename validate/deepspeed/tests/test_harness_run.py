@@ -162,6 +162,7 @@ class FakeStackRunTest(unittest.TestCase):
         self.assertEqual(r["versions"]["deepspeed"], "0.14.5+fake")
         (rk,) = r["ranks"]
         self.assertEqual(rk["stage_reached"], "done")
+        self.assertEqual((rk["model"]["model_type"], rk["model"]["tied_word_embeddings"]), ("llama", False))
         kinds = [p["kind"] for p in rk["memory"]["per_step"]]
         self.assertEqual(kinds, ["warmup"] * 3 + ["collectives", "memory_history", "timed", "timed"])
         self.assertEqual(rk["timing"]["timed_steps"], [5, 6])
@@ -210,6 +211,21 @@ class FakeStackRunTest(unittest.TestCase):
         self.assertTrue(all(t["module"].startswith("model.layers.0") for t in inv["layer0_tensors"]))
         self.assertEqual(inv["by_class"][0]["class"], "FakeCausalLM")  # the fp32 logits kept for the loss
         self.assertLess(r["_bytes"], 200000)
+
+    def test_a_family_case_runs_and_records_its_family(self):
+        # A case of list 'families' (issue 56): Gemma-2, whose head is tied by its config class's default. The harness
+        # names no family's modules: its layers are found by path (model.layers.N), the checkpointed layer by the
+        # attribute transformers sets, the head's tie by the model's own accessors.
+        code, r = self.run_case(os.path.join(ROOT, "cases", "gemma2-z3-w1-mb2-s2048-sdpa-ckpt"))
+        self.assertEqual((code, r["status"], r["error"]), (0, "ok", None), r.get("ranks"))
+        (rk,) = r["ranks"]
+        self.assertEqual(r["case"]["model"], "gemma2-150m")
+        self.assertEqual((rk["model"]["model_type"], rk["model"]["tied_word_embeddings"]), ("gemma2", True))
+        self.assertTrue(rk["model"]["gradient_checkpointing"]["enabled"])
+        self.assertEqual(rk["model"]["gradient_checkpointing"]["layer_class"], "DecoderLayer")
+        inv = rk["saved_activations"]
+        self.assertEqual(inv["tokens"], 2 * 2048)
+        self.assertEqual(len(inv["per_layer_bytes"]), 3)
 
     def test_world2_stage3_collectives_and_checkpointing(self):
         code, r = self.run_case(SMOKE_W2, "--gc-reentrant", "default")

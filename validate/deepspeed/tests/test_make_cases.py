@@ -13,6 +13,10 @@ sys.path.insert(0, ROOT)
 from zsim_ds.case_tools import make_cases as mc  # noqa: E402
 
 HEADER = "\t".join(mc.COLUMNS)
+# The transformers families of list 'families' (issue 56): model folder -> (model_type, architectures[0]).
+FAMILY_MODELS = {"qwen2-150m": ("qwen2", "Qwen2ForCausalLM"), "qwen3-150m": ("qwen3", "Qwen3ForCausalLM"),
+                 "gemma2-150m": ("gemma2", "Gemma2ForCausalLM"), "phi3-150m": ("phi3", "Phi3ForCausalLM"),
+                 "olmo2-150m": ("olmo2", "Olmo2ForCausalLM")}
 
 
 def table(*rows):
@@ -143,7 +147,7 @@ class GeneratedFilesTest(unittest.TestCase):
         self.assertEqual({r["checkpointing"] for r in rows}, {"full", "none"})
         self.assertEqual({r["attention"] for r in rows}, {"sdpa", "eager"})
         self.assertEqual({r["world"] for r in rows}, {1, 2, 4})
-        self.assertEqual({r["model"] for r in rows}, {"llama-150m", "llama-1.3b", "gpt2-124m"})
+        self.assertEqual({r["model"] for r in rows}, {"llama-150m", "llama-1.3b", "gpt2-124m"} | set(FAMILY_MODELS))
         self.assertLessEqual(min(r["micro_batch"] for r in rows), 1)
         self.assertGreaterEqual(max(r["micro_batch"] for r in rows), 8)
         self.assertEqual(min(r["seq_len"] for r in rows), 1024)
@@ -159,6 +163,47 @@ class GeneratedFilesTest(unittest.TestCase):
         self.assertTrue(qwz and all(r["world"] == 2 and r["expect"] == "failed" for r in qwz))
         smoke = [r["name"] for r in rows if "smoke" in r["lists"]]
         self.assertEqual(smoke, ["l150m-z2-w1-mb4-s2048-sdpa", "l150m-z3-w2-mb4-s2048-sdpa"])
+
+    def test_families_list_covers_issue_56(self):
+        # Record DS-A's missing families (issue 56): every stage, checkpointing on and off, 1 rank and 2 / 4 ranks
+        # sharing the GPU, over Qwen2, Qwen3, Gemma-2, Phi-3 and OLMo-2, plus Llama's stage 3 with gradient
+        # accumulation 2 and checkpointing on 2 ranks (zsim's extra parameter all-gather).
+        with open(os.path.join(ROOT, "cases.tsv")) as f:
+            rows = [r for r in mc.parse_table(f.read()) if "families" in r["lists"]]
+        fam = [r for r in rows if r["model"] in FAMILY_MODELS]
+        self.assertGreaterEqual(len(fam), 18)
+        self.assertEqual({r["model"] for r in fam}, set(FAMILY_MODELS))
+        self.assertEqual({r["stage"] for r in fam}, {0, 1, 2, 3})
+        self.assertEqual({r["checkpointing"] for r in fam}, {"full", "none"})
+        self.assertEqual({r["world"] for r in fam}, {1, 2, 4})
+        for model in FAMILY_MODELS:  # each family on one rank (step time) and on several (collectives)
+            self.assertTrue(any(r["model"] == model and r["world"] == 1 for r in fam), model)
+            self.assertTrue(any(r["model"] == model and r["world"] > 1 for r in fam), model)
+        self.assertTrue(any(r["model"] == "gemma2-150m" and r["attention"] == "eager" for r in fam))
+        self.assertTrue(all(1024 <= r["seq_len"] <= 2048 and r["micro_batch"] <= 4 for r in rows))
+        llama = [(r["model"], r["stage"], r["world"], r["grad_accum"], r["checkpointing"])
+                 for r in rows if r["model"] not in FAMILY_MODELS]
+        self.assertEqual(llama, [("llama-150m", 3, 2, 2, "full")])
+
+    def test_family_models(self):
+        # Llama-150M's shape in each family's own config.json: its model_type and architectures, widths kept small
+        # (head_dim 64 where the family's default is wider), the family's defaults otherwise (Gemma-2 ties its head).
+        for name, (model_type, arch) in FAMILY_MODELS.items():
+            with open(os.path.join(ROOT, "models", name, "config.json")) as f:
+                c = json.load(f)
+            self.assertEqual((c["model_type"], c["architectures"]), (model_type, [arch]), name)
+            self.assertEqual((c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                              c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"]),
+                             (768, 12, 12, 12, 2048, 32000), name)
+            self.assertIs(c["use_cache"], False, name)
+            self.assertEqual(c.get("head_dim", 64), 64, name)
+            pad = c.get("pad_token_id")
+            self.assertTrue(pad is None or 0 <= pad < c["vocab_size"], name)  # an embedding's padding_idx
+        for name in ("qwen3-150m", "gemma2-150m"):
+            with open(os.path.join(ROOT, "models", name, "config.json")) as f:
+                self.assertEqual(json.load(f)["head_dim"], 64)
+        with open(os.path.join(ROOT, "models", "gemma2-150m", "config.json")) as f:
+            self.assertNotIn("tie_word_embeddings", json.load(f))  # Gemma2Config's default: tied
 
     def test_models(self):
         for name, want in (("llama-150m", (768, 12, 12, 12, 2048)), ("llama-1.3b", (2048, 24, 16, 4, 5632))):

@@ -61,6 +61,18 @@ def _gc_info(model):
     return {"kwargs": None, "use_reentrant": None, "function": None}
 
 
+def _tied_head(model):
+    """Whether the output projection is the input embedding's parameter (Gemma-2, GPT-2, Qwen3's small ones tie it;
+    transformers ties at build, zero.Init included); None where the model has no such accessors."""
+    try:
+        out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    except Exception:  # noqa: BLE001 -- a model without them: unknown
+        return None
+    if out is None or inp is None:
+        return None
+    return getattr(out, "weight", None) is getattr(inp, "weight", None)
+
+
 def run_worker(args, res, flush):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -121,6 +133,8 @@ def run_worker(args, res, flush):
     params = list(model.parameters())
     res["model"] = {
         "class": type(model).__name__,
+        "model_type": getattr(model.config, "model_type", None),
+        "tied_word_embeddings": _tied_head(model),
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "parameters": int(sum(getattr(p, "ds_numel", p.numel()) for p in params)),
         "parameter_tensors": len(params),

@@ -20,7 +20,15 @@ class AutoConfig:
         cfg.vocab_size = d.get("vocab_size", 100)
         cfg.hidden = d.get("hidden_size", d.get("n_embd", 8))
         cfg.layers = min(3, d.get("num_hidden_layers", d.get("n_layer", 2)))
+        # The families whose config class ties the head by default (GemmaConfig, Gemma2Config, GPT2Config).
+        cfg.tie_word_embeddings = d.get("tie_word_embeddings", d.get("model_type") in ("gemma", "gemma2", "gpt2"))
         return cfg
+
+
+class Embedding(nn.Module):
+    def __init__(self, weight):
+        super().__init__()
+        self.weight = weight
 
 
 class Linear(nn.Module):
@@ -68,6 +76,17 @@ class FakeCausalLM(nn.Module):
         cfg._attn_implementation = attn
         self.model = Inner(cfg)
         self.lm_head = Linear(cfg.hidden, cfg.vocab_size)
+        # The input embedding (its weight the head's where the config ties them), kept off the module tree: the fake's
+        # forward starts from hidden states, and its parameters stay those the tests count.
+        weight = self.lm_head.weight if cfg.tie_word_embeddings else nn.Parameter((cfg.vocab_size, cfg.hidden),
+                                                                                  torch.float32, "cpu")
+        object.__setattr__(self, "_input_embeddings", Embedding(weight))
+
+    def get_input_embeddings(self):
+        return self._input_embeddings
+
+    def get_output_embeddings(self):
+        return self.lm_head
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
         if gradient_checkpointing_kwargs is None:
