@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/plan/model_shapes.hpp"
 #include "sim/scenario/scenario_json.hpp"
 
 namespace zsim {
@@ -40,6 +41,13 @@ std::string scenario_summary(const Scenario& s) {
                      m.attention_dropout > 0 || m.hidden_dropout > 0
                          ? fmt::format(", dropout {:g} / {:g}", m.attention_dropout, m.hidden_dropout)
                          : "");
+  if (m.arch.experts > 0) {
+    const ModelShapes shapes = model_shapes(m);
+    out += fmt::format("experts    {} a layer of ffn {}, {} a token: {:.2f}B parameters, {:.2f}B active a token{}\n",
+                       m.arch.experts, m.arch.expert_ffn, m.arch.experts_per_token, shapes.total_params() / 1e9,
+                       shapes.active_params(m.arch.experts, m.arch.experts_per_token) / 1e9,
+                       moe_block_is_leaf(m) ? "; " + m.z3_leaf_modules + " a stage-3 leaf module" : "");
+  }
   out += fmt::format("training   micro batch {} x grad accum {} x {} GPUs = {} sequences of {} tokens, {}, "
                      "activation checkpointing {}\n",
                      t.micro_batch, t.grad_accum, s.world_size(),

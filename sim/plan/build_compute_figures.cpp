@@ -4,7 +4,8 @@
 
 namespace zsim::build {
 
-// Forward flops: 2 x tokens x matrix params (a GEMM per matrix), the attention core before the output
+// Forward flops: 2 x tokens x matrix params (a GEMM per matrix; a mixture of experts' experts at the share each token
+// uses, experts_per_token of experts), the attention core before the output
 // projection (eager 4 b s^2 h, causal flash half that: attention_flops.hpp), the head 2 x tokens x h x
 // vocab (tied or not). Backward: twice the GEMMs, and the attention core's own backward (flash: 2.5 x its
 // forward, the scores recomputed).
@@ -12,9 +13,11 @@ Flops Builder::gemm_flops(int u) const {
   const FetchUnit& U = p_.units[u];
   if (U.is_head) return 2.0 * tokens_ * s_.model.hidden * s_.model.vocab;
   if (U.is_embedding) return 0;  // lookup: memory-bound
+  const ArchSpec& a = s_.model.arch;
+  const double expert_share = a.experts > 0 ? static_cast<double>(a.experts_per_token) / a.experts : 1.0;
   Flops f = 0;
   for (const auto& t : U.tensors)
-    if (t.is_matrix()) f += 2.0 * tokens_ * t.numel();
+    if (t.is_matrix()) f += 2.0 * tokens_ * t.numel() * (is_expert_tensor(t.name) ? expert_share : 1.0);
   return f;
 }
 

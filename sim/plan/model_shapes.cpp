@@ -26,18 +26,40 @@ Elements ModelShapes::largest_layer_params() const {
 }
 
 Elements ModelShapes::largest_module_params() const {
-  // A module is a matrix plus the bias vector that follows it (named "<matrix>.bias").
+  // A module: its consecutive tensors of one module name (a matrix and its bias; the experts' two 3-D parameters).
   Elements best = 0;
   for (const ModuleShapes* m : {&embedding, &layer, &head}) {
-    for (size_t i = 0; i < m->tensors.size(); ++i) {
-      const TensorShape& t = m->tensors[i];
-      Elements n = t.numel();
-      if (t.is_matrix() && i + 1 < m->tensors.size() && m->tensors[i + 1].name == t.name + ".bias")
-        n += m->tensors[i + 1].numel();
+    for (size_t i = 0; i < m->tensors.size();) {
+      const std::string mod = module_name(m->tensors[i].name);
+      Elements n = 0;
+      for (; i < m->tensors.size() && module_name(m->tensors[i].name) == mod; ++i) n += m->tensors[i].numel();
       best = std::max(best, n);
     }
   }
   return best;
+}
+
+Elements ModelShapes::active_params(std::int64_t experts, std::int64_t experts_per_token) const {
+  if (experts <= 0) return total_params();
+  Elements idle = 0;
+  for (const auto& t : layer.tensors)
+    if (is_expert_tensor(t.name)) idle += t.numel() - t.numel() / experts * experts_per_token;
+  return total_params() - layers * idle;
+}
+
+std::string module_name(const std::string& tensor) {
+  for (const char* block : {"mlp.moe.", "mlp.experts."})
+    if (tensor.rfind(block, 0) == 0) return std::string(block, std::char_traits<char>::length(block) - 1);
+  for (const char* suffix : {".weight", ".bias"}) {
+    const std::string sfx = suffix;
+    if (tensor.size() > sfx.size() && tensor.compare(tensor.size() - sfx.size(), sfx.size(), sfx) == 0)
+      return tensor.substr(0, tensor.size() - sfx.size());
+  }
+  return tensor;
+}
+
+bool is_expert_tensor(const std::string& tensor) {
+  return tensor.ends_with(".gate_up_proj") || tensor.ends_with(".down_proj");
 }
 
 namespace {
@@ -75,8 +97,23 @@ void attention(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
   linear(L, "attn.o", q, h, a.o_bias);
 }
 
+// A mixture of experts' MLP as transformers 5.17 declares it: the router's weight (experts x hidden, no bias) and the
+// experts' two 3-D parameters of one module (gate_up_proj [E, 2F, h], down_proj [E, h, F]); with the block a stage-3
+// leaf module (set_z3_leaf_modules) all three are one module's ("mlp.moe").
+void moe_mlp(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
+  const std::int64_t h = m.hidden, f = a.expert_ffn, e = a.experts;
+  const std::string block = moe_block_is_leaf(m) ? "mlp.moe." : "mlp.experts.";
+  L.tensors.push_back({moe_block_is_leaf(m) ? "mlp.moe.router" : "mlp.router", h, e});
+  L.tensors.push_back({block + "gate_up_proj", h, e * 2 * f});
+  L.tensors.push_back({block + "down_proj", e * f, h});
+}
+
 void mlp(ModuleShapes& L, const ModelSpec& m, const ArchSpec& a) {
   const std::int64_t h = m.hidden, f = m.ffn_hidden;
+  if (a.experts > 0) {
+    moe_mlp(L, m, a);
+    return;
+  }
   if (m.mlp == MlpKind::gated && a.fused_gate_up) {
     linear(L, "mlp.gate_up", h, 2 * f, a.mlp_bias);
   } else if (m.mlp == MlpKind::gated) {

@@ -39,7 +39,15 @@ struct ModelShapes {
   Elements largest_layer_params() const;   // max over embedding, one layer, head
   Elements largest_module_params() const;  // max over single weight matrices with their bias:
                                            // DeepSpeed's "largest_layer_params" (one nn.Module)
+  // The parameters a token's forward multiplies: a mixture of experts' experts_per_token of its experts.
+  Elements active_params(std::int64_t experts, std::int64_t experts_per_token) const;
 };
+
+// The module a tensor belongs to (DeepSpeed's stage-3 fetch unit): its name without ".weight" / ".bias"; the experts'
+// 3-D parameters "mlp.experts" (or "mlp.moe" with the router, where the block is a leaf module).
+std::string module_name(const std::string& tensor);
+// A mixture of experts' per-expert parameters (gate_up_proj, down_proj: experts x their width).
+bool is_expert_tensor(const std::string& tensor);
 
 ModelShapes model_shapes(const ModelSpec& m);
 

@@ -44,15 +44,7 @@ FetchUnit make_unit(std::string name, int layer, std::vector<TensorShape> tensor
   return u;
 }
 
-// The module a tensor belongs to: its name without a trailing ".weight" / ".bias".
-std::string module_of(const std::string& tensor) {
-  for (const char* suffix : {".weight", ".bias"}) {
-    const std::string sfx = suffix;
-    if (tensor.size() > sfx.size() && tensor.compare(tensor.size() - sfx.size(), sfx.size(), sfx) == 0)
-      return tensor.substr(0, tensor.size() - sfx.size());
-  }
-  return tensor;
-}
+std::string module_of(const std::string& tensor) { return module_name(tensor); }
 
 // Splits a module group's tensors into modules (consecutive tensors of one module), in order.
 std::vector<std::pair<std::string, std::vector<TensorShape>>> modules_of(const ModuleShapes& m) {

@@ -207,6 +207,31 @@ void attention_saved(BytesBreakdown& s, const ModelSpec& m, const Dims& D, bool 
   s.add(n::kOin, D.e * D.qd * D.T);
 }
 
+// A mixture of experts' MLP under transformers 5.17's default experts implementation (grouped_mm, integrations/moe.py:
+// the routed rows, tokens x experts_per_token of them, sorted by expert): the router's input, its fp32 softmax, the
+// top-k indices, weights (and their sum where renormalized); the rows' order, tokens and mask, the rows per expert; the
+// rows' gathered input, the experts' gate_up output (its whole storage: act and up are views), the activation's output
+// and its product with up, the rows' weights (Mixtral fp32, Qwen3-MoE the dtype), the experts' output, the scatter's
+// indices. Balanced or not, every routed row is saved once: the sizes follow the rows, not the busiest expert.
+void moe_saved(BytesBreakdown& s, const Dims& D) {
+  const Bytes E = D.arch.experts, k = D.arch.experts_per_token, R = k * D.T, F = D.arch.expert_ffn;
+  s.add(n::kMlpIn, D.e * D.h * D.T);
+  s.add("router probabilities (softmax, fp32)", 4 * E * D.T);
+  s.add("top-k expert indices (int64)", 8 * k * D.T);
+  if (D.arch.norm_topk_prob) s.add("top-k weights' sum (fp32)", 4 * D.T);
+  s.add("top-k weights (fp32)", 4 * k * D.T);
+  s.add("routed rows' order and tokens (int64)", 16 * R);
+  s.add("routed rows' mask (bool)", R);
+  s.add("routed rows per expert (int32)", 4 * E);
+  s.add("routed rows' input", D.e * D.h * R);
+  s.add("experts' gate_up output", 2 * D.e * F * R);
+  s.add("experts' activation output", D.e * F * R);
+  s.add("experts' activation * up (down_proj input)", D.e * F * R);
+  s.add("routed rows' weights", (D.arch.router_weights_fp32 ? 4 : D.e) * R);
+  s.add("experts' down_proj output", D.e * D.h * R);
+  s.add("routed rows' tokens for the scatter (int64)", 8 * R);
+}
+
 // A gated family's layer (Llama's names, which llama_backward frees): its norms where the block puts them, the
 // attention with its q/k norms, the MLP (gate, act, up, their product: four F wide whether gate and up are one
 // projection or two; its input shared with the attention's under Cohere's one norm).
@@ -220,11 +245,15 @@ BytesBreakdown llama_layer_saved(const ModelSpec& m, const Dims& D) {
   if (block == BlockKind::sandwich || block == BlockKind::post_norm) hidden_norm(s, D, "post_attention_layernorm");
   if (block == BlockKind::pre_norm) hidden_norm(s, D, "post_attention_layernorm");
   if (block == BlockKind::sandwich) hidden_norm(s, D, "pre_feedforward_layernorm");
-  if (block != BlockKind::parallel_shared_norm) s.add(n::kMlpIn, D.e * D.h * D.T);
-  s.add(n::kGate, D.e * D.f * D.T);
-  s.add(n::kSilu, D.e * D.f * D.T);
-  s.add(n::kUp, D.e * D.f * D.T);
-  s.add(n::kProd, D.e * D.f * D.T);
+  if (D.arch.experts > 0) {
+    moe_saved(s, D);
+  } else {
+    if (block != BlockKind::parallel_shared_norm) s.add(n::kMlpIn, D.e * D.h * D.T);
+    s.add(n::kGate, D.e * D.f * D.T);
+    s.add(n::kSilu, D.e * D.f * D.T);
+    s.add(n::kUp, D.e * D.f * D.T);
+    s.add(n::kProd, D.e * D.f * D.T);
+  }
   if (block == BlockKind::sandwich || block == BlockKind::post_norm) hidden_norm(s, D, "post_feedforward_layernorm");
   if (m.hidden_dropout > 0) {
     s.add(n::kResidMaskA, D.h * D.T);

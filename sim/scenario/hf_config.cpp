@@ -26,9 +26,13 @@ constexpr RefusedKey kRefusedKeys[] = {
     {"q_lora_rank", "DeepSeek's multi-head latent attention"},
 };
 
-void refuse_unmodelled_keys(const HfReader& hf) {
+// A family that reads a mixture of experts (Mixtral, Qwen3-MoE) takes its experts' keys; DeepSeek's are refused.
+void refuse_unmodelled_keys(const HfReader& hf, const HfFamily* family) {
   for (const auto& [key, what] : kRefusedKeys) {
     if (!hf.has(key)) continue;
+    if (family && family->moe && std::string_view(what).starts_with("a mixture of experts") &&
+        std::string_view(key) != "n_routed_experts" && std::string_view(key) != "n_shared_experts")
+      continue;
     if (std::string_view(key) == "num_experts" && hf.integer({key}).value_or(0) == 0) continue;
     throw InputError(hf.where(key), std::string(what) + " is not modelled: zsim would read this model as a dense one "
                                                        "and misstate its size. Supported model types: " +
@@ -72,8 +76,8 @@ ModelSpec model_from_hf_config(const YAML::Node& root, const std::string& file, 
   if (model_type.empty())
     throw InputError({file, 1, 1, "model_type"}, "Hugging Face config lacks 'model_type', which says how transformers "
                                                  "builds the model. Supported: " + supported_model_types());
-  refuse_unmodelled_keys(hf);
   const HfFamily* family = hf_family_of(model_type);
+  refuse_unmodelled_keys(hf, family);
   if (!family)
     throw InputError(hf.where("model_type"), "model type '" + model_type + "' is not modelled. Supported: " +
                                                  supported_model_types());

@@ -117,6 +117,35 @@ void read_gemma3_text(const HfReader& hf, ModelSpec& m) {
   read_sliding_window(hf, m, 4096, 6);
 }
 
+// mixtral/modeling_mixtral.py: Mistral's attention; the MLP a MixtralSparseMoeBlock: a router (MixtralTopKRouter,
+// softmax in fp32, top num_experts_per_tok (default 2) renormalized, kept in fp32) and MixtralExperts (3-D gate_up_proj
+// and down_proj of num_local_experts (default 8) experts of intermediate_size).
+void read_mixtral(const HfReader& hf, ModelSpec& m) {
+  llama_like(hf, m, false);
+  read_sliding_window(hf, m, std::nullopt, 1);
+  m.arch.experts = hf.integer({"num_local_experts"}).value_or(8);
+  m.arch.experts_per_token = hf.integer({"num_experts_per_tok"}).value_or(2);
+  m.arch.expert_ffn = m.ffn_hidden;
+  m.arch.router_weights_fp32 = true;
+  m.arch.norm_topk_prob = true;
+  no_dropout_keys(m);
+}
+
+// qwen3_moe/modeling_qwen3_moe.py: Qwen3's attention; every layer's MLP a Qwen3MoeSparseMoeBlock (num_experts
+// experts of moe_intermediate_size, top num_experts_per_tok, renormalized where norm_topk_prob (default false), cast
+// to the dtype). decoder_sparse_step other than 1 or mlp_only_layers make some layers dense: refused by name.
+void read_qwen3_moe(const HfReader& hf, ModelSpec& m) {
+  read_qwen3(hf, m);
+  m.arch.experts = hf.integer({"num_experts"}).value_or(128);
+  m.arch.experts_per_token = hf.integer({"num_experts_per_tok"}).value_or(8);
+  m.arch.expert_ffn = hf.integer({"moe_intermediate_size"}).value_or(768);
+  m.arch.norm_topk_prob = hf.boolean("norm_topk_prob").value_or(false);
+  if (hf.integer({"decoder_sparse_step"}).value_or(1) != 1)
+    refuse(hf, "decoder_sparse_step", "dense layers among the sparse ones (decoder_sparse_step other than 1)");
+  if (const auto dense = hf.first({"mlp_only_layers"}); dense && dense->second.IsSequence() && dense->second.size() > 0)
+    refuse(hf, "mlp_only_layers", "dense layers among the sparse ones (mlp_only_layers)");
+}
+
 // phi3/modeling_phi3.py: one qkv_proj and one gate_up_proj, no biases; resid_pdrop after both branches, embd_pdrop
 // on the embeddings (Phi3Config defaults 0).
 void read_phi3(const HfReader& hf, ModelSpec& m) {
@@ -246,6 +275,8 @@ const HfFamily kFamilies[] = {
     {"gpt2", "gpt2/modeling_gpt2.py", read_gpt2},
     {"starcoder2", "starcoder2/modeling_starcoder2.py", read_starcoder2, kAsGpt2},
     {"cohere", "cohere/modeling_cohere.py", read_cohere, kAsLlama},
+    {"mixtral", "mixtral/modeling_mixtral.py", read_mixtral, kAsLlama, true},
+    {"qwen3_moe", "qwen3_moe/modeling_qwen3_moe.py", read_qwen3_moe, kAsLlama, true},
 };
 
 }  // namespace

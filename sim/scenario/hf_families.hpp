@@ -16,6 +16,7 @@ struct HfFamily {
   // What zsim prices as another family's layer (kernels' traffic, host time), "" when the family's own is measured
   // under DeepSpeed (Llama, Mistral, Qwen2, GPT-2): the report's warning says so.
   const char* priced_as = "";
+  bool moe = false;  // reads a mixture of experts' keys (others refuse them)
 };
 
 // The warning for a model whose layer zsim prices as another family's ("" when none).

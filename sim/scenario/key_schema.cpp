@@ -40,6 +40,7 @@ const Entry kEntries[] = {
     {"model.attention", S, Y},
     {"model.attention_dropout", S, Y},
     {"model.hidden_dropout", S, Y},
+    {"model.z3_leaf_modules", S, Y},
 
     {"training", M, Y},
     {"training.micro_batch", S, Y},

@@ -103,6 +103,14 @@ struct ArchSpec {
   // every other; Gemma-3: five of six); 0 = none. Under sdpa each such layer saves its own mask at s >= the window.
   std::int64_t sliding_window = 0;
   std::int64_t sliding_layers = 0;
+  // A mixture of experts in every layer's MLP (Mixtral, Qwen3-MoE; 0 experts: dense): a router (experts x hidden)
+  // and the experts as transformers 5.17 declares them, two 3-D parameters of one module (gate_up_proj [experts, 2 x
+  // expert_ffn, hidden], down_proj [experts, hidden, expert_ffn]); each token goes to experts_per_token of them.
+  std::int64_t experts = 0;
+  std::int64_t experts_per_token = 0;
+  std::int64_t expert_ffn = 0;
+  bool router_weights_fp32 = false;  // Mixtral keeps the top-k weights in fp32; Qwen3-MoE casts them to the dtype
+  bool norm_topk_prob = false;       // the top-k weights renormalized to sum to 1 (a sum saved per token)
   bool operator==(const ArchSpec&) const = default;
 };
 
@@ -122,8 +130,27 @@ struct ModelSpec {
   double attention_dropout = 0.0;      // dropout on the attention probabilities; 0 = no mask kept
   double hidden_dropout = 0.0;         // dropout after the attention and MLP outputs; 0 = no masks kept
   ArchSpec arch;                       // read from a config.json (hf_config.cpp); architecture(m) for any model
+  // deepspeed.utils.set_z3_leaf_modules(model, [classes]) as the training script calls it: a mixture-of-experts
+  // block named here is fetched by stage 3 as one module (its router with its experts). Empty: none.
+  std::string z3_leaf_modules;
   bool operator==(const ModelSpec&) const = default;
 };
+
+// transformers 5.17's class of a mixture-of-experts block and of its experts, by model_type ("" for a dense model).
+inline std::string moe_block_class(const std::string& model_type) {
+  if (model_type == "mixtral") return "MixtralSparseMoeBlock";
+  if (model_type == "qwen3_moe") return "Qwen3MoeSparseMoeBlock";
+  return "";
+}
+inline std::string moe_experts_class(const std::string& model_type) {
+  if (model_type == "mixtral") return "MixtralExperts";
+  if (model_type == "qwen3_moe") return "Qwen3MoeExperts";
+  return "";
+}
+// Whether stage 3 fetches each layer's mixture-of-experts block as one module (its class set as a leaf).
+inline bool moe_block_is_leaf(const ModelSpec& m) {
+  return m.arch.experts > 0 && !m.z3_leaf_modules.empty() && m.z3_leaf_modules == moe_block_class(m.arch.model_type);
+}
 
 // The width of one attention head: the config's head_dim where it gives one (Qwen3, Gemma, Mistral-Nemo), else
 // hidden / heads.

@@ -176,6 +176,18 @@ ModelSpec resolve_model(const FlatConfig& f) {
   }
   if (auto v = f.get_real("model.attention_dropout")) m.attention_dropout = *v;
   if (auto v = f.get_real("model.hidden_dropout")) m.hidden_dropout = *v;
+  if (auto v = f.get_string("model.z3_leaf_modules")) {
+    // A module class the model has whose parameters it fetches through one hook: the mixture-of-experts block (its
+    // router with its experts); the experts' own class changes nothing (one module of 3-D parameters already).
+    const std::string block = moe_block_class(m.arch.model_type), experts = moe_experts_class(m.arch.model_type);
+    if (*v == "none" || v->empty() || *v == experts) m.z3_leaf_modules.clear();
+    else if (!block.empty() && *v == block) m.z3_leaf_modules = *v;
+    else
+      throw InputError(f.where("model.z3_leaf_modules"),
+                       "'" + *v + "' is not a mixture-of-experts module class of this model" +
+                           (block.empty() ? std::string(" (a dense model: none to set)")
+                                          : " (" + block + ", " + experts + " or none)"));
+  }
   return m;
 }
 
@@ -525,6 +537,15 @@ Scenario parse_scenario(const std::string& text, const std::string& filename, co
   ignore_what_deepspeed_ignores(s, locate, s.warnings);
   if (const std::string w = hf_pricing_warning(s.model.arch); !w.empty() && s.runtime == RuntimeKind::deepspeed)
     s.warnings.push_back(s.model.name + ": " + w);
+  if (s.model.arch.experts > 0 && s.zero.stage == 3)
+    s.warnings.push_back(
+        s.model.name + ": transformers 5.17 declares each layer's " + std::to_string(s.model.arch.experts) +
+        " experts as one module of two 3-D parameters (" + moe_experts_class(s.model.arch.model_type) +
+        "): stage 3 gathers all of them on every rank, whichever experts its tokens reach, so ranks never wait on "
+        "different experts; " +
+        (moe_block_is_leaf(s.model) ? "the router is fetched with them (model.z3_leaf_modules)"
+                                    : "set_z3_leaf_modules(model, [" + moe_block_class(s.model.arch.model_type) +
+                                          "]) fetches the router with them in one call (model.z3_leaf_modules)"));
   validate_scenario(s, locate);
   return s;
 }
