@@ -73,6 +73,34 @@ class TableTest(unittest.TestCase):
                          [("zero_quantized_weights", True), ("reduce_bucket_size", 50000000), ("overlap_comm", True),
                           ("x", "abc")])
 
+    def test_leaf_token_is_no_zero_key(self):
+        # leaf=<Class>: the rank's deepspeed.utils.set_z3_leaf_modules call, never a zero_optimization key.
+        self.assertEqual(mc.split_leaf_tokens("-"), ([], "-"))
+        self.assertEqual(mc.split_leaf_tokens("leaf=MixtralSparseMoeBlock"), (["MixtralSparseMoeBlock"], "-"))
+        self.assertEqual(mc.split_leaf_tokens("offopt, leaf=Qwen3MoeSparseMoeBlock,qgz"),
+                         (["Qwen3MoeSparseMoeBlock"], "offopt,qgz"))
+        (r,) = mc.parse_table(table(ROW[:9] + ["hpz2,leaf=MixtralSparseMoeBlock"] + ROW[10:]))
+        self.assertEqual(r["z3_leaf_modules"], ["MixtralSparseMoeBlock"])
+        self.assertEqual(r["zero_changes"], [("zero_hpz_partition_size", 2)])
+        self.assertNotIn("leaf", json.dumps(mc.ds_config_for(r)))
+        (plain,) = mc.parse_table(table(ROW))
+        self.assertEqual(plain["z3_leaf_modules"], [])
+        with self.assertRaises(ValueError):
+            mc.parse_zero_tokens("leaf=MixtralSparseMoeBlock")  # only after split_leaf_tokens
+
+    def test_leaf_token_errors_name_the_line(self):
+        cases = {
+            "two classes": table(ROW[:9] + ["leaf=A,leaf=B"] + ROW[10:]),
+            "not a class name": table(ROW[:9] + ["leaf=a.b"] + ROW[10:]),
+            "empty": table(ROW[:9] + ["leaf="] + ROW[10:]),
+            "stage 2": table(ROW[:2] + ["2"] + ROW[3:9] + ["leaf=MixtralSparseMoeBlock"] + ROW[10:]),
+        }
+        for what, text in cases.items():
+            with self.subTest(what):
+                with self.assertRaises(mc.CaseTableError) as cm:
+                    mc.parse_table(text, "t.tsv")
+                self.assertIn("t.tsv:3: zero:", str(cm.exception))  # line 1: a comment, 2: the header
+
 
 class GeneratedFilesTest(unittest.TestCase):
     def row(self, **kw):
@@ -110,6 +138,16 @@ class GeneratedFilesTest(unittest.TestCase):
         # Only keys docs/scenario.md lists, at the nesting it expects.
         tops = [ln.split(":")[0] for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
         self.assertEqual(tops, ["model", "training", "cluster", "deepspeed"])
+
+    def test_leaf_modules_in_case_json_and_scenario(self):
+        row = self.row(z3_leaf_modules=["MixtralSparseMoeBlock"])
+        self.assertEqual(mc.case_json_for(row)["z3_leaf_modules"], ["MixtralSparseMoeBlock"])
+        text = mc.scenario_for(row)
+        model_block = text.split("\nmodel:\n", 1)[1].split("\ntraining:", 1)[0]
+        self.assertIn("  z3_leaf_modules: MixtralSparseMoeBlock  #", model_block)
+        # Without one: neither key (the committed cases' files stay as they were).
+        self.assertNotIn("z3_leaf_modules", mc.case_json_for(self.row()))
+        self.assertNotIn("z3_leaf_modules", mc.scenario_for(self.row()))
 
     def test_ranks_sharing_a_gpu_are_one_node(self):
         text = mc.scenario_for(self.row(zero="hpz2", zero_changes=[("zero_hpz_partition_size", 2)]))
