@@ -72,8 +72,14 @@ class CaseTest(unittest.TestCase):
                 if "qwz" in name:
                     self.assertTrue(c["zero_quantized_weights"])
                     self.assertEqual(c["expect"], "failed")
-                if case["world"] == 4:  # 4 ranks share one GPU: the small cases only (the 150M models, the 1.3B)
-                    self.assertTrue(case["model"].endswith("-150m") or case["model"] == "llama-1.3b", case["model"])
+                # The leaf module class (issue 57) in the name's "-leaf", at stage 3 only.
+                self.assertEqual(bool(c["z3_leaf_modules"]), name.endswith("-leaf") or "-leaf-" in name)
+                if c["z3_leaf_modules"]:
+                    self.assertEqual(c["stage"], 3)
+                if case["world"] == 4:  # 4 ranks share one GPU: the small cases only (the 150M models, the 1.3B, and
+                    # the mixtures of experts of list moe, under 450M parameters: 16 bytes each on 4 ranks < 30 GB)
+                    self.assertTrue(case["model"].endswith("-150m") or case["model"] in (
+                        "llama-1.3b", "mixtral-moe-s", "qwen3moe-s"), case["model"])
 
     def test_load_case_rejects_mismatches(self):
         with tempfile.TemporaryDirectory() as d:
@@ -88,6 +94,18 @@ class CaseTest(unittest.TestCase):
                 load_case(d)
         with self.assertRaises(ValueError):
             load_case(ROOT)  # no case.json
+
+    def test_load_case_checks_the_leaf_modules(self):
+        for bad in ("MixtralSparseMoeBlock", [1], ["a.b"], {"x": 1}):
+            with tempfile.TemporaryDirectory() as d:
+                for name in ("case.json", "config.json", "ds_config.json"):
+                    shutil.copy(os.path.join(SMOKE_W1, name), d)
+                case = run_json.read_json(os.path.join(d, "case.json"))
+                case["z3_leaf_modules"] = bad
+                run_json.write_json_atomic(os.path.join(d, "case.json"), case)
+                with self.assertRaises(ValueError) as e:
+                    load_case(d)
+                self.assertIn("z3_leaf_modules", str(e.exception))
 
     def test_load_case_checks_the_gpu_memory_cap(self):
         for bad in ("20GiB", 0, -1, True, 1.5):

@@ -227,6 +227,45 @@ class FakeStackRunTest(unittest.TestCase):
         self.assertEqual(inv["tokens"], 2 * 2048)
         self.assertEqual(len(inv["per_layer_bytes"]), 3)
 
+    def test_a_moe_case_sets_its_leaf_modules_before_initialize(self):
+        # Issue 57: the rank finds MixtralSparseMoeBlock among the model's modules by name and hands the class to
+        # deepspeed.utils.set_z3_leaf_modules before deepspeed.initialize: the fake stage-3 engine, which reads the
+        # flags at initialize as DeepSpeed does, gathers once more per leaf module (3 layers: 3 more calls).
+        code, r = self.run_case(os.path.join(ROOT, "cases", "mixtral-z3-w2-mb2-s1024-sdpa-leaf"))
+        self.assertEqual((code, r["status"], r["error"]), (0, "ok", None), r.get("ranks"))
+        self.assertEqual(r["case"]["z3_leaf_modules"], ["MixtralSparseMoeBlock"])
+        for rk in r["ranks"]:
+            leaf = rk["model"]["z3_leaf_modules"]
+            self.assertEqual(leaf["classes"], ["transformers.MixtralSparseMoeBlock"])
+            self.assertEqual(leaf["call"], "deepspeed.utils.set_z3_leaf_modules(model, [MixtralSparseMoeBlock])")
+            self.assertEqual(leaf["modules"], 3)
+            self.assertEqual(leaf["module_paths"], ["model.layers.0.mlp", "model.layers.1.mlp", "model.layers.2.mlp"])
+            self.assertGreater(leaf["parameters"], 0)
+            agg = {(a["phase"], a["op"]): a for a in rk["collectives"]["calls"]}
+            self.assertEqual(agg[("forward", "all_gather_into_tensor")]["count"], 1 + 3)
+        # Its twin without them: no call, the key recorded as none.
+        code, r = self.run_case(os.path.join(ROOT, "cases", "mixtral-z3-w2-mb2-s1024-sdpa"))
+        self.assertEqual((code, r["status"]), (0, "ok"), r.get("error"))
+        self.assertEqual(r["case"]["z3_leaf_modules"], [])
+        for rk in r["ranks"]:
+            self.assertIsNone(rk["model"]["z3_leaf_modules"])
+            agg = {(a["phase"], a["op"]): a for a in rk["collectives"]["calls"]}
+            self.assertEqual(agg[("forward", "all_gather_into_tensor")]["count"], 1)
+
+    def test_a_leaf_class_the_model_lacks_fails_the_case_naming_its_classes(self):
+        with tempfile.TemporaryDirectory() as d:
+            dst = os.path.join(d, "wrong-leaf")
+            shutil.copytree(os.path.join(ROOT, "cases", "qwen3moe-z3-w1-mb2-s1024-sdpa-leaf"), dst)
+            case = run_json.read_json(os.path.join(dst, "case.json"))
+            self.assertEqual(case["z3_leaf_modules"], ["Qwen3MoeSparseMoeBlock"])
+            case["z3_leaf_modules"] = ["MixtralSparseMoeBlock"]  # another family's block
+            run_json.write_json_atomic(os.path.join(dst, "case.json"), case)
+            code, r = self.run_case(dst, "--inventory", "off")
+        self.assertEqual((code, r["status"], r["failure_kind"]), (1, "failed", "exception"))
+        self.assertIn("no module of class MixtralSparseMoeBlock", r["error"])
+        self.assertIn("Qwen3MoeSparseMoeBlock", r["error"])
+        self.assertEqual(r["ranks"][0]["stage_reached"], "start")  # before deepspeed.initialize
+
     def test_world2_stage3_collectives_and_checkpointing(self):
         code, r = self.run_case(SMOKE_W2, "--gc-reentrant", "default")
         self.assertEqual((code, r["status"]), (0, "ok"), r.get("error"))

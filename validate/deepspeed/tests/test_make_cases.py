@@ -18,6 +18,25 @@ FAMILY_MODELS = {"qwen2-150m": ("qwen2", "Qwen2ForCausalLM"), "qwen3-150m": ("qw
                  "gemma2-150m": ("gemma2", "Gemma2ForCausalLM"), "phi3-150m": ("phi3", "Phi3ForCausalLM"),
                  "olmo2-150m": ("olmo2", "Olmo2ForCausalLM")}
 
+# The mixtures of experts of list 'moe' (issue 57): model folder -> (model_type, architectures[0], the sparse block's
+# class, the parameters counted by hand from the shapes).
+MOE_MODELS = {"mixtral-moe-s": ("mixtral", "MixtralForCausalLM", "MixtralSparseMoeBlock", 443106304),
+              "qwen3moe-s": ("qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3MoeSparseMoeBlock", 287983616)}
+
+
+def moe_parameters(c):
+    """A Mixtral / Qwen3-MoE config.json's parameters as transformers 5.17 builds them (every layer sparse): the
+    embedding and the untied head V x h, per layer q, k, v, o, the two norms (Qwen3's q/k norms of head_dim too), the
+    router E x h and the experts' E x 3 x h x F (gate_up_proj [E, 2F, h], down_proj [E, h, F]), the final norm."""
+    h, v = c["hidden_size"], c["vocab_size"]
+    hd = c.get("head_dim") or h // c["num_attention_heads"]
+    e = c.get("num_local_experts", c.get("num_experts"))
+    f = c.get("moe_intermediate_size", c["intermediate_size"])
+    attn = 2 * h * c["num_attention_heads"] * hd + 2 * h * c["num_key_value_heads"] * hd
+    norms = 2 * h + (2 * hd if c["model_type"] == "qwen3_moe" else 0)
+    layer = attn + norms + e * h + e * 3 * h * f
+    return 2 * v * h + c["num_hidden_layers"] * layer + h
+
 
 def table(*rows):
     return "# comment\n" + HEADER + "\n" + "".join("\t".join(r) + "\n" for r in rows)
@@ -73,6 +92,34 @@ class TableTest(unittest.TestCase):
                          [("zero_quantized_weights", True), ("reduce_bucket_size", 50000000), ("overlap_comm", True),
                           ("x", "abc")])
 
+    def test_leaf_token_is_no_zero_key(self):
+        # leaf=<Class>: the rank's deepspeed.utils.set_z3_leaf_modules call, never a zero_optimization key.
+        self.assertEqual(mc.split_leaf_tokens("-"), ([], "-"))
+        self.assertEqual(mc.split_leaf_tokens("leaf=MixtralSparseMoeBlock"), (["MixtralSparseMoeBlock"], "-"))
+        self.assertEqual(mc.split_leaf_tokens("offopt, leaf=Qwen3MoeSparseMoeBlock,qgz"),
+                         (["Qwen3MoeSparseMoeBlock"], "offopt,qgz"))
+        (r,) = mc.parse_table(table(ROW[:9] + ["hpz2,leaf=MixtralSparseMoeBlock"] + ROW[10:]))
+        self.assertEqual(r["z3_leaf_modules"], ["MixtralSparseMoeBlock"])
+        self.assertEqual(r["zero_changes"], [("zero_hpz_partition_size", 2)])
+        self.assertNotIn("leaf", json.dumps(mc.ds_config_for(r)))
+        (plain,) = mc.parse_table(table(ROW))
+        self.assertEqual(plain["z3_leaf_modules"], [])
+        with self.assertRaises(ValueError):
+            mc.parse_zero_tokens("leaf=MixtralSparseMoeBlock")  # only after split_leaf_tokens
+
+    def test_leaf_token_errors_name_the_line(self):
+        cases = {
+            "two classes": table(ROW[:9] + ["leaf=A,leaf=B"] + ROW[10:]),
+            "not a class name": table(ROW[:9] + ["leaf=a.b"] + ROW[10:]),
+            "empty": table(ROW[:9] + ["leaf="] + ROW[10:]),
+            "stage 2": table(ROW[:2] + ["2"] + ROW[3:9] + ["leaf=MixtralSparseMoeBlock"] + ROW[10:]),
+        }
+        for what, text in cases.items():
+            with self.subTest(what):
+                with self.assertRaises(mc.CaseTableError) as cm:
+                    mc.parse_table(text, "t.tsv")
+                self.assertIn("t.tsv:3: zero:", str(cm.exception))  # line 1: a comment, 2: the header
+
 
 class GeneratedFilesTest(unittest.TestCase):
     def row(self, **kw):
@@ -111,6 +158,16 @@ class GeneratedFilesTest(unittest.TestCase):
         tops = [ln.split(":")[0] for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
         self.assertEqual(tops, ["model", "training", "cluster", "deepspeed"])
 
+    def test_leaf_modules_in_case_json_and_scenario(self):
+        row = self.row(z3_leaf_modules=["MixtralSparseMoeBlock"])
+        self.assertEqual(mc.case_json_for(row)["z3_leaf_modules"], ["MixtralSparseMoeBlock"])
+        text = mc.scenario_for(row)
+        model_block = text.split("\nmodel:\n", 1)[1].split("\ntraining:", 1)[0]
+        self.assertIn("  z3_leaf_modules: MixtralSparseMoeBlock  #", model_block)
+        # Without one: neither key (the committed cases' files stay as they were).
+        self.assertNotIn("z3_leaf_modules", mc.case_json_for(self.row()))
+        self.assertNotIn("z3_leaf_modules", mc.scenario_for(self.row()))
+
     def test_ranks_sharing_a_gpu_are_one_node(self):
         text = mc.scenario_for(self.row(zero="hpz2", zero_changes=[("zero_hpz_partition_size", 2)]))
         self.assertIn("  nodes: 1\n", text)
@@ -147,7 +204,8 @@ class GeneratedFilesTest(unittest.TestCase):
         self.assertEqual({r["checkpointing"] for r in rows}, {"full", "none"})
         self.assertEqual({r["attention"] for r in rows}, {"sdpa", "eager"})
         self.assertEqual({r["world"] for r in rows}, {1, 2, 4})
-        self.assertEqual({r["model"] for r in rows}, {"llama-150m", "llama-1.3b", "gpt2-124m"} | set(FAMILY_MODELS))
+        self.assertEqual({r["model"] for r in rows},
+                         {"llama-150m", "llama-1.3b", "gpt2-124m"} | set(FAMILY_MODELS) | set(MOE_MODELS))
         self.assertLessEqual(min(r["micro_batch"] for r in rows), 1)
         self.assertGreaterEqual(max(r["micro_batch"] for r in rows), 8)
         self.assertEqual(min(r["seq_len"] for r in rows), 1024)
@@ -184,6 +242,46 @@ class GeneratedFilesTest(unittest.TestCase):
         llama = [(r["model"], r["stage"], r["world"], r["grad_accum"], r["checkpointing"])
                  for r in rows if r["model"] not in FAMILY_MODELS]
         self.assertEqual(llama, [("llama-150m", 3, 2, 2, "full")])
+
+    def test_moe_list_covers_issue_57(self):
+        # Issue 57's record: Mixtral- and Qwen3-MoE-shaped models at stages 2 and 3, stage 3 with and without leaf
+        # modules, checkpointing on and off, 1 rank and 2 / 4 ranks sharing the GPU, sequences 1024-2048, micro-batch
+        # 1-2; each leaf case names its model's own sparse block class.
+        with open(os.path.join(ROOT, "cases.tsv")) as f:
+            rows = [r for r in mc.parse_table(f.read()) if "moe" in r["lists"]]
+        self.assertGreaterEqual(len(rows), 12)
+        self.assertEqual({r["model"] for r in rows}, set(MOE_MODELS))
+        for model in MOE_MODELS:
+            mine = [r for r in rows if r["model"] == model]
+            self.assertEqual({r["stage"] for r in mine}, {2, 3}, model)
+            self.assertEqual({bool(r["z3_leaf_modules"]) for r in mine if r["stage"] == 3}, {True, False}, model)
+            self.assertEqual({r["checkpointing"] for r in mine}, {"full", "none"}, model)
+            self.assertTrue(any(r["world"] == 1 for r in mine) and any(r["world"] > 1 for r in mine), model)
+            for r in mine:
+                self.assertEqual(r["z3_leaf_modules"], [MOE_MODELS[model][2]] if r["z3_leaf_modules"] else [])
+        self.assertEqual({r["world"] for r in rows}, {1, 2, 4})
+        self.assertTrue(all(1024 <= r["seq_len"] <= 2048 and 1 <= r["micro_batch"] <= 2 for r in rows))
+        # Every multi-rank stage-3 case without leaf modules has its twin with them (the collectives side by side).
+        names = {r["name"] for r in rows}
+        for r in rows:
+            if r["world"] > 1 and r["stage"] == 3 and not r["z3_leaf_modules"]:
+                self.assertIn(r["name"] + "-leaf", names)
+
+    def test_moe_models(self):
+        for name, (model_type, arch, _, params) in MOE_MODELS.items():
+            with open(os.path.join(ROOT, "models", name, "config.json")) as f:
+                c = json.load(f)
+            self.assertEqual((c["model_type"], c["architectures"]), (model_type, [arch]), name)
+            self.assertIs(c["use_cache"], False, name)
+            self.assertFalse(c["tie_word_embeddings"], name)
+            self.assertFalse(c["output_router_logits"], name)  # no auxiliary loss: the plain LM loss
+            self.assertIsNone(c["sliding_window"], name)
+            self.assertEqual(moe_parameters(c), params, name)
+            self.assertLess(params, 600e6, name)  # 4 ranks at stage 2 well inside one 80 GB GPU
+        with open(os.path.join(ROOT, "models", "qwen3moe-s", "config.json")) as f:
+            q = json.load(f)
+        # Every layer sparse (Qwen3MoeDecoderLayer: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0).
+        self.assertEqual((q["decoder_sparse_step"], q["mlp_only_layers"], q["head_dim"]), (1, [], 64))
 
     def test_family_models(self):
         # Llama-150M's shape in each family's own config.json: its model_type and architectures, widths kept small

@@ -247,17 +247,48 @@ def parse_table(text, source="cases.tsv"):
         if row["expect"] not in EXPECT:
             raise CaseTableError(f"{where}: expect must be one of {EXPECT}")
         try:
-            row["zero_changes"] = parse_zero_tokens(row["zero"])
+            row["z3_leaf_modules"], zero_text = split_leaf_tokens(row["zero"])
+            row["zero_changes"] = parse_zero_tokens(zero_text)
         except ValueError as e:
             raise CaseTableError(f"{where}: zero: {e}") from None
+        if row["z3_leaf_modules"] and row["stage"] != 3:
+            raise CaseTableError(f"{where}: zero: leaf=... (deepspeed.utils.set_z3_leaf_modules) acts at stage 3 only, "
+                                 f"this case is stage {row['stage']}")
         rows.append(row)
     if header is None:
         raise CaseTableError(f"{source}: no header line")
     return rows
 
 
+LEAF_TOKEN = "leaf="
+
+
+def split_leaf_tokens(text):
+    """(the leaf module classes the zero column names, the column's other tokens as text). `leaf=<Class>` is no
+    ds_config key: the rank calls deepspeed.utils.set_z3_leaf_modules(model, [<Class>]) (DeepSpeed >= 0.13,
+    utils/z3_leaf_module.py) on the class of that name among the model's modules, after building the model and before
+    deepspeed.initialize, as a user of a mixture of experts does (`leaf=MixtralSparseMoeBlock`); case.json's
+    `z3_leaf_modules` and the scenario's `model.z3_leaf_modules` say it. One class per case (zsim's key takes one)."""
+    if text in ("", "-"):
+        return [], text
+    leaves, rest = [], []
+    for tok in text.split(","):
+        tok = tok.strip()
+        if tok.startswith(LEAF_TOKEN):
+            cls = tok[len(LEAF_TOKEN):].strip()
+            if not cls.isidentifier():
+                raise ValueError(f"{tok!r}: leaf=<Class> names one module class (a Python identifier)")
+            leaves.append(cls)
+        elif tok:
+            rest.append(tok)
+    if len(leaves) > 1:
+        raise ValueError(f"leaf=... given {len(leaves)} times ({', '.join(leaves)}): one leaf module class per case")
+    return leaves, ",".join(rest) or "-"
+
+
 def parse_zero_tokens(text):
-    """The zero column as an ordered list of (dotted key, value) changes to zero_optimization."""
+    """The zero column as an ordered list of (dotted key, value) changes to zero_optimization (its leaf=<Class>
+    token split off first: split_leaf_tokens)."""
     changes = []
     if text in ("", "-"):
         return changes
@@ -275,13 +306,15 @@ def parse_zero_tokens(text):
             changes.append(("zero_quantized_gradients", True))
         elif tok == "qwz":
             changes.append(("zero_quantized_weights", True))
+        elif tok.startswith(LEAF_TOKEN):
+            raise ValueError(f"{tok!r} is no zero_optimization key: split it off with split_leaf_tokens")
         elif "=" in tok:
             k, v = tok.split("=", 1)
             if not k:
                 raise ValueError(f"empty key in {tok!r}")
             changes.append((k.strip(), _value(v.strip())))
         else:
-            raise ValueError(f"unknown token {tok!r} (offopt, offparam, hpzN, qgz, qwz or key=value)")
+            raise ValueError(f"unknown token {tok!r} (offopt, offparam, hpzN, qgz, qwz, leaf=<Class> or key=value)")
     return changes
 
 
@@ -311,7 +344,9 @@ def ds_config_for(row):
 
 
 def case_json_for(row):
-    return {
+    """case.json: what the harness needs beyond config.json and ds_config.json (`z3_leaf_modules` only where the
+    case names leaf module classes)."""
+    out = {
         "name": row["name"],
         "model": row["model"],
         "model_config": "config.json",
@@ -328,6 +363,9 @@ def case_json_for(row):
         "expect": row["expect"],
         "note": row["note"],
     }
+    if row.get("z3_leaf_modules"):
+        out["z3_leaf_modules"] = list(row["z3_leaf_modules"])
+    return out
 
 
 def scenario_for(row):
@@ -356,6 +394,11 @@ def scenario_for(row):
         f"  name: {row['model']}",
         "  hf_config: config.json",
         f"  attention: {attention}  # transformers attn_implementation={row['attention']}",
+    ]
+    # The leaf module class the rank hands deepspeed.utils.set_z3_leaf_modules (issue 57); none: the key is left out.
+    lines += [f"  z3_leaf_modules: {cls}  # the harness: deepspeed.utils.set_z3_leaf_modules(model, [{cls}])"
+              for cls in row.get("z3_leaf_modules") or []]
+    lines += [
         "training:",
         f"  micro_batch: {row['micro_batch']}",
         f"  grad_accum: {row['grad_accum']}",

@@ -36,6 +36,9 @@ def load_case(case_dir):
         raise ValueError(f"{p}: attention must be sdpa or eager")
     if case["checkpointing"] not in ("full", "none"):
         raise ValueError(f"{p}: checkpointing must be full or none")
+    leaf = case.get("z3_leaf_modules")
+    if leaf is not None and not (isinstance(leaf, list) and all(isinstance(n, str) and n.isidentifier() for n in leaf)):
+        raise ValueError(f"{p}: key 'z3_leaf_modules' must be a list of module class names, got {leaf!r}")
     cap = case.get("gpu_memory_cap_bytes")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0):
         raise ValueError(f"{p}: key 'gpu_memory_cap_bytes' must be a positive integer (bytes), got {cap!r}")
@@ -84,6 +87,7 @@ def case_summary(case, ds, world, case_dir=None):
         "expect": case.get("expect", "ok"),
         "note": case.get("note", ""),
         "gpu_memory_cap_bytes": case.get("gpu_memory_cap_bytes"),
+        "z3_leaf_modules": list(case.get("z3_leaf_modules") or []),
         "ds_config": ds,
     }
 

@@ -10,11 +10,12 @@ import os
 import shutil
 import sys
 
-# Shared by every family: attention back-ends, the model base classes, the loss, the masks, activations, RoPE, and
-# transformers' DeepSpeed integration.
+# Shared by every family: attention back-ends, the model base classes, the loss, the masks, activations, RoPE,
+# transformers' DeepSpeed integration, and its experts back-ends (transformers 5's mixtures of experts: eager,
+# grouped_mm, batched_mm; listed missing where a transformers has none).
 SHARED_FILES = ("integrations/sdpa_attention.py", "integrations/deepspeed.py", "modeling_utils.py",
                 "modeling_layers.py", "loss/loss_utils.py", "masking_utils.py", "activations.py", "pytorch_utils.py",
-                "modeling_rope_utils.py")
+                "modeling_rope_utils.py", "integrations/moe.py")
 
 # The families the committed records ran before the per-case list: always dumped, as those records did.
 ALWAYS_MODEL_TYPES = ("llama", "gpt2")

@@ -73,6 +73,36 @@ def _tied_head(model):
     return getattr(out, "weight", None) is getattr(inp, "weight", None)
 
 
+def set_leaf_modules(model, names):
+    """deepspeed.utils.set_z3_leaf_modules(model, [the classes named]) as a user of a mixture of experts calls it
+    (DeepSpeed >= 0.13, utils/z3_leaf_module.py: stage 3 then hooks each such module as one, fetching all its
+    parameters on entering it and reducing their gradients once its backward is done): each class looked up by name
+    among the model's own modules' classes. What it set, for the rank's `model` block (None where the case names none);
+    raises ValueError naming the model's classes where a name matches none."""
+    if not names:
+        return None
+    classes = {}
+    for m in model.modules():
+        classes.setdefault(type(m).__name__, type(m))
+    missing = [n for n in names if n not in classes]
+    if missing:
+        raise ValueError(f"z3_leaf_modules: no module of class {', '.join(missing)} in {type(model).__name__} "
+                         f"(its module classes: {', '.join(sorted(classes))})")
+    try:
+        from deepspeed.utils import set_z3_leaf_modules
+    except ImportError as e:
+        raise RuntimeError(f"z3_leaf_modules: this DeepSpeed has no deepspeed.utils.set_z3_leaf_modules "
+                           f"(DeepSpeed 0.13 and later): {e}") from None
+    wanted = [classes[n] for n in names]
+    leaves = set_z3_leaf_modules(model, wanted)
+    ids = {id(m) for m in leaves}
+    paths = [n for n, m in model.named_modules() if id(m) in ids]
+    return {"classes": [f"{c.__module__}.{c.__qualname__}" for c in wanted],
+            "call": f"deepspeed.utils.set_z3_leaf_modules(model, [{', '.join(names)}])",
+            "modules": len(leaves), "module_paths": paths[:4] + (["..."] if len(paths) > 4 else []),
+            "parameters": int(sum(getattr(p, "ds_numel", p.numel()) for m in leaves for p in m.parameters()))}
+
+
 def run_worker(args, res, flush):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -140,8 +170,13 @@ def run_worker(args, res, flush):
         "parameter_tensors": len(params),
         "dtype_at_build": str(params[0].dtype).replace("torch.", "") if params else None,
         "use_cache": getattr(model.config, "use_cache", None),
+        # A mixture of experts' backend as transformers resolved it (eager's loop over the experts hit, grouped_mm,
+        # batched_mm; transformers 5: config._experts_implementation); None for a dense model or an older transformers.
+        "experts_implementation": getattr(model.config, "_experts_implementation", None),
         "gradient_checkpointing": gc,
     }
+    # Leaf modules (issue 57): after the model is built, before deepspeed.initialize registers stage 3's hooks.
+    res["model"]["z3_leaf_modules"] = set_leaf_modules(model, case.get("z3_leaf_modules") or [])
     mem_model = _mem(torch)
 
     # Random token batches, made before initialize (a few KB each), deterministic per rank.

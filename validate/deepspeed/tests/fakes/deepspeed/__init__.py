@@ -7,7 +7,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import zero  # noqa: F401
+from . import utils, zero  # noqa: F401
 
 __version__ = "0.14.5+fake"
 _backend = None
@@ -59,6 +59,9 @@ class Engine:
         self.stage = config["zero_optimization"]["stage"]
         self.world = dist.get_world_size()
         self.optimizer = DeepSpeedZeroOptimizer(model, self.world)
+        # The modules flagged by deepspeed.utils.set_z3_leaf_modules before initialize (DeepSpeed reads the flag here,
+        # when stage 3 registers its hooks): at stage 3 the fake gathers each one's parameters in one more call.
+        self.leaf_modules = [m for m in model.modules() if utils.z3_leaf_module(m)] if self.stage == 3 else []
         self.communication_data_type = "torch.bfloat16"
         self.micro = 0
 
@@ -82,6 +85,8 @@ class Engine:
             inp = torch.empty((4096 // self.world,), dtype=torch.bfloat16, device="cuda")
             _backend.all_gather_function(output_tensor=out, input_tensor=inp, group=None, async_op=True).wait()
             dist.distributed_c10d._all_gather_base(out, inp)  # nested: counted once, as _all_gather_base
+            for _ in self.leaf_modules:
+                _backend.all_gather_function(output_tensor=out, input_tensor=inp, group=None, async_op=False)
             del out, inp
         return self.module(**kwargs)
 

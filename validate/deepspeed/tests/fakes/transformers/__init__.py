@@ -20,6 +20,7 @@ class AutoConfig:
         cfg.vocab_size = d.get("vocab_size", 100)
         cfg.hidden = d.get("hidden_size", d.get("n_embd", 8))
         cfg.layers = min(3, d.get("num_hidden_layers", d.get("n_layer", 2)))
+        cfg.experts = d.get("num_local_experts", d.get("num_experts", 0))  # a mixture of experts' (Mixtral, Qwen3-MoE)
         # The families whose config class ties the head by default (GemmaConfig, Gemma2Config, GPT2Config).
         cfg.tie_word_embeddings = d.get("tie_word_embeddings", d.get("model_type") in ("gemma", "gemma2", "gpt2"))
         return cfg
@@ -46,10 +47,37 @@ def checkpoint(function, *args, use_reentrant=None, **kwargs):
     return function(*args, **kwargs)
 
 
-class DecoderLayer(nn.Module):
-    def __init__(self, h):
+class SparseMoeBlock(nn.Module):
+    """A mixture of experts' block: the router (`gate`) and the experts (one Linear standing for their 3-D
+    parameters), under the family's own class name, as deepspeed.utils.set_z3_leaf_modules is handed it."""
+
+    def __init__(self, h, experts):
         super().__init__()
-        self.mlp = Linear(h, h)
+        self.gate = Linear(h, experts)
+        self.experts = Linear(h, h)
+
+    def forward(self, x):
+        self.gate(x)
+        return self.experts(x)
+
+
+class MixtralSparseMoeBlock(SparseMoeBlock):
+    pass
+
+
+class Qwen3MoeSparseMoeBlock(SparseMoeBlock):
+    pass
+
+
+MOE_BLOCKS = {"mixtral": MixtralSparseMoeBlock, "qwen3_moe": Qwen3MoeSparseMoeBlock}
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg.hidden
+        block = MOE_BLOCKS.get(getattr(cfg, "model_type", None)) if cfg.experts else None
+        self.mlp = block(h, cfg.experts) if block else Linear(h, h)
 
     def forward(self, x):
         f = getattr(self, "_gradient_checkpointing_func", None)
@@ -61,7 +89,7 @@ class Inner(nn.Module):
         super().__init__()
         self.layers = nn.Module()
         for i in range(cfg.layers):
-            setattr(self.layers, str(i), DecoderLayer(cfg.hidden))
+            setattr(self.layers, str(i), DecoderLayer(cfg))
 
     def forward(self, x):
         for _, layer in self.layers._modules.items():
