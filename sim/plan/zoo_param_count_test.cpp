@@ -15,6 +15,8 @@
 
 #include "sim/common/error.hpp"
 #include "sim/plan/model_shapes.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/plan/test_scenarios.hpp"
 #include "sim/plan/transformers_activations.hpp"
 #include "sim/scenario/hf_config.hpp"
 #include "sim/scenario/yaml_document.hpp"
@@ -155,6 +157,24 @@ TEST(Zoo, EveryFamilysLayerSavesTheBytesTransformersSavesWithinTwoPercent) {
   }
   EXPECT_GE(compared, 30);  // 17 families at two shapes, and eager for some
   std::cout << compared << " probe runs: " << exact << " to the byte, largest |error| " << 100 * largest << "%\n";
+}
+
+// The stage-3 fetch units of one Qwen3-30B-A3B layer's mixture of experts: router and experts as two modules, or one
+// with the sparse block a leaf module (set_z3_leaf_modules).
+std::vector<std::string> mlp_units(ModelSpec m) {
+  m.layers = 1;
+  const Plan p = make_plan(test::scenario(m, 3, 1, 2));
+  std::vector<std::string> out;
+  for (const FetchUnit& u : p.units)
+    if (u.layer == 0 && u.name.rfind("L0.mlp.", 0) == 0 && u.name != "L0.mlp.norm") out.push_back(u.name);
+  return out;
+}
+
+TEST(Zoo, AMoeBlockSetAsALeafModuleIsOneStage3FetchUnit) {
+  ModelSpec m = read_config("qwen3-30b-a3b");
+  EXPECT_EQ(mlp_units(m), (std::vector<std::string>{"L0.mlp.router", "L0.mlp.experts"}));
+  m.z3_leaf_modules = "Qwen3MoeSparseMoeBlock";
+  EXPECT_EQ(mlp_units(m), (std::vector<std::string>{"L0.mlp.moe"}));
 }
 
 TEST(Zoo, DeepSeeksExpertsAndLatentAttentionAreRefusedByName) {

@@ -26,8 +26,13 @@ TEST(BundledScenarios, EveryScenarioLoads) {
     try {
       Scenario s = load_scenario(f.string());
       EXPECT_GT(s.world_size(), 0);
-      EXPECT_TRUE(s.warnings.empty() || f.filename().string().find("ds-config") != std::string::npos)
-          << s.warnings.front();
+      // A user's ds_config carries keys zsim does not model; a model of a family not yet measured under DeepSpeed
+      // (or a mixture of experts at stage 3) carries notes on its model; no other scenario warns.
+      for (const std::string& w : s.warnings)
+        EXPECT_TRUE(f.filename().string().find("ds-config") != std::string::npos ||
+                    w.find("docs/architectures.md") != std::string::npos ||
+                    w.find("model.z3_leaf_modules") != std::string::npos)
+            << w;
     } catch (const InputError& e) {
       ADD_FAILURE() << e.what();
     }

@@ -196,4 +196,20 @@ TEST(ExternalFiles, TheProfileCalibrateNodeWritesLoads) {
   EXPECT_EQ(s.cluster.efficiency.cpu_adam_measured.at(1).size(), 5u);
 }
 
+TEST(ExternalFiles, AMixtureOfExpertsBlockNamedAsALeafModuleIsTakenAndTheExpertsClassChangesNothing) {
+  const ModelSpec leaf =
+      parse("model: {hf_config: hf_mixtral_small.json, z3_leaf_modules: MixtralSparseMoeBlock}\n" + kCluster).model;
+  EXPECT_TRUE(moe_block_is_leaf(leaf));
+  const ModelSpec experts =
+      parse("model: {hf_config: hf_mixtral_small.json, z3_leaf_modules: MixtralExperts}\n" + kCluster).model;
+  EXPECT_FALSE(moe_block_is_leaf(experts));
+}
+
+TEST(ExternalFiles, ALeafModuleClassTheModelLacksIsAnErrorAtTheKey) {
+  auto e = error_of("model: {hf_config: hf_mixtral_small.json, z3_leaf_modules: LlamaDecoderLayer}\n" + kCluster);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where().key_path, "model.z3_leaf_modules");
+  EXPECT_NE(std::string(e->what()).find("MixtralSparseMoeBlock"), std::string::npos) << e->what();
+}
+
 }  // namespace zsim

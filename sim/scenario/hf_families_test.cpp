@@ -71,12 +71,30 @@ TEST(HfFamilies, OptsPositionTableHasTwoExtraRowsAndItsDropoutDefaultsToOneTenth
   EXPECT_EQ(m.arch.act, ActKind::relu);
 }
 
-TEST(HfFamilies, MixtureOfExpertsIsRefusedAtItsKey) {
-  const InputError e = error_of("{\"model_type\": \"mixtral\",\n  \"num_local_experts\": 8, " + kDims + "}");
+TEST(HfFamilies, ExpertsInAFamilyWithoutThemAreRefusedAtTheirKey) {
+  const InputError e = error_of("{\"model_type\": \"llama\",\n  \"num_local_experts\": 8, " + kDims + "}");
   EXPECT_EQ(e.where().key_path, "num_local_experts");
   EXPECT_EQ(e.where().line, 2);
   EXPECT_NE(std::string(e.what()).find("mixture of experts"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("Supported model types: "), std::string::npos) << e.what();
+}
+
+TEST(HfFamilies, MixtralReadsItsExpertsAndTheirDefaults) {
+  const ModelSpec m = read(R"({"model_type": "mixtral", "num_local_experts": 8, )" + kDims + "}");
+  EXPECT_EQ(m.arch.experts, 8);
+  EXPECT_EQ(m.arch.experts_per_token, 2);  // MixtralConfig.num_experts_per_tok
+  EXPECT_EQ(m.arch.expert_ffn, 3072);      // each expert intermediate_size wide
+  EXPECT_TRUE(m.arch.router_weights_fp32);
+}
+
+TEST(HfFamilies, Qwen3MoeTakesMoeIntermediateSizeAndRefusesDenseLayersAmongSparseOnes) {
+  const ModelSpec m = read(R"({"model_type": "qwen3_moe", "num_experts": 64, "moe_intermediate_size": 256, )" + kDims + "}");
+  EXPECT_EQ(m.arch.experts, 64);
+  EXPECT_EQ(m.arch.experts_per_token, 8);
+  EXPECT_EQ(m.arch.expert_ffn, 256);
+  EXPECT_FALSE(m.arch.norm_topk_prob);  // Qwen3MoeConfig default
+  const InputError e = error_of(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0], )" + kDims + "}");
+  EXPECT_EQ(e.where().key_path, "mlp_only_layers");
 }
 
 TEST(HfFamilies, LatentAttentionIsRefusedAtItsKey) {
