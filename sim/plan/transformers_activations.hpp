@@ -4,11 +4,13 @@
 // line from transformers 5.17's models/llama/modeling_llama.py and models/gpt2/modeling_gpt2.py (torch 2.11) and gives
 // the measurement that checks it.
 //
-// Families (from ModelSpec): a gated MLP is the Llama family (Llama, Mistral, Qwen2: RMSNorm with its fp32 upcast,
-// RoPE, SiLU(gate) * up, no dropout); a plain MLP is GPT-2 (LayerNorm, fused qkv Conv1D, gelu_new as five Python
-// ops, dropout on the embeddings, the probabilities and both residual branches, learned positions). Attention::flash
-// stands for transformers' "sdpa" (on an H100/H200 in torch 2.11 the cuDNN backend: q, k, v, the output and an fp32
-// log-sum-exp per head and row), Attention::eager for "eager" (the s x s scores materialised).
+// Families (ModelSpec::arch, hf_families.cpp): a gated MLP follows Llama's layer and its backward (Llama, Mistral,
+// Qwen2 measured under DeepSpeed; Qwen3, Gemma-1/2/3, Phi-3, OLMo-2, Cohere, Granite, Mixtral and Qwen3-MoE with their
+// own norms, q/k norms, block layout, fused projections, mixture of experts), a plain MLP GPT-2's (GPT-2 measured;
+// GPT-NeoX, OPT, StarCoder2 with their activations, rotary and parallel block): each family's saved tensors are
+// checked against transformers' own (record transformers-zoo, docs/architectures.md). Attention::flash stands for
+// transformers' "sdpa" (on an H100/H200 in torch 2.11 the cuDNN backend: q, k, v, the output and an fp32 log-sum-exp
+// per head and row), Attention::eager for "eager" (the s x s scores materialised).
 #pragma once
 #include <string>
 #include <vector>
