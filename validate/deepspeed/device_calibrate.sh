@@ -18,13 +18,7 @@ BUDGET_S=${BUDGET_S:-540}
 CAL_ARGS=${CAL_ARGS:-}
 
 # The environment device_run.sh gives the cases (the same interpreter, DeepSpeed, NCCL and extension folder).
-export PYTHONPATH=$DS_DIR/site${PYTHONPATH:+:$PYTHONPATH}
-export PATH=/opt/torch/.venv/bin:$PATH
-V=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$V/nccl/lib:$V/cu13/lib:$V/cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export NCCL_NVLS_ENABLE=0
-export TORCH_EXTENSIONS_DIR=$ROOT/.devcarry/torch_extensions
-PY=${PY:-python}
+. validate/deepspeed/device_env.sh
 
 mkdir -p "$OUT" "$TORCH_EXTENSIONS_DIR"
 WORK=$(mktemp -d /tmp/dscal.XXXXXX)

@@ -26,13 +26,7 @@ STOP_ON_PREBUILD_FAILURE=${STOP_ON_PREBUILD_FAILURE:-1}
 STEPS=${STEPS:-}
 HARNESS_ARGS=${HARNESS_ARGS:-}
 
-export PYTHONPATH=$DS_DIR/site${PYTHONPATH:+:$PYTHONPATH}
-export PATH=/opt/torch/.venv/bin:$PATH
-V=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$V/nccl/lib:$V/cu13/lib:$V/cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export NCCL_NVLS_ENABLE=0
-export TORCH_EXTENSIONS_DIR=$ROOT/.devcarry/torch_extensions
-PY=${PY:-python}  # torch's interpreter (PATH above)
+. validate/deepspeed/device_env.sh
 
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 
@@ -139,21 +133,8 @@ if [ "$PREBUILD" = 1 ] && [ ${#CASES[@]} -gt 0 ]; then
     if grep -q '"zero_quantized_gradients": true' "$HD/cases/$c/ds_config.json"; then OPS+=(QuantizerBuilder); break; fi
   done
   t0=$(date +%s)
-  timeout $(( $(left) - 30 > 30 ? $(left) - 30 : 30 )) "$PY" - "${OPS[@]}" > "$W/prebuild.log" 2>&1 <<'EOF'
-import sys, time, traceback
-import deepspeed.ops.op_builder as ob
-bad = 0
-for name in sys.argv[1:]:
-    t = time.time()
-    try:
-        getattr(ob, name)().load()
-        print(f"PREBUILD {name}: ok in {time.time() - t:.1f} s", flush=True)
-    except Exception as e:
-        bad += 1
-        traceback.print_exc()
-        print(f"PREBUILD {name}: FAILED in {time.time() - t:.1f} s: {type(e).__name__}: {e}", flush=True)
-sys.exit(1 if bad else 0)
-EOF
+  timeout $(( $(left) - 30 > 30 ? $(left) - 30 : 30 )) "$PY" "$HD/zsim_ds/prebuild_ops.py" "${OPS[@]}" \
+    > "$W/prebuild.log" 2>&1
   rc=$?
   grep '^PREBUILD' "$W/prebuild.log"
   echo "== prebuild ${OPS[*]}: exit $rc, $(( $(date +%s) - t0 )) s"

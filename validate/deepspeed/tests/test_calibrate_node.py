@@ -171,7 +171,9 @@ class FakeMachine:
     @staticmethod
     def kind(cmd):
         if cmd[1:2] == ["-c"]:
-            return ("environment", "environment") if "import torch" in cmd[2] else ("prebuild", "prebuild")
+            return "environment", "environment"
+        if cmd[1].endswith("prebuild_ops.py"):
+            return "prebuild", "prebuild"
         if cmd[1:2] == ["calibrate"]:
             return "zrun", "zrun-calibrate"
         if cmd[1].endswith("harness.py"):

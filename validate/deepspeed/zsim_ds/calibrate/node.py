@@ -95,20 +95,7 @@ for m in ("transformers", "deepspeed"):
 print(json.dumps(out))
 """
 
-PREBUILD_SCRIPT = r"""
-import sys, time
-import deepspeed.ops.op_builder as ob
-bad = 0
-for name in sys.argv[1:]:
-    t = time.time()
-    try:
-        getattr(ob, name)().load()
-        print(f"PREBUILD {name}: ok in {time.time() - t:.1f} s", flush=True)
-    except Exception as e:
-        bad += 1
-        print(f"PREBUILD {name}: FAILED in {time.time() - t:.1f} s: {type(e).__name__}: {e}", flush=True)
-sys.exit(1 if bad else 0)
-"""
+PREBUILD_SCRIPT = os.path.join(ROOT, "zsim_ds", "prebuild_ops.py")  # device_run.sh runs it too
 
 
 # The efficiencies zsim reads as fractions of the GPU's data-sheet figures, in (0, 1].
@@ -229,7 +216,7 @@ class Calibration:
         return None
 
     def prebuild(self):
-        self.stage("prebuild", [self.args.python, "-c", PREBUILD_SCRIPT, "FusedAdamBuilder", "CPUAdamBuilder"], 240)
+        self.stage("prebuild", [self.args.python, PREBUILD_SCRIPT, "FusedAdamBuilder", "CPUAdamBuilder"], 240)
 
     def zrun_calibrate(self):
         if not self.args.zrun:
