@@ -44,13 +44,11 @@ FetchUnit make_unit(std::string name, int layer, std::vector<TensorShape> tensor
   return u;
 }
 
-std::string module_of(const std::string& tensor) { return module_name(tensor); }
-
 // Splits a module group's tensors into modules (consecutive tensors of one module), in order.
 std::vector<std::pair<std::string, std::vector<TensorShape>>> modules_of(const ModuleShapes& m) {
   std::vector<std::pair<std::string, std::vector<TensorShape>>> out;
   for (const auto& t : m.tensors) {
-    const std::string mod = module_of(t.name);
+    const std::string mod = module_name(t.name);
     if (out.empty() || out.back().first != mod) out.push_back({mod, {}});
     out.back().second.push_back(t);
   }
@@ -389,7 +387,7 @@ void plan_units(const Scenario& s, Plan& p) {
     if (mod != "head.out") p.units.push_back(make_unit(mod, -1, tensors, s, p.dp));
   std::vector<TensorShape> out;
   for (const auto& t : p.shapes.head.tensors)
-    if (module_of(t.name) == "head.out") out.push_back(t);
+    if (module_name(t.name) == "head.out") out.push_back(t);
   p.units.push_back(make_unit("head", -1, out, s, p.dp));  // tied: no tensors, uses the embedding
   p.units.back().is_head = true;
 }

@@ -15,24 +15,22 @@ namespace {
 struct RefusedKey {
   const char* key;
   const char* what;
+  bool read_by_moe_families;  // Mixtral's and Qwen3-MoE's readers take it
 };
 constexpr RefusedKey kRefusedKeys[] = {
-    {"num_local_experts", "a mixture of experts (Mixtral's experts)"},
-    {"num_experts", "a mixture of experts (Qwen-MoE's experts)"},
-    {"n_routed_experts", "a mixture of experts (DeepSeek's routed experts)"},
-    {"moe_intermediate_size", "a mixture of experts (the experts' width)"},
-    {"n_shared_experts", "a mixture of experts (DeepSeek's shared experts)"},
-    {"kv_lora_rank", "DeepSeek's multi-head latent attention"},
-    {"q_lora_rank", "DeepSeek's multi-head latent attention"},
+    {"num_local_experts", "a mixture of experts (Mixtral's experts)", true},
+    {"num_experts", "a mixture of experts (Qwen-MoE's experts)", true},
+    {"n_routed_experts", "a mixture of experts (DeepSeek's routed experts)", false},
+    {"moe_intermediate_size", "a mixture of experts (the experts' width)", true},
+    {"n_shared_experts", "a mixture of experts (DeepSeek's shared experts)", false},
+    {"kv_lora_rank", "DeepSeek's multi-head latent attention", false},
+    {"q_lora_rank", "DeepSeek's multi-head latent attention", false},
 };
 
 // A family that reads a mixture of experts (Mixtral, Qwen3-MoE) takes its experts' keys; DeepSeek's are refused.
 void refuse_unmodelled_keys(const HfReader& hf, const HfFamily* family) {
-  for (const auto& [key, what] : kRefusedKeys) {
-    if (!hf.has(key)) continue;
-    if (family && family->moe && std::string_view(what).starts_with("a mixture of experts") &&
-        std::string_view(key) != "n_routed_experts" && std::string_view(key) != "n_shared_experts")
-      continue;
+  for (const auto& [key, what, read_by_moe_families] : kRefusedKeys) {
+    if (!hf.has(key) || (read_by_moe_families && family && family->moe)) continue;
     if (std::string_view(key) == "num_experts" && hf.integer({key}).value_or(0) == 0) continue;
     throw InputError(hf.where(key), std::string(what) + " is not modelled: zsim would read this model as a dense one "
                                                        "and misstate its size. Supported model types: " +

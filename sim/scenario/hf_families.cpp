@@ -22,8 +22,6 @@ void attention_bias_all(const HfReader& hf, ModelSpec& m, bool def = false) {
   m.arch.qkv_bias = m.arch.o_bias = hf.boolean("attention_bias").value_or(def);
 }
 
-void no_dropout_keys(ModelSpec& m) { m.hidden_dropout = 0.0; }
-
 // A key the family reads that would change shapes zsim does not build: refused with its place.
 [[noreturn]] void refuse(const HfReader& hf, const char* key, const std::string& why) {
   throw InputError(hf.where(key), why + " is not modelled");
@@ -53,7 +51,6 @@ void read_llama(const HfReader& hf, ModelSpec& m) {
   llama_like(hf, m, false);
   attention_bias_all(hf, m);
   m.arch.mlp_bias = hf.boolean("mlp_bias").value_or(false);
-  no_dropout_keys(m);
 }
 
 // granite/modeling_granite.py: Llama's layer with scalar multipliers (embedding, residual, attention, logits), which
@@ -64,14 +61,12 @@ void read_granite(const HfReader& hf, ModelSpec& m) { read_llama(hf, m); }
 void read_mistral(const HfReader& hf, ModelSpec& m) {
   llama_like(hf, m, false);
   read_sliding_window(hf, m, 4096, 1);  // MistralConfig: sliding_window 4096 on every layer
-  no_dropout_keys(m);
 }
 
 // qwen2/modeling_qwen2.py: biases on q, k and v only (Qwen2Attention: bias=True on q/k/v_proj, False on o_proj).
 void read_qwen2(const HfReader& hf, ModelSpec& m) {
   llama_like(hf, m, false);
   m.arch.qkv_bias = true;
-  no_dropout_keys(m);
 }
 
 // qwen3/modeling_qwen3.py: Qwen3Config's head_dim defaults to 128; q_norm and k_norm are RMSNorms of head_dim on
@@ -81,7 +76,6 @@ void read_qwen3(const HfReader& hf, ModelSpec& m) {
   if (m.arch.head_dim == 0) m.arch.head_dim = 128;
   attention_bias_all(hf, m);
   m.arch.qk_norm = QkNorm::per_head;
-  no_dropout_keys(m);
 }
 
 // gemma/modeling_gemma.py: GemmaRMSNorm ((1 + weight), in fp32), GELU-tanh gated MLP, embeddings scaled by
@@ -92,7 +86,6 @@ void read_gemma(const HfReader& hf, ModelSpec& m) {
   attention_bias_all(hf, m);
   m.arch.norm = NormKind::rms_gemma;
   m.arch.act = ActKind::gelu_tanh;  // hidden_activation (GemmaConfig default gelu_pytorch_tanh)
-  no_dropout_keys(m);
 }
 
 // gemma2/modeling_gemma2.py: Gemma's layer with sandwich norms (post_attention_layernorm on the attention's output,
@@ -128,7 +121,6 @@ void read_mixtral(const HfReader& hf, ModelSpec& m) {
   m.arch.expert_ffn = m.ffn_hidden;
   m.arch.router_weights_fp32 = true;
   m.arch.norm_topk_prob = true;
-  no_dropout_keys(m);
 }
 
 // qwen3_moe/modeling_qwen3_moe.py: Qwen3's attention; every layer's MLP a Qwen3MoeSparseMoeBlock (num_experts
@@ -167,7 +159,6 @@ void read_olmo2(const HfReader& hf, ModelSpec& m) {
   m.arch.norm = NormKind::rms_weight_fp32;
   m.arch.block = BlockKind::post_norm;
   m.arch.qk_norm = QkNorm::full_width;
-  no_dropout_keys(m);
 }
 
 // cohere/modeling_cohere.py: one CohereLayerNorm (no bias) feeding attention and MLP in parallel, SiLU-gated MLP,
@@ -179,7 +170,6 @@ void read_cohere(const HfReader& hf, ModelSpec& m) {
   m.arch.norm = NormKind::layer_no_bias;
   m.arch.block = BlockKind::parallel_shared_norm;
   if (hf.boolean("use_qk_norm").value_or(false)) refuse(hf, "use_qk_norm", "Cohere's per-head q/k LayerNorms");
-  no_dropout_keys(m);
 }
 
 // gpt_neox/modeling_gpt_neox.py: LayerNorms, one query_key_value projection, dense; MLP dense_h_to_4h, GELU,
